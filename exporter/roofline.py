@@ -1,0 +1,431 @@
+"""The roofline model: pure arithmetic on peaks, bandwidths, FLOPs, bytes and counter ratios.
+
+Standard library only, so the math can be imported and tested without FastAPI, Prometheus or a
+GPU library (DESIGN.md, "Layout"). Every formula here is one line of DESIGN.md, "The model":
+
+    ridge R = P / B;  intensity I = F / Q;  attainable = min(P, I * B)
+
+The seed fact it all rests on is Williams, Waterman & Patterson, "Roofline: an insightful visual
+performance model for multicore architectures" (CACM 52(4), 2009): a kernel is bounded by either
+its memory traffic or its arithmetic, whichever takes longer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+PRECISIONS: tuple[str, ...] = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+"""Precisions a card may list a dense peak for (DESIGN.md, "Card catalog")."""
+
+ELEMENT_BYTES: dict[str, float] = {
+    "fp64": 8.0,
+    "fp64_tensor": 8.0,
+    "fp32": 4.0,
+    "tf32": 4.0,  # stored as fp32 in memory; only the multiplier truncates the mantissa
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
+}
+"""Bytes one element occupies in memory, per precision (dtype)."""
+
+BALANCED_BAND = 0.02
+"""Within ±2 % of the ridge a kernel hits both walls at once (DESIGN.md): call it balanced."""
+
+KernelRegime = Literal["memory_bound", "compute_bound", "balanced"]
+CounterRegime = Literal["idle", "memory_bound", "compute_bound", "latency_bound"]
+REGIMES: tuple[CounterRegime, ...] = ("idle", "memory_bound", "compute_bound", "latency_bound")
+
+LEVER_MEMORY = (
+    "memory-bound: move fewer bytes per FLOP — fuse kernels, tile for reuse, lower the precision "
+    "(fp8/int8 halves the bytes), batch more work per weight read"
+)
+LEVER_COMPUTE = (
+    "compute-bound: do fewer or cheaper FLOPs — lower the precision (fp8 doubles the tensor peak), "
+    "use structured sparsity, or a cheaper algorithm"
+)
+LEVER_BALANCED = (
+    "on the ridge: both walls bind at once — lower precision helps both; otherwise cut bytes and "
+    "FLOPs together"
+)
+LEVER_IDLE = "idle: nothing runs — release the GPU or give it work"
+LEVER_FP_PIPE = (
+    "compute-bound on the CUDA-core FP pipes, not the tensor cores: move the math onto tensor cores "
+    "(TF32/BF16/FP16 matmuls, cuBLAS/cuDNN tensor-op paths) for several times the peak"
+)
+LEVER_LATENCY = (
+    "latency-bound: busy but neither wall is reached — launch overhead, low occupancy or host/input "
+    "stalls; batch more work per kernel, use CUDA graphs, overlap the input pipeline"
+)
+LEVER_LATENCY_FEW_SMS = (
+    "latency-bound with few SMs busy: the grids are too small or kernels too short — fuse kernels, "
+    "batch requests, capture CUDA graphs to cut launch overhead"
+)
+LEVER_LATENCY_OCCUPANCY = (
+    "latency-bound at low occupancy: SMs are busy but hold few warps — reduce registers or shared "
+    "memory per block, raise the block count, so more warps hide the latency"
+)
+LEVER_LATENCY_STARVED = (
+    "latency-bound and starved: the engine is busy but the SMs mostly wait — look at the host: "
+    "data loading, synchronisation, CPU-side launch, PCIe transfers"
+)
+
+
+class RooflineInputError(ValueError):
+    """A number the model cannot use (zero, negative, NaN, infinite); the message names it."""
+
+
+def _require_positive(name: str, value: float) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise RooflineInputError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise RooflineInputError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Roof:
+    """A card at one precision: dense peak P (FLOP/s) and memory bandwidth B (bytes/s)."""
+
+    peak_flop_per_second: float
+    bandwidth_bytes_per_second: float
+
+    def __post_init__(self) -> None:
+        _require_positive("peak_flop_per_second", self.peak_flop_per_second)
+        _require_positive("bandwidth_bytes_per_second", self.bandwidth_bytes_per_second)
+
+    @property
+    def ridge_flop_per_byte(self) -> float:
+        """R = P / B: the intensity at which memory time equals compute time."""
+        return self.peak_flop_per_second / self.bandwidth_bytes_per_second
+
+    def attainable(self, intensity: float) -> float:
+        """min(P, I * B): the roof over intensity I."""
+        return min(self.peak_flop_per_second, intensity * self.bandwidth_bytes_per_second)
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """An amount of work: F FLOPs over Q bytes of memory traffic."""
+
+    flops: float
+    bytes: float
+
+
+@dataclass(frozen=True, slots=True)
+class KernelVerdict:
+    """The textbook roofline answer for one kernel (DESIGN.md, "Kernel form")."""
+
+    flops: float
+    bytes: float
+    intensity_flop_per_byte: float
+    memory_time_seconds: float
+    compute_time_seconds: float
+    floor_time_seconds: float
+    attainable_flop_per_second: float
+    fraction_of_peak: float
+    regime: KernelRegime
+    lever: str
+
+
+def kernel_regime(intensity: float, ridge: float) -> KernelRegime:
+    """memory_bound left of the ridge, compute_bound right of it, balanced within ±2 %."""
+    if abs(intensity - ridge) <= BALANCED_BAND * ridge:
+        return "balanced"
+    return "memory_bound" if intensity < ridge else "compute_bound"
+
+
+def lever_for(regime: str) -> str:
+    """The sentence that names the lever for a wall."""
+    return {
+        "memory_bound": LEVER_MEMORY,
+        "compute_bound": LEVER_COMPUTE,
+        "balanced": LEVER_BALANCED,
+        "idle": LEVER_IDLE,
+        "latency_bound": LEVER_LATENCY,
+    }[regime]
+
+
+def kernel_roofline(roof: Roof, flops: float, bytes_: float) -> KernelVerdict:
+    """Place F FLOPs over Q bytes on the roof.
+
+    memory time = Q / B, compute time = F / P, the floor is the larger (a kernel cannot beat
+    either wall), attainable = min(P, I * B), fraction of peak = attainable / P.
+    """
+    f = _require_positive("flops", flops)
+    q = _require_positive("bytes", bytes_)
+    intensity = f / q
+    if not math.isfinite(intensity):
+        raise RooflineInputError(f"flops / bytes overflows: {f!r} / {q!r}")
+    memory_time = q / roof.bandwidth_bytes_per_second
+    compute_time = f / roof.peak_flop_per_second
+    attainable = roof.attainable(intensity)
+    regime = kernel_regime(intensity, roof.ridge_flop_per_byte)
+    return KernelVerdict(
+        flops=f,
+        bytes=q,
+        intensity_flop_per_byte=intensity,
+        memory_time_seconds=memory_time,
+        compute_time_seconds=compute_time,
+        floor_time_seconds=max(memory_time, compute_time),
+        attainable_flop_per_second=attainable,
+        fraction_of_peak=attainable / roof.peak_flop_per_second,
+        regime=regime,
+        lever=lever_for(regime),
+    )
+
+
+# --- operation form: dims and dtypes into FLOPs and bytes -------------------------------------
+
+
+def gemm_work(m: int, n: int, k: int, element_bytes: float) -> Work:
+    """C[m,n] = A[m,k] @ B[k,n]: F = 2mnk (one multiply and one add per term), Q = e(mk + kn + mn).
+
+    Each operand is read once and C written once: the ideal-reuse traffic, which is what the
+    roofline wants (a real kernel's tiles may re-read; that shows up as lower efficiency).
+    A gemv is the m = 1 case.
+    """
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        _require_positive(name, v)
+    _require_positive("element_bytes", element_bytes)
+    return Work(flops=2.0 * m * n * k, bytes=element_bytes * (m * k + k * n + m * n))
+
+
+def elementwise_work(
+    n: int,
+    element_bytes: float,
+    flops_per_element: float = 1.0,
+    reads: int = 1,
+    writes: int = 1,
+) -> Work:
+    """y = f(x) over n elements: F = n * flops_per_element, Q = e * n * (reads + writes)."""
+    _require_positive("n", n)
+    _require_positive("element_bytes", element_bytes)
+    _require_positive("flops_per_element", flops_per_element)
+    if reads < 0 or writes < 0 or reads + writes <= 0:
+        raise RooflineInputError(f"reads + writes must be positive, got reads={reads}, writes={writes}")
+    return Work(flops=float(n) * flops_per_element, bytes=element_bytes * n * (reads + writes))
+
+
+def decode_work(parameters: float, batch: int, element_bytes: float) -> Work:
+    """One decode step of an N-parameter model at batch b: F = 2Nb, Q = e * N (weights only).
+
+    Every weight is read once per step and used for b tokens, so I = 2b / e: about b in bf16.
+    KV-cache and activation traffic are left out, as DESIGN.md states.
+    """
+    _require_positive("parameters", parameters)
+    _require_positive("batch", batch)
+    _require_positive("element_bytes", element_bytes)
+    return Work(flops=2.0 * parameters * batch, bytes=element_bytes * parameters)
+
+
+# --- counter form: DCGM activity ratios into a position on the roof ----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """How near a wall counts as "at" it, and what counts as idle (DESIGN.md, "Regimes").
+
+    dram_wall 0.8: NVIDIA's DCGM guidance that about 0.8 is the practical maximum of DRAM_ACTIVE.
+    tensor_wall 0.93: what dcgmproftester's tensor-core load reaches on PIPE_TENSOR_ACTIVE.
+    theta 0.6: a wall is "near" at 60 % of its practical maximum (DRAM_ACTIVE ≥ 0.48, tensor
+    activity · clock ratio ≥ 0.56 at the defaults); below that on both, a busy GPU is latency-bound.
+    """
+
+    theta: float = 0.6
+    dram_wall: float = 0.8
+    tensor_wall: float = 0.93
+    fp_pipe_wall: float = 1.0
+    idle_gr_engine: float = 0.05
+    idle_any: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("theta", "dram_wall", "tensor_wall", "fp_pipe_wall", "idle_gr_engine", "idle_any"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0 < value <= 1):
+                raise RooflineInputError(f"threshold {name} must be in (0, 1], got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class CounterReading:
+    """One interval's DCGM profiling ratios for one GPU, each in [0, 1]; None means not reported."""
+
+    dram_active: float
+    tensor_active: float
+    gr_engine_active: float | None = None
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    fp64_active: float | None = None
+    fp32_active: float | None = None
+    fp16_active: float | None = None
+    clock_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "dram_active",
+            "tensor_active",
+            "gr_engine_active",
+            "sm_active",
+            "sm_occupancy",
+            "fp64_active",
+            "fp32_active",
+            "fp16_active",
+        ):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise RooflineInputError(f"{name} must be a finite ratio, got {value!r}")
+            if not 0.0 <= value <= 1.0:
+                raise RooflineInputError(f"{name} must be a ratio in [0, 1], got {value!r}")
+        if not (math.isfinite(self.clock_ratio) and 0 < self.clock_ratio <= 1.0):
+            raise RooflineInputError(f"clock_ratio must be in (0, 1], got {self.clock_ratio!r}")
+
+    @property
+    def flop_utilization(self) -> float:
+        """t * k: tensor activity scaled by the clock ratio ("OFU")."""
+        return self.tensor_active * self.clock_ratio
+
+    @property
+    def busiest_fp_pipe(self) -> float:
+        """The largest reported CUDA-core FP pipe ratio, 0 when none is reported."""
+        pipes = [p for p in (self.fp64_active, self.fp32_active, self.fp16_active) if p is not None]
+        return max(pipes, default=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterVerdict:
+    """Where a counter reading sits on the roof, and which wall (if any) it is at."""
+
+    achieved_flop_per_second: float
+    achieved_bandwidth_bytes_per_second: float
+    flop_utilization: float
+    intensity_flop_per_byte: float | None
+    position: float | None
+    attainable_flop_per_second: float
+    fraction_of_peak: float
+    roofline_efficiency: float | None
+    regime: CounterRegime
+    lever: str
+
+
+DRAM_EPSILON = 1e-3
+"""DRAM_ACTIVE below this is "≈ 0": intensity is undefined rather than a huge number."""
+
+
+def is_idle(reading: CounterReading, thresholds: Thresholds) -> bool:
+    """GR_ENGINE_ACTIVE < 0.05 where reported; otherwise every reported activity < 0.02."""
+    if reading.gr_engine_active is not None:
+        return reading.gr_engine_active < thresholds.idle_gr_engine
+    activities = [
+        reading.dram_active,
+        reading.tensor_active,
+        reading.sm_active,
+        reading.fp64_active,
+        reading.fp32_active,
+        reading.fp16_active,
+    ]
+    return all(a < thresholds.idle_any for a in activities if a is not None)
+
+
+def latency_lever(reading: CounterReading) -> str:
+    """Refine the latency-bound hint with SM_ACTIVE and SM_OCCUPANCY where they are reported.
+
+    SM_ACTIVE is the fraction of time at least one warp is resident on an SM; low values with a
+    busy graphics engine mean the SMs mostly wait (small grids, launch gaps, host stalls).
+    SM_OCCUPANCY is resident warps over the maximum; low values with busy SMs mean too few warps
+    to hide memory latency (DCGM profiling metrics documentation).
+    """
+    sm_active = reading.sm_active
+    if sm_active is not None and sm_active < 0.5:
+        gr = reading.gr_engine_active
+        if gr is not None and gr >= 0.5 and sm_active < 0.35:
+            return LEVER_LATENCY_STARVED
+        return LEVER_LATENCY_FEW_SMS
+    if reading.sm_occupancy is not None and reading.sm_occupancy < 0.25:
+        return LEVER_LATENCY_OCCUPANCY
+    return LEVER_LATENCY
+
+
+def counter_regime(reading: CounterReading, thresholds: Thresholds) -> tuple[CounterRegime, str]:
+    """The per-sample regime and its lever (DESIGN.md, "Regimes, per sample").
+
+    A regime is named after a wall only when that wall is near (its ratio over the wall ≥ θ):
+    memory when DRAM_ACTIVE / d_wall ≥ θ, compute when t·k / t_wall ≥ θ or a CUDA-core FP pipe
+    is near its wall. When both walls are near, the side of the ridge (position t·k / d) decides.
+    Busy with neither wall near is latency-bound.
+    """
+    if is_idle(reading, thresholds):
+        return "idle", LEVER_IDLE
+    memory_near = reading.dram_active / thresholds.dram_wall
+    tensor_near = reading.flop_utilization / thresholds.tensor_wall
+    fp_near = reading.busiest_fp_pipe / thresholds.fp_pipe_wall
+    memory_at_wall = memory_near >= thresholds.theta
+    tensor_at_wall = tensor_near >= thresholds.theta
+    fp_at_wall = fp_near >= thresholds.theta
+    if fp_at_wall and fp_near >= tensor_near and (not memory_at_wall or fp_near >= memory_near):
+        return "compute_bound", LEVER_FP_PIPE
+    if memory_at_wall and tensor_at_wall:
+        memory_side = reading.flop_utilization < reading.dram_active
+        return ("memory_bound", LEVER_MEMORY) if memory_side else ("compute_bound", LEVER_COMPUTE)
+    if memory_at_wall:
+        return "memory_bound", LEVER_MEMORY
+    if tensor_at_wall:
+        return "compute_bound", LEVER_COMPUTE
+    return "latency_bound", latency_lever(reading)
+
+
+def classify_counters(
+    roof: Roof, reading: CounterReading, thresholds: Thresholds | None = None
+) -> CounterVerdict:
+    """The counter form (DESIGN.md): achieved = t·k·P and d·B, I = achieved FLOP/s / achieved B/s.
+
+    position = I / R = t·k / d; attainable = min(P, I·B); roofline efficiency = achieved /
+    attainable, which works out to max(t·k, d). With d ≈ 0 the intensity is undefined: the
+    attainable roof is then the flat peak and efficiency is t·k. With t·k = 0 and d > 0 nothing
+    is attainable on the roof at I = 0 and efficiency is undefined.
+    """
+    th = thresholds or Thresholds()
+    utilization = reading.flop_utilization
+    achieved_flops = utilization * roof.peak_flop_per_second
+    achieved_bytes = reading.dram_active * roof.bandwidth_bytes_per_second
+    intensity: float | None
+    position: float | None
+    if reading.dram_active < DRAM_EPSILON:
+        intensity = None
+        position = None
+        attainable = roof.peak_flop_per_second
+    else:
+        intensity = achieved_flops / achieved_bytes
+        position = utilization / reading.dram_active
+        attainable = roof.attainable(intensity)
+    efficiency = achieved_flops / attainable if attainable > 0 else None
+    regime, lever = counter_regime(reading, th)
+    return CounterVerdict(
+        achieved_flop_per_second=achieved_flops,
+        achieved_bandwidth_bytes_per_second=achieved_bytes,
+        flop_utilization=utilization,
+        intensity_flop_per_byte=intensity,
+        position=position,
+        attainable_flop_per_second=attainable,
+        fraction_of_peak=attainable / roof.peak_flop_per_second,
+        roofline_efficiency=efficiency,
+        regime=regime,
+        lever=lever,
+    )
+
+
+def clock_ratio(sm_clock_mhz: float | None, max_sm_clock_mhz: float | None) -> float:
+    """k = SM clock / max SM clock, clamped to (0, 1]; 1 when either is unknown.
+
+    PIPE_TENSOR_ACTIVE is a fraction of cycles, so FLOP/s scale with the clock actually run
+    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock).
+    """
+    if sm_clock_mhz is None or max_sm_clock_mhz is None or max_sm_clock_mhz <= 0:
+        return 1.0
+    if not math.isfinite(sm_clock_mhz) or sm_clock_mhz <= 0:
+        return 1.0
+    return min(1.0, sm_clock_mhz / max_sm_clock_mhz)

@@ -1,0 +1,48 @@
+"""The one sample record every source yields: when, which GPU, and DCGM field id -> value.
+
+Plain frozen dataclasses, not pydantic: they are built once per GPU per second in the sample
+loop, where validation on every sample would cost more than it buys (STYLE.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """A GPU, or one GPU instance of a MIG-partitioned GPU (gpu_instance set)."""
+
+    gpu: int
+    uuid: str
+    model: str
+    gpu_instance: int | None = None
+
+    @property
+    def key(self) -> tuple[int, int | None]:
+        """Identity within one node: the GPU index and, for MIG, the instance id."""
+        return (self.gpu, self.gpu_instance)
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """The Kubernetes pod holding a GPU (from the kubelet or from dcgm-exporter's labels)."""
+
+    namespace: str
+    pod: str
+    container: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One reading of one entity.
+
+    values maps DCGM field ids to floats; None is a blank (the field was watched but had no
+    value) and must never be read as 0. A field absent from the mapping was not reported at all.
+    """
+
+    timestamp: float
+    entity: Entity
+    values: Mapping[int, float | None]
+    attribution: Attribution | None = None

@@ -1,0 +1,70 @@
+"""The one small protocol every source implements, and the errors it may raise.
+
+A source is opened once, read once per sampling interval by the sampler thread (never by a
+scrape), and closed at shutdown. Adding a source means one module and one line in
+exporter/sources/__init__.py's registry (STYLE.md, node_exporter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from exporter.sample import Sample
+
+
+class SourceError(Exception):
+    """A source could not produce a batch; `reason` is a short label for the errors counter."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SourceUnavailable(SourceError):
+    """A source cannot run on this machine at all (no library, no GPU, no profiling support)."""
+
+
+class EndOfStream(Exception):
+    """A non-looping replay has played its last sample."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """Everything a source factory may need, straight from the CLI flags."""
+
+    interval_seconds: float = 1.0
+    replay: str | None = None
+    replay_format: str | None = None
+    model: str | None = None
+    speed: float | None = 1.0
+    """Replay speed multiplier; None means as fast as possible (`--speed max`)."""
+    loop: bool = False
+    scrape_url: str | None = None
+    scrape_timeout_seconds: float = 5.0
+    dcgm_address: str | None = None
+    dcgm_bindings: Path | None = None
+    gpus: tuple[int, ...] | None = None
+
+
+class Source(Protocol):
+    """What the sampler needs from a source."""
+
+    name: str
+    paced: bool
+    """True when read() itself waits until the next batch is due (replay); False when the
+    sampler must wait `interval_seconds` between reads (live GPU sources)."""
+
+    def open(self) -> None:
+        """Connect, watch fields, check support; raise SourceUnavailable with a clear reason."""
+
+    def read(self) -> list[Sample]:
+        """One batch: one sample per entity. Raises SourceError or EndOfStream."""
+
+    def close(self) -> None:
+        """Release the library handles; safe to call twice."""
