@@ -1,0 +1,266 @@
+"""The card catalog: each GPU's dense peaks and bandwidth, validated at load, found by any name.
+
+The data lives in exporter/data/cards.yaml (one cited datasheet per entry); a user file given
+with `--cards FILE` adds entries or overrides them by key. pydantic validates both at the edge,
+so the sample loop and the HTTP API only ever see a consistent catalog.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from exporter.roofline import PRECISIONS, Roof
+
+TERA = 1e12
+
+KEY_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+
+PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class CatalogError(ValueError):
+    """A catalog file that cannot be used; the message names the file, entry and field."""
+
+
+class UnknownCard(LookupError):
+    """No card matches a name; `suggestions` holds the nearest keys and NVML names."""
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        self.name = name
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown card {name!r}{hint}")
+
+
+class UnknownPrecision(LookupError):
+    """The card has no peak for the asked precision; `available` lists the ones it has."""
+
+    def __init__(self, card: str, precision: str, available: list[str]) -> None:
+        self.card = card
+        self.precision = precision
+        self.available = available
+        super().__init__(
+            f"card {card!r} has no {precision!r} peak; it has: {', '.join(available)}"
+        )
+
+
+class Card(BaseModel):
+    """One card: dense peaks per precision (TFLOP/s) and memory bandwidth (TB/s), as datasheets say."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: Annotated[str, Field(pattern=KEY_PATTERN)]
+    name: Annotated[str, Field(min_length=1)]
+    vendor: Literal["nvidia", "amd", "google", "other"] = "nvidia"
+    nvml_names: list[str] = Field(default_factory=list)
+    nvml_patterns: list[str] = Field(default_factory=list)
+    aliases: list[Annotated[str, Field(pattern=KEY_PATTERN)]] = Field(default_factory=list)
+    peak_tflops: dict[str, PositiveFinite]
+    bandwidth_tbps: PositiveFinite
+    memory_gib: PositiveFinite | None = None
+    sm_count: Annotated[int, Field(gt=0)] | None = None
+    max_sm_clock_mhz: PositiveFinite | None = None
+    reference_only: bool = False
+    source: Annotated[str, Field(pattern=r"^https?://\S+$")]
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _known_precisions(cls, peaks: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(peaks) - set(PRECISIONS))
+        if unknown:
+            raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
+        if not peaks:
+            raise ValueError("at least one precision peak is required")
+        return peaks
+
+    @field_validator("nvml_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+        return patterns
+
+    @property
+    def precisions(self) -> list[str]:
+        """The precisions this card has a peak for, in catalog order."""
+        return [p for p in PRECISIONS if p in self.peak_tflops]
+
+    @property
+    def bandwidth_bytes_per_second(self) -> float:
+        return self.bandwidth_tbps * TERA
+
+    def peak_flop_per_second(self, precision: str) -> float:
+        """Dense peak at `precision` in FLOP/s; UnknownPrecision when the card lacks it."""
+        try:
+            return self.peak_tflops[precision] * TERA
+        except KeyError:
+            raise UnknownPrecision(self.key, precision, self.precisions) from None
+
+    def roof(self, precision: str) -> Roof:
+        """The roof this card offers at one precision."""
+        return Roof(self.peak_flop_per_second(precision), self.bandwidth_bytes_per_second)
+
+    def matches_nvml_name(self, nvml_name: str) -> bool:
+        """Exact, case-insensitive NVML name match, then the optional patterns."""
+        wanted = nvml_name.strip().casefold()
+        if any(wanted == n.casefold() for n in self.nvml_names):
+            return True
+        return any(re.fullmatch(p, nvml_name.strip(), flags=re.IGNORECASE) for p in self.nvml_patterns)
+
+
+class CatalogFile(BaseModel):
+    """The YAML document: `cards:` followed by a list of entries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cards: list[Card]
+
+    @model_validator(mode="after")
+    def _unique_keys_and_names(self) -> CatalogFile:
+        _check_unique(self.cards)
+        return self
+
+
+def _check_unique(cards: Iterable[Card]) -> None:
+    keys: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for card in cards:
+        for key in (card.key, *card.aliases):
+            if key in keys:
+                raise ValueError(f"key or alias {key!r} of {card.key!r} is already used by {keys[key]!r}")
+            keys[key] = card.key
+        for name in card.nvml_names:
+            folded = name.casefold()
+            if folded in names:
+                raise ValueError(f"NVML name {name!r} of {card.key!r} is already used by {names[folded]!r}")
+            names[folded] = card.key
+
+
+class Catalog:
+    """Cards by key, alias and NVML name; immutable once built."""
+
+    def __init__(self, cards: Iterable[Card]) -> None:
+        self._cards: dict[str, Card] = {card.key: card for card in cards}
+        try:
+            _check_unique(self._cards.values())
+        except ValueError as exc:
+            raise CatalogError(str(exc)) from None
+        self._by_alias = {alias: card for card in self._cards.values() for alias in card.aliases}
+        self._by_nvml = {n.casefold(): card for card in self._cards.values() for n in card.nvml_names}
+
+    def __iter__(self) -> Iterator[Card]:
+        return iter(self._cards.values())
+
+    def __len__(self) -> int:
+        return len(self._cards)
+
+    def keys(self) -> list[str]:
+        return list(self._cards)
+
+    def get(self, key: str) -> Card | None:
+        return self._cards.get(key)
+
+    def lookup(self, name: str) -> Card:
+        """A card by key, alias, NVML name (case-insensitive) or NVML pattern; UnknownCard otherwise."""
+        text = name.strip()
+        folded = text.casefold()
+        card = self._cards.get(folded) or self._by_alias.get(folded) or self._by_nvml.get(folded)
+        if card is not None:
+            return card
+        for candidate in self._cards.values():
+            if candidate.matches_nvml_name(text):
+                return candidate
+        raise UnknownCard(name, self.suggest(name))
+
+    def find_by_nvml_name(self, nvml_name: str) -> Card | None:
+        """The card a GPU reports itself as, or None (the daemon then labels it unknown)."""
+        try:
+            return self.lookup(nvml_name)
+        except UnknownCard:
+            return None
+
+    def suggest(self, name: str, limit: int = 3) -> list[str]:
+        """Near matches among keys, aliases and NVML names, nearest first (difflib ratio)."""
+        names = {c.key: c.key for c in self._cards.values()}
+        names.update({alias: alias for alias in self._by_alias})
+        names.update({n.casefold(): n for c in self._cards.values() for n in c.nvml_names})
+        folded = name.strip().casefold()
+        close = difflib.get_close_matches(folded, list(names), n=limit, cutoff=0.5)
+        if not close:
+            # "h100" style fragments: keys that contain what was typed
+            close = [k for k in names if folded and folded in k][:limit]
+        return [names[c] for c in close]
+
+    def merged(self, extra: Iterable[Card]) -> Catalog:
+        """A new catalog with `extra` cards added, replacing same-key entries."""
+        cards = dict(self._cards)
+        for card in extra:
+            cards[card.key] = card
+        return Catalog(cards.values())
+
+
+def _describe_validation_error(path: str, data: Any, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        where = ""
+        if len(loc) >= 2 and loc[0] == "cards" and isinstance(loc[1], int):
+            index = loc[1]
+            try:
+                entry_key = data["cards"][index].get("key", f"#{index}")
+            except (KeyError, IndexError, TypeError, AttributeError):
+                entry_key = f"#{index}"
+            field = ".".join(str(p) for p in loc[2:]) or "(entry)"
+            where = f"entry {entry_key!r}, field {field}"
+        else:
+            where = ".".join(str(p) for p in loc) or "(document)"
+        problems.append(f"{where}: {err['msg']}")
+    return f"{path}: " + "; ".join(problems)
+
+
+def parse_catalog_text(text: str, origin: str) -> list[Card]:
+    """Validate one YAML catalog document; CatalogError names the file, entry and field."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{origin}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise CatalogError(f"{origin}: expected a mapping with a `cards:` list at the top")
+    try:
+        return CatalogFile.model_validate(data).cards
+    except ValidationError as exc:
+        raise CatalogError(_describe_validation_error(origin, data, exc)) from None
+
+
+def builtin_cards() -> list[Card]:
+    """The cards shipped in the package."""
+    text = resources.files("exporter").joinpath("data/cards.yaml").read_text(encoding="utf-8")
+    return parse_catalog_text(text, "exporter/data/cards.yaml")
+
+
+def load_catalog(extra_files: Iterable[str | Path] = ()) -> Catalog:
+    """The built-in catalog, then each user file in turn adding or overriding entries by key."""
+    catalog = Catalog(builtin_cards())
+    for path in extra_files:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CatalogError(f"{path}: cannot read cards file: {exc.strerror or exc}") from None
+        try:
+            catalog = catalog.merged(parse_catalog_text(text, str(path)))
+        except CatalogError:
+            raise
+        except ValueError as exc:
+            raise CatalogError(f"{path}: {exc}") from None
+    return catalog
