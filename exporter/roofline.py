@@ -429,3 +429,34 @@ def clock_ratio(sm_clock_mhz: float | None, max_sm_clock_mhz: float | None) -> f
     if not math.isfinite(sm_clock_mhz) or sm_clock_mhz <= 0:
         return 1.0
     return min(1.0, sm_clock_mhz / max_sm_clock_mhz)
+
+
+TENSOR_PIPE_PRECISION: dict[str, str] = {"dfma": "fp64_tensor", "imma": "int8", "hmma": "bf16"}
+"""DESIGN.md: DFMA -> fp64 tensor, IMMA -> int8, HMMA -> bf16 (HMMA covers fp16/bf16/tf32/fp8)."""
+
+DOMINANT_PIPE_FLOOR = 0.01
+"""A tensor pipe below this ratio is noise, not evidence of a precision."""
+
+
+def dominant_precision(
+    default: str,
+    imma_active: float | None = None,
+    hmma_active: float | None = None,
+    dfma_active: float | None = None,
+    available: tuple[str, ...] | list[str] | None = None,
+) -> str:
+    """The precision the tensor cores are mostly running, else `default`.
+
+    The busiest of the HMMA/IMMA/DFMA pipes (DCGM 1013-1015) names the precision, when it is
+    above the noise floor and the card has a peak for it (`available`); otherwise the configured
+    precision stands.
+    """
+    pipes = {"imma": imma_active, "hmma": hmma_active, "dfma": dfma_active}
+    reported = {name: v for name, v in pipes.items() if v is not None and v >= DOMINANT_PIPE_FLOOR}
+    if not reported:
+        return default
+    busiest = max(reported, key=lambda name: reported[name])
+    precision = TENSOR_PIPE_PRECISION[busiest]
+    if available is not None and precision not in available:
+        return default
+    return precision
