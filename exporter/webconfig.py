@@ -1,0 +1,355 @@
+"""TLS and basic auth for `ridgeline serve --web-config FILE`, in the exporter-toolkit YAML shape.
+
+Operators already write this file for node_exporter and friends (prometheus/exporter-toolkit,
+docs/web-configuration.md)::
+
+    tls_server_config:
+      cert_file: server.crt          # relative paths are relative to this file
+      key_file: server.key
+      client_ca_file: clients-ca.crt
+      client_auth_type: RequireAndVerifyClientCert
+    basic_auth_users:
+      prometheus: $2b$10$...         # bcrypt, e.g. `htpasswd -nBC 10 "" | tr -d ':\\n'`
+
+Ridgeline serves it with uvicorn and Python's ssl module, which cannot express every Go TLS
+knob. Rather than silently ignore a security setting, the keys it cannot honour (cipher_suites,
+curve_preferences, client_allowed_sans, min_version other than TLS12, inline cert/key, ...)
+are refused with an error that names them. Client auth types that accept a client certificate
+without verifying it (RequestClientCert, RequireAnyClientCert) are refused for the same reason.
+
+Basic auth is an ASGI middleware. A bcrypt check costs tens of milliseconds by design, and a
+scrape every 15 s would pay it every time, so a successful (user, password) is remembered as an
+HMAC under a per-process random key (never the password) and later requests compare HMACs in
+constant time. Failures are never cached. `/healthz` is exempt by default: liveness probes
+cannot carry credentials without putting them in the pod spec, and it reveals only that the
+process is alive.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import re
+import ssl
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio.to_thread
+import bcrypt
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+ClientAuthType = Literal["NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"]
+
+_CERT_REQS: dict[str, ssl.VerifyMode] = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+
+_UNSUPPORTED_TLS_KEYS: dict[str, str] = {
+    "cert": "inline certificates are not supported; use cert_file",
+    "key": "inline keys are not supported; use key_file",
+    "client_ca": "inline client CAs are not supported; use client_ca_file",
+    "client_allowed_sans": "SAN allow-lists are not supported; issue client certs from a dedicated CA",
+    "cipher_suites": "cipher suite selection is not supported (Python's ssl defaults apply)",
+    "curve_preferences": "curve selection is not supported (Python's ssl defaults apply)",
+    "prefer_server_cipher_suites": "cipher preference is not supported (Python's ssl defaults apply)",
+}
+_UNSUPPORTED_TOP_KEYS: dict[str, str] = {
+    "http_server_config": "http_server_config (HTTP/2, extra headers) is not supported",
+    "rate_limit": "rate_limit is not supported",
+}
+
+_BCRYPT_HASH = re.compile(r"^\$2[aby]\$(\d{2})\$[./A-Za-z0-9]{53}$")
+
+REALM = "ridgeline"
+
+
+class WebConfigError(ValueError):
+    """A web config file that cannot be used; the message names the file and the field."""
+
+
+class TLSServerConfig(BaseModel):
+    """The subset of exporter-toolkit's tls_server_config that Python's ssl can honour."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path | None = None
+    client_auth_type: ClientAuthType = "NoClientCert"
+    min_version: Literal["TLS12"] = Field(
+        "TLS12", description="Python's ssl already refuses anything older than TLS 1.2"
+    )
+    max_version: Literal["TLS13"] = "TLS13"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unsupported(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key, why in _UNSUPPORTED_TLS_KEYS.items():
+                if key in data:
+                    raise ValueError(f"{key}: {why}")
+            if data.get("client_auth_type") in ("RequestClientCert", "RequireAnyClientCert"):
+                raise ValueError(
+                    f"client_auth_type {data['client_auth_type']} accepts unverified client "
+                    "certificates and is not supported; use RequireAndVerifyClientCert"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _ca_and_policy_agree(self) -> TLSServerConfig:
+        if self.client_auth_type != "NoClientCert" and self.client_ca_file is None:
+            raise ValueError(f"client_auth_type {self.client_auth_type} needs client_ca_file")
+        if self.client_ca_file is not None and self.client_auth_type == "NoClientCert":
+            raise ValueError(
+                "client_ca_file is set but client_auth_type is NoClientCert, so client "
+                "certificates would never be checked; set client_auth_type: RequireAndVerifyClientCert"
+            )
+        return self
+
+
+class WebConfig(BaseModel):
+    """A validated --web-config file: optional TLS, optional basic-auth users."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tls_server_config: TLSServerConfig | None = None
+    basic_auth_users: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unsupported(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key, why in _UNSUPPORTED_TOP_KEYS.items():
+                if key in data:
+                    raise ValueError(why)
+        return data
+
+    @field_validator("basic_auth_users", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @field_validator("basic_auth_users")
+    @classmethod
+    def _hashes_are_bcrypt(cls, users: dict[str, str]) -> dict[str, str]:
+        for user, hashed in users.items():
+            if not user:
+                raise ValueError("empty user name")
+            if ":" in user:
+                raise ValueError(f"user {user!r}: a basic-auth user name cannot contain ':'")
+            if not _BCRYPT_HASH.match(hashed):
+                raise ValueError(
+                    f"user {user!r}: expected a bcrypt hash like $2b$10$... (60 characters), "
+                    "e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
+                )
+        return users
+
+    def uvicorn_ssl_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for uvicorn.Config / uvicorn.run; empty when TLS is off."""
+        tls = self.tls_server_config
+        if tls is None:
+            return {}
+        kwargs: dict[str, Any] = {
+            "ssl_certfile": str(tls.cert_file),
+            "ssl_keyfile": str(tls.key_file),
+            "ssl_cert_reqs": int(_CERT_REQS[tls.client_auth_type]),
+        }
+        if tls.client_ca_file is not None:
+            kwargs["ssl_ca_certs"] = str(tls.client_ca_file)
+        return kwargs
+
+
+def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
+    """Read, validate and check a web config file; raises WebConfigError naming file and field.
+
+    Relative file names resolve against the config file's directory (as exporter-toolkit
+    does), and the certificate, key and CA are loaded once here so that a wrong file fails at
+    startup with its field name rather than as an opaque uvicorn traceback.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise WebConfigError(f"web config {file}: cannot read: {error.strerror or error}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise WebConfigError(f"web config {file}{where}: not valid YAML: {error}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise WebConfigError(f"web config {file}: expected a mapping at the top level")
+    try:
+        config = WebConfig.model_validate(raw)
+    except ValidationError as error:
+        raise WebConfigError(f"web config {file}: {_describe(error)}") from None
+    if config.tls_server_config is not None:
+        tls = _resolve(config.tls_server_config, file.parent)
+        _check_loadable(tls, file)
+        config = config.model_copy(update={"tls_server_config": tls})
+    return config
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{field}: {message}" if field else message)
+    return "; ".join(problems)
+
+
+def _resolve(tls: TLSServerConfig, base: Path) -> TLSServerConfig:
+    def absolute(p: Path | None) -> Path | None:
+        return None if p is None else (p if p.is_absolute() else base / p)
+
+    return tls.model_copy(
+        update={
+            "cert_file": absolute(tls.cert_file),
+            "key_file": absolute(tls.key_file),
+            "client_ca_file": absolute(tls.client_ca_file),
+        }
+    )
+
+
+def _check_loadable(tls: TLSServerConfig, file: Path) -> None:
+    for field in ("cert_file", "key_file", "client_ca_file"):
+        target: Path | None = getattr(tls, field)
+        if target is not None and not target.is_file():
+            raise WebConfigError(f"web config {file}: tls_server_config.{field}: {target} is not a file")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    except (ssl.SSLError, OSError) as error:
+        raise WebConfigError(
+            f"web config {file}: tls_server_config.cert_file/key_file: cannot load "
+            f"{tls.cert_file} with {tls.key_file}: {error}"
+        ) from None
+    if tls.client_ca_file is not None:
+        try:
+            context.load_verify_locations(cafile=tls.client_ca_file)
+        except (ssl.SSLError, OSError) as error:
+            raise WebConfigError(
+                f"web config {file}: tls_server_config.client_ca_file: cannot load "
+                f"{tls.client_ca_file}: {error}"
+            ) from None
+
+
+class _PasswordChecker:
+    """bcrypt verification with a cache of successful logins, kept as keyed HMACs."""
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        # $2y$ (htpasswd) and $2b$ are the same algorithm; the bcrypt package wants $2b$.
+        self._hashes = {user: _as_2b(hashed) for user, hashed in users.items()}
+        self._key = os.urandom(32)
+        self._verified: dict[str, bytes] = {}
+        cost = max((int(h[4:6]) for h in self._hashes.values()), default=4)
+        # Unknown users are checked against this so they take as long as known ones.
+        self._decoy = bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(rounds=cost))
+
+    def cached(self, user: str, password: bytes) -> bool:
+        remembered = self._verified.get(user)
+        return remembered is not None and hmac.compare_digest(remembered, self._digest(user, password))
+
+    def verify(self, user: str, password: bytes) -> bool:
+        """The slow path: bcrypt. Call it off the event loop."""
+        hashed = self._hashes.get(user)
+        try:
+            ok = bcrypt.checkpw(password, hashed if hashed is not None else self._decoy)
+        except ValueError:  # e.g. a password over bcrypt's 72-byte limit
+            ok = False
+        ok = ok and hashed is not None
+        if ok:
+            self._verified[user] = self._digest(user, password)
+        return ok
+
+    def _digest(self, user: str, password: bytes) -> bytes:
+        return hmac.new(self._key, user.encode() + b"\0" + password, hashlib.sha256).digest()
+
+
+def _as_2b(hashed: str) -> bytes:
+    return ("$2b$" + hashed[4:] if hashed.startswith("$2y$") else hashed).encode()
+
+
+class BasicAuthMiddleware:
+    """ASGI middleware: HTTP basic auth against bcrypt hashes; exempt paths pass untouched."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        users: Mapping[str, str],
+        exempt_paths: frozenset[str] = frozenset({"/healthz"}),
+    ) -> None:
+        self.app = app
+        self.exempt_paths = exempt_paths
+        self._enabled = bool(users)
+        self._checker = _PasswordChecker(users) if users else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            not self._enabled
+            or scope["type"] not in ("http", "websocket")
+            or scope.get("path") in self.exempt_paths
+        ):
+            await self.app(scope, receive, send)
+            return
+        if await self._authorised(scope):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = b"Unauthorized\n"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"www-authenticate", f'Basic realm="{REALM}"'.encode()),
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _authorised(self, scope: Scope) -> bool:
+        credentials = _credentials(scope)
+        if credentials is None or self._checker is None:
+            return False
+        user, password = credentials
+        if self._checker.cached(user, password):
+            return True
+        return await anyio.to_thread.run_sync(self._checker.verify, user, password)
+
+
+def _credentials(scope: Scope) -> tuple[str, bytes] | None:
+    """(user, password) from an Authorization: Basic header, or None when absent/malformed."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() != b"authorization":
+            continue
+        scheme, _, encoded = value.partition(b" ")
+        if scheme.lower() != b"basic":
+            return None
+        try:
+            decoded = base64.b64decode(encoded.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        user, separator, password = decoded.partition(b":")
+        if not separator:
+            return None
+        try:
+            return user.decode("utf-8"), password
+        except UnicodeDecodeError:
+            return None
+    return None
