@@ -20,7 +20,6 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from exporter import webconfig
 from exporter.webconfig import BasicAuthMiddleware, WebConfigError, load_web_config
 
 OPENSSL = shutil.which("openssl")
@@ -355,7 +354,7 @@ def test_successful_login_is_checked_with_bcrypt_once(
         calls.append(password)
         return real_checkpw(password, hashed)
 
-    monkeypatch.setattr(webconfig.bcrypt, "checkpw", counting_checkpw)
+    monkeypatch.setattr(bcrypt, "checkpw", counting_checkpw)
     served = serve(BasicAuthMiddleware(_app(), {"prometheus": HASH}))
     with httpx.Client(base_url=served.base_url) as client:
         for _ in range(5):
