@@ -47,10 +47,34 @@ LEGACY_NAMES: dict[int, str] = {
 }
 """The names DCGM has used since profiling fields arrived (DCGM 1.7/2.x) and dcgm-exporter prints."""
 
-RENAMED: dict[str, int] = {}
-"""Later spellings of the same fields: DCGM 4.6's *_UTIL_RATIO names and dcgm-exporter 4.9's renames.
+RENAMED: dict[str, int] = {
+    # DCGM 4.6 renamed the profiling fields to *_UTIL_RATIO; id, type (double) and unit (ratio
+    # 0..1) are unchanged and the old names stay as deprecated aliases. Source: NVIDIA DCGM
+    # python bindings dcgm_fields.py, `_DEPRECATED_ALIASES` ("renamed per DCGM Field Naming
+    # Standard"), and go-dcgm pkg/dcgm/alias_resolution_test.go
+    # (TestAliasResolution_DCGM46RenamedFieldsResolve: GR_ENGINE 1001, TENSOR 1004).
+    "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO": GR_ENGINE_ACTIVE,
+    "DCGM_FI_PROF_SM_UTIL_RATIO": SM_ACTIVE,
+    "DCGM_FI_PROF_SM_OCCUPANCY_RATIO": SM_OCCUPANCY,
+    "DCGM_FI_PROF_TENSOR_UTIL_RATIO": PIPE_TENSOR_ACTIVE,
+    "DCGM_FI_PROF_DRAM_UTIL_RATIO": DRAM_ACTIVE,
+    "DCGM_FI_PROF_FP64_UTIL_RATIO": PIPE_FP64_ACTIVE,
+    "DCGM_FI_PROF_FP32_UTIL_RATIO": PIPE_FP32_ACTIVE,
+    "DCGM_FI_PROF_FP16_UTIL_RATIO": PIPE_FP16_ACTIVE,
+    "DCGM_FI_PROF_IMMA_UTIL_RATIO": PIPE_TENSOR_IMMA_ACTIVE,
+    "DCGM_FI_PROF_HMMA_UTIL_RATIO": PIPE_TENSOR_HMMA_ACTIVE,
+    "DCGM_FI_PROF_DFMA_UTIL_RATIO": PIPE_TENSOR_DFMA_ACTIVE,
+    # 1009-1012 (DCGM_FI_PROF_PCIE_/NVLINK_{TX,RX}_BYTES) and 100 (DCGM_FI_DEV_SM_CLOCK) kept
+    # their names in DCGM 4.6. dcgm-exporter 4.9 prints the profiling rows above under these
+    # DCGM 4.7 names too. Deliberately absent, because the name now means another unit:
+    # DCGM_FI_DEV_GPU_UTIL_RATIO (field 203 in percent in DCGM 4.6's bindings, field 1613 as a
+    # 0..1 ratio in DCGM 4.7 / dcgm-exporter 4.9) and DCGM_FI_DEV_SM_CLOCK_HERTZ (field 1603, Hz;
+    # go-dcgm pkg/dcgm/base_unit_fields_test.go). exporter/sources/scrape.py converts those two.
+}
+"""Later spellings of the same fields (same id, same unit): DCGM 4.6's *_UTIL_RATIO names.
 
-Filled in by the sources' module; kept here so every parser shares one table.
+Kept here so every parser (scrape, replay) shares one table; names whose unit changed with
+the rename are not here (see the comment above and exporter/sources/scrape.py).
 """
 
 SHORT_NAMES: dict[str, int] = {}
