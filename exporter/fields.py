@@ -77,7 +77,27 @@ Kept here so every parser (scrape, replay) shares one table; names whose unit ch
 the rename are not here (see the comment above and exporter/sources/scrape.py).
 """
 
-SHORT_NAMES: dict[str, int] = {}
+SHORT_NAMES: dict[str, int] = {
+    # valueFormat->shortName in NVIDIA DCGM dcgmlib/src/dcgm_fields.cpp; TDFMA follows the
+    # TIMMA/THMMA pattern of the DFMA pipe added later (see docs/replay-formats.md).
+    "SMCLK": SM_CLOCK,
+    "GPUTL": GPU_UTIL,
+    "GRACT": GR_ENGINE_ACTIVE,
+    "SMACT": SM_ACTIVE,
+    "SMOCC": SM_OCCUPANCY,
+    "TENSO": PIPE_TENSOR_ACTIVE,
+    "DRAMA": DRAM_ACTIVE,
+    "FP64A": PIPE_FP64_ACTIVE,
+    "FP32A": PIPE_FP32_ACTIVE,
+    "FP16A": PIPE_FP16_ACTIVE,
+    "PCITX": PCIE_TX_BYTES,
+    "PCIRX": PCIE_RX_BYTES,
+    "NVLTX": NVLINK_TX_BYTES,
+    "NVLRX": NVLINK_RX_BYTES,
+    "TIMMA": PIPE_TENSOR_IMMA_ACTIVE,
+    "THMMA": PIPE_TENSOR_HMMA_ACTIVE,
+    "TDFMA": PIPE_TENSOR_DFMA_ACTIVE,
+}
 """The short column tags `dcgmi dmon` prints (GRACT, SMACT, DRAMA, ...)."""
 
 RATIO_FIELDS: frozenset[int] = frozenset(
