@@ -1,0 +1,439 @@
+"""Turn a validated classify body into the answer dict that `POST /classify` and the CLI return.
+
+No FastAPI here: the HTTP route and `ridgeline classify` both call `classify()` and render the
+same dict (JSON for the API and `--json`, prose for the terminal). The math is
+exporter.roofline's; this layer only resolves the card and precision, derives the work, and names
+the numbers as DESIGN.md does.
+
+Errors are raised as catalog.UnknownCard (404 with near matches), catalog.UnknownPrecision
+(422 listing what the card has) and web.classify_models.BodyError (4xx naming the field).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from exporter import roofline
+from exporter.catalog import Card, Catalog, UnknownCard, UnknownPrecision
+from exporter.roofline import CounterReading, KernelVerdict, Roof, Thresholds, Work
+from exporter.web.classify_models import (
+    MAX_BYTES,
+    MAX_FLOPS,
+    BodyCommon,
+    BodyError,
+    CounterBody,
+    KernelBody,
+    OperationBody,
+)
+
+CUSTOM_CARD_KEY = "custom"
+INTERVAL_NOTE = (
+    "DCGM counters average every kernel in the interval: this verdict describes the workload mix, "
+    "not one kernel"
+)
+
+PRECISION_SUBSTITUTES: dict[str, tuple[str, ...]] = {
+    "bf16": ("fp16",),
+    "fp16": ("bf16",),
+    "fp8": ("int8",),
+    "int8": ("fp8",),
+}
+"""When the precision was not asked for and the card lacks the default (a V100 has no bf16),
+the same-width peak stands in: V100/T4 tensor cores run fp16 at the peak bf16 would be quoted at."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedCard:
+    """The card a body names: a catalog Card, or a custom roof given as peak_flops + bandwidth."""
+
+    key: str
+    name: str
+    card: Card | None
+    custom_peak: float | None = None
+    custom_bandwidth: float | None = None
+
+    @property
+    def precisions(self) -> list[str]:
+        return self.card.precisions if self.card is not None else list(roofline.PRECISIONS)
+
+    @property
+    def max_sm_clock_mhz(self) -> float | None:
+        return self.card.max_sm_clock_mhz if self.card is not None else None
+
+    def roof(self, precision: str) -> Roof:
+        if self.card is not None:
+            return self.card.roof(precision)
+        assert self.custom_peak is not None and self.custom_bandwidth is not None
+        return Roof(self.custom_peak, self.custom_bandwidth)
+
+
+def resolve_card(catalog: Catalog, body: BodyCommon) -> ResolvedCard:
+    """The body's card: catalog lookup (UnknownCard with suggestions) or its custom roof."""
+    if body.card is not None:
+        card = catalog.lookup(body.card)
+        return ResolvedCard(key=card.key, name=card.name, card=card)
+    return ResolvedCard(
+        key=CUSTOM_CARD_KEY,
+        name="custom roof",
+        card=None,
+        custom_peak=body.peak_flops,
+        custom_bandwidth=body.bandwidth,
+    )
+
+
+def resolve_precision(
+    card: ResolvedCard, asked: str | None, default: str, field: str = "precision"
+) -> tuple[str, str]:
+    """(precision, where it came from). An asked-for precision the card lacks is an error; the
+    default falls back to a same-width substitute before giving up."""
+    available = card.precisions
+    if asked is not None:
+        if asked not in available:
+            raise UnknownPrecision(card.key, asked, available)
+        return asked, "body"
+    if default in available:
+        return default, "default"
+    for substitute in PRECISION_SUBSTITUTES.get(default, ()):
+        if substitute in available:
+            return substitute, "default_substitute"
+    raise UnknownPrecision(card.key, default, available)
+
+
+def _roof_fields(card: ResolvedCard, precision: str, roof: Roof) -> dict[str, Any]:
+    return {
+        "card": card.key,
+        "card_name": card.name,
+        "precision": precision,
+        "peak_flop_per_second": roof.peak_flop_per_second,
+        "bandwidth_bytes_per_second": roof.bandwidth_bytes_per_second,
+        "ridge_flop_per_byte": roof.ridge_flop_per_byte,
+    }
+
+
+def _kernel_fields(verdict: KernelVerdict) -> dict[str, Any]:
+    return {
+        "flops": verdict.flops,
+        "bytes": verdict.bytes,
+        "intensity_flop_per_byte": verdict.intensity_flop_per_byte,
+        "memory_time_seconds": verdict.memory_time_seconds,
+        "compute_time_seconds": verdict.compute_time_seconds,
+        "floor_time_seconds": verdict.floor_time_seconds,
+        "regime": verdict.regime,
+        "attainable_flop_per_second": verdict.attainable_flop_per_second,
+        "fraction_of_peak": verdict.fraction_of_peak,
+        "lever": verdict.lever,
+    }
+
+
+def _run_kernel(roof: Roof, work: Work, field: str) -> KernelVerdict:
+    try:
+        return roofline.kernel_roofline(roof, work.flops, work.bytes)
+    except roofline.RooflineInputError as exc:
+        raise BodyError(str(exc), field=field) from None
+
+
+def _check_work_limits(work: Work, flops_field: str, bytes_field: str) -> None:
+    if not work.flops <= MAX_FLOPS:
+        raise BodyError(
+            f"the work comes to {work.flops:.3g} FLOPs, above the limit of {MAX_FLOPS:g}", field=flops_field
+        )
+    if not work.bytes <= MAX_BYTES:
+        raise BodyError(
+            f"the work comes to {work.bytes:.3g} bytes, above the limit of {MAX_BYTES:g}", field=bytes_field
+        )
+
+
+def operation_work(body: OperationBody, element_bytes: float) -> Work:
+    """F and Q for the body's op (DESIGN.md, "Operation form")."""
+    try:
+        if body.op == "gemm":
+            assert body.m is not None and body.n is not None and body.k is not None
+            return roofline.gemm_work(body.m, body.n, body.k, element_bytes)
+        if body.op == "elementwise":
+            assert body.n is not None
+            return roofline.elementwise_work(
+                body.n, element_bytes, body.flops_per_element, body.reads, body.writes
+            )
+        assert body.parameters is not None and body.batch is not None
+        return roofline.decode_work(body.parameters, body.batch, element_bytes)
+    except roofline.RooflineInputError as exc:
+        raise BodyError(str(exc), field="op") from None
+
+
+def compare_targets(catalog: Catalog, compare: str | list[str] | None, own_key: str) -> list[Card]:
+    """The cards a `compare` names, in order, without duplicates or the card itself."""
+    if compare is None:
+        return []
+    if compare == "all":
+        return [card for card in catalog if card.key != own_key]
+    cards: list[Card] = []
+    seen = {own_key}
+    for index, name in enumerate(compare):
+        try:
+            card = catalog.lookup(name)
+        except UnknownCard as exc:
+            raise BodyError(
+                str(exc), field=f"compare[{index}]", status=404, suggestions=exc.suggestions
+            ) from None
+        if card.key not in seen:
+            seen.add(card.key)
+            cards.append(card)
+    return cards
+
+
+def compare_kernel(
+    catalog: Catalog,
+    body: BodyCommon,
+    own: ResolvedCard,
+    precision: str,
+    work: Work,
+    own_regime: str,
+    own_floor_seconds: float,
+) -> dict[str, Any]:
+    """The same work on other cards at the same precision: their ridge, verdict and floor time.
+
+    `speedup` is this card's floor time over theirs (> 1: the other card is faster); `reverses`
+    marks a verdict that differs from this card's — the reversal condition DESIGN.md mentions.
+    Cards without a peak at this precision are listed under `compare_skipped` with the reason.
+    """
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for card in compare_targets(catalog, body.compare, own.key):
+        if precision not in card.peak_tflops:
+            skipped.append(
+                {"card": card.key, "reason": f"no {precision} peak; it has {', '.join(card.precisions)}"}
+            )
+            continue
+        roof = card.roof(precision)
+        verdict = _run_kernel(roof, work, "compare")
+        rows.append(
+            {
+                "card": card.key,
+                "card_name": card.name,
+                "precision": precision,
+                "peak_flop_per_second": roof.peak_flop_per_second,
+                "bandwidth_bytes_per_second": roof.bandwidth_bytes_per_second,
+                "ridge_flop_per_byte": roof.ridge_flop_per_byte,
+                "regime": verdict.regime,
+                "reverses": verdict.regime != own_regime,
+                "memory_time_seconds": verdict.memory_time_seconds,
+                "compute_time_seconds": verdict.compute_time_seconds,
+                "floor_time_seconds": verdict.floor_time_seconds,
+                "attainable_flop_per_second": verdict.attainable_flop_per_second,
+                "fraction_of_peak": verdict.fraction_of_peak,
+                "speedup": own_floor_seconds / verdict.floor_time_seconds,
+            }
+        )
+    return {"compare": rows, "compare_skipped": skipped}
+
+
+def classify_kernel(catalog: Catalog, body: KernelBody, precision_default: str) -> dict[str, Any]:
+    card = resolve_card(catalog, body)
+    precision, source = resolve_precision(card, body.precision, precision_default)
+    roof = card.roof(precision)
+    work = Work(flops=body.flops, bytes=body.bytes)
+    verdict = _run_kernel(roof, work, "bytes")
+    out: dict[str, Any] = {
+        "form": "kernel",
+        **_roof_fields(card, precision, roof),
+        "precision_source": source,
+    }
+    out.update(_kernel_fields(verdict))
+    if body.compare is not None:
+        out.update(
+            compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
+        )
+    return out
+
+
+def classify_operation(catalog: Catalog, body: OperationBody, precision_default: str) -> dict[str, Any]:
+    card = resolve_card(catalog, body)
+    asked = body.precision if body.precision is not None else body.dtype
+    precision, source = resolve_precision(card, asked, precision_default, "dtype")
+    dtype = body.dtype if body.dtype is not None else precision
+    element_bytes = roofline.ELEMENT_BYTES[dtype]
+    work = operation_work(body, element_bytes)
+    _check_work_limits(work, "op", "op")
+    roof = card.roof(precision)
+    verdict = _run_kernel(roof, work, "op")
+    out: dict[str, Any] = {
+        "form": "operation",
+        **_roof_fields(card, precision, roof),
+        "precision_source": source,
+    }
+    operation: dict[str, Any] = {"op": body.op, "dtype": dtype, "element_bytes": element_bytes}
+    if body.op == "gemm":
+        operation.update(m=body.m, n=body.n, k=body.k)
+    elif body.op == "elementwise":
+        operation.update(
+            n=body.n, flops_per_element=body.flops_per_element, reads=body.reads, writes=body.writes
+        )
+    else:
+        operation.update(parameters=body.parameters, batch=body.batch)
+    out["operation"] = operation
+    out.update(_kernel_fields(verdict))
+    if body.compare is not None:
+        out.update(
+            compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
+        )
+    return out
+
+
+def thresholds_for(body: CounterBody, base: Thresholds) -> Thresholds:
+    """The server's thresholds with the body's overrides applied."""
+    if body.thresholds is None:
+        return base
+    overrides = {k: v for k, v in body.thresholds.model_dump().items() if v is not None}
+    try:
+        return dataclasses.replace(base, **overrides)
+    except roofline.RooflineInputError as exc:
+        raise BodyError(str(exc), field="thresholds") from None
+
+
+def classify_counter_body(
+    catalog: Catalog, body: CounterBody, precision_default: str, thresholds: Thresholds
+) -> dict[str, Any]:
+    """The counter form; precision from the body, else the dominant tensor pipe, else the default.
+
+    Compare, for counters: the achieved FLOP/s and bytes/s become a one-second kernel (F = achieved
+    FLOP/s x 1 s, Q = achieved bytes/s x 1 s) placed on each other card's roof. `floor_time_seconds`
+    there is how long that card would need for one second of this GPU's work (at full speed on its
+    binding wall); `speedup` = 1 / that, against an ideal this card is not reaching either.
+    """
+    card = resolve_card(catalog, body)
+    if body.precision is not None:
+        precision, source = resolve_precision(card, body.precision, precision_default)
+    else:
+        dominant = roofline.dominant_precision(
+            precision_default,
+            imma_active=body.imma_active,
+            hmma_active=body.hmma_active,
+            dfma_active=body.dfma_active,
+            available=card.precisions,
+        )
+        if dominant != precision_default:
+            precision, source = dominant, "tensor_pipes"
+        else:
+            precision, source = resolve_precision(card, None, precision_default)
+    roof = card.roof(precision)
+    ratio = roofline.clock_ratio(body.sm_clock_mhz, card.max_sm_clock_mhz)
+    used = thresholds_for(body, thresholds)
+    try:
+        reading = CounterReading(
+            dram_active=body.dram_active,
+            tensor_active=body.tensor_active,
+            gr_engine_active=body.gr_engine_active,
+            sm_active=body.sm_active,
+            sm_occupancy=body.sm_occupancy,
+            fp64_active=body.fp64_active,
+            fp32_active=body.fp32_active,
+            fp16_active=body.fp16_active,
+            clock_ratio=ratio,
+        )
+    except roofline.RooflineInputError as exc:
+        raise BodyError(str(exc), field="sm_clock_mhz") from None
+    verdict = roofline.classify_counters(roof, reading, used)
+    out: dict[str, Any] = {
+        "form": "counters",
+        **_roof_fields(card, precision, roof),
+        "precision_source": source,
+    }
+    out.update(
+        {
+            "intensity_flop_per_byte": verdict.intensity_flop_per_byte,
+            "position": verdict.position,
+            "regime": verdict.regime,
+            "attainable_flop_per_second": verdict.attainable_flop_per_second,
+            "fraction_of_peak": verdict.fraction_of_peak,
+            "lever": verdict.lever,
+            "achieved_flop_per_second": verdict.achieved_flop_per_second,
+            "achieved_bandwidth_bytes_per_second": verdict.achieved_bandwidth_bytes_per_second,
+            "flop_utilization": verdict.flop_utilization,
+            "roofline_efficiency": verdict.roofline_efficiency,
+            "clock_ratio": ratio,
+            "thresholds": dataclasses.asdict(used),
+            "note": INTERVAL_NOTE,
+        }
+    )
+    links = {
+        name: getattr(body, name)
+        for name in (
+            "pcie_tx_bytes_per_second",
+            "pcie_rx_bytes_per_second",
+            "nvlink_tx_bytes_per_second",
+            "nvlink_rx_bytes_per_second",
+        )
+        if getattr(body, name) is not None
+    }
+    if links:
+        out["interconnect"] = links
+    if body.compare is not None:
+        flops = verdict.achieved_flop_per_second
+        bytes_ = verdict.achieved_bandwidth_bytes_per_second
+        if flops > 0 and bytes_ > 0:
+            work = Work(flops=flops, bytes=bytes_)
+            own_regime = roofline.kernel_regime(flops / bytes_, roof.ridge_flop_per_byte)
+            out.update(compare_kernel(catalog, body, card, precision, work, own_regime, 1.0))
+        else:
+            targets = compare_targets(catalog, body.compare, card.key)
+            reason = "no achieved FLOP/s or bytes/s (tensor_active or dram_active is 0): nothing to place"
+            out.update(
+                {"compare": [], "compare_skipped": [{"card": c.key, "reason": reason} for c in targets]}
+            )
+    return out
+
+
+def classify(
+    catalog: Catalog,
+    body: KernelBody | OperationBody | CounterBody,
+    *,
+    precision_default: str = "bf16",
+    thresholds: Thresholds | None = None,
+) -> dict[str, Any]:
+    """The answer to one classify body, as a JSON-ready dict of finite floats, strings and None."""
+    if isinstance(body, KernelBody):
+        out = classify_kernel(catalog, body, precision_default)
+    elif isinstance(body, OperationBody):
+        out = classify_operation(catalog, body, precision_default)
+    else:
+        out = classify_counter_body(catalog, body, precision_default, thresholds or Thresholds())
+    _require_finite(out)
+    return out
+
+
+def _require_finite(value: Any, path: str = "") -> None:
+    """Every number in the answer is finite: an overflow is the body's fault, so 422, never 500."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BodyError(
+            f"the numbers overflow: {path or 'a result'} is {value}; use smaller figures", field=None
+        )
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _require_finite(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _require_finite(v, f"{path}[{i}]")
+
+
+def card_summary(card: Card) -> dict[str, Any]:
+    """A card as `GET /cards` shows it: SI units (FLOP/s, bytes/s) and the ridge per precision."""
+    bandwidth = card.bandwidth_bytes_per_second
+    peaks = {p: card.peak_flop_per_second(p) for p in card.precisions}
+    return {
+        "key": card.key,
+        "name": card.name,
+        "vendor": card.vendor,
+        "nvml_names": list(card.nvml_names),
+        "aliases": list(card.aliases),
+        "reference_only": card.reference_only,
+        "peak_flop_per_second": peaks,
+        "bandwidth_bytes_per_second": bandwidth,
+        "ridge_flop_per_byte": {p: peak / bandwidth for p, peak in peaks.items()},
+        "memory_gib": card.memory_gib,
+        "sm_count": card.sm_count,
+        "max_sm_clock_mhz": card.max_sm_clock_mhz,
+        "source": card.source,
+    }

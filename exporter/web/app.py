@@ -1,0 +1,216 @@
+"""The FastAPI app: landing page, health, `POST /classify`, the card catalog, and the live routes.
+
+`create_app` takes what it serves (the catalog, and the live router another module builds over
+the sampler state) rather than reaching for globals, so tests hand it exactly what they need.
+
+Every answer that is not a success has one shape — {"error", "field", "detail"} (+ "suggestions"
+for an unknown card) — and bad input never gets a 5xx: body size is checked before the body is
+read into memory (413, chunked bodies included), malformed bodies get 400/415/422, an unknown
+card 404. A handler for anything unexpected answers 500 as a last resort and the server keeps
+serving; the fuzz test holds the API to never reaching it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from exporter import __version__
+from exporter.catalog import Catalog, UnknownCard, UnknownPrecision
+from exporter.roofline import PRECISIONS, RooflineInputError, Thresholds
+from exporter.web.classify_models import BodyError
+from exporter.web.classify_routes import classify_router, json_response
+from exporter.web.landing import landing_html
+
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body accepted (413 above it). A classify body is a few hundred bytes; even a
+`compare` list of every card fits in a few KiB."""
+
+
+def error_body(
+    message: str,
+    field: str | None = None,
+    detail: list[dict[str, Any]] | None = None,
+    suggestions: list[str] | None = None,
+) -> dict[str, Any]:
+    """The one error shape every non-2xx answer uses."""
+    body: dict[str, Any] = {
+        "error": message,
+        "field": field,
+        "detail": detail if detail is not None else [{"field": field, "message": message}],
+    }
+    if suggestions is not None:
+        body["suggestions"] = suggestions
+    return body
+
+
+class BodyTooLarge(Exception):
+    """Raised from the wrapped `receive` when a streamed (chunked) body passes the limit."""
+
+
+class BodyLimitMiddleware:
+    """413 for a body over `max_bytes`, decided before the app parses anything.
+
+    A Content-Length over the limit is refused without reading a byte. A body without one
+    (chunked transfer) is counted as it arrives; the request is cut off at the first chunk that
+    passes the limit. Plain ASGI rather than BaseHTTPMiddleware: it costs one function call per
+    message, which keeps `POST /classify` near a bare endpoint's speed.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def _refuse(self, send: Send) -> None:
+        response = json_response(
+            error_body(f"request body over the {self.max_bytes} byte limit", field="(body)"), 413
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [*response.raw_headers, (b"connection", b"close")],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    too_large = int(value) > self.max_bytes
+                except ValueError:
+                    too_large = False  # the server itself rejects a malformed length
+                if too_large:
+                    await self._refuse(send)
+                    return
+                break
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await self._refuse(send)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def on_body_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, BodyError)
+        return json_response(error_body(exc.message, exc.field, exc.detail, exc.suggestions), exc.status)
+
+    async def on_unknown_card(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, UnknownCard)
+        field = "key" if request.url.path.startswith("/cards/") else "card"
+        return json_response(error_body(str(exc), field, suggestions=exc.suggestions), 404)
+
+    async def on_unknown_precision(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, UnknownPrecision)
+        body = error_body(str(exc), "precision")
+        body["available"] = exc.available
+        return json_response(body, 422)
+
+    async def on_roofline_input(request: Request, exc: Exception) -> Response:
+        return json_response(error_body(str(exc)), 422)
+
+    async def on_request_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        detail = [
+            {"field": ".".join(str(p) for p in err.get("loc", ())), "message": str(err.get("msg", ""))}
+            for err in exc.errors()
+        ]
+        first = detail[0] if detail else {"field": None, "message": "invalid request"}
+        return json_response(error_body(f"{first['field']}: {first['message']}", first["field"], detail), 422)
+
+    async def on_http_exception(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no route {request.url.path}; see / for what this server offers"
+        response = json_response(error_body(message), exc.status_code)
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    async def on_anything_else(request: Request, exc: Exception) -> Response:
+        # Last resort: a bug, not bad input. Answer in the same shape; uvicorn logs the traceback.
+        return json_response(error_body(f"internal error ({type(exc).__name__}); this is a bug"), 500)
+
+    app.add_exception_handler(BodyError, on_body_error)
+    app.add_exception_handler(UnknownCard, on_unknown_card)
+    app.add_exception_handler(UnknownPrecision, on_unknown_precision)
+    app.add_exception_handler(RooflineInputError, on_roofline_input)
+    app.add_exception_handler(RequestValidationError, on_request_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http_exception)
+    app.add_exception_handler(Exception, on_anything_else)
+
+
+def create_app(
+    catalog: Catalog,
+    *,
+    live_router: APIRouter | None = None,
+    precision_default: str = "bf16",
+    thresholds: Thresholds | None = None,
+) -> FastAPI:
+    """The app. `live_router` (GET /classify, /classify/{gpu}, /metrics, /readyz) is mounted as is."""
+    if precision_default not in PRECISIONS:
+        raise ValueError(f"precision_default {precision_default!r} is not one of {', '.join(PRECISIONS)}")
+    app = FastAPI(
+        title="Ridgeline",
+        version=__version__,
+        description="Places GPUs, kernels and operations on a card's roofline: which wall binds, "
+        "the numbers behind the verdict, and the lever that would move it.",
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    _install_error_handlers(app)
+    page = landing_html(len(catalog))
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def landing() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    @app.get("/healthz", response_class=PlainTextResponse, tags=["health"], summary="Process alive")
+    async def healthz() -> PlainTextResponse:
+        return PlainTextResponse("ok\n")
+
+    router, defs = classify_router(catalog, precision_default=precision_default, thresholds=thresholds)
+    app.include_router(router)
+    if live_router is not None:
+        app.include_router(live_router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
