@@ -1,0 +1,330 @@
+"""The sampler thread: owns the source, reads it every interval, and publishes snapshots.
+
+One thread does all GPU-library work (open, read, close, reopen), feeds each sample through
+inference and swaps in a new immutable `Snapshot`; readers only ever load the current reference.
+
+Failure handling, as an SRE would expect of an exporter:
+
+* A source error (`SourceError`) marks the source down with its reason, counts it in
+  `ridgeline_sample_errors_total{reason}`, closes the source and reopens it with exponential
+  backoff (1 s doubling to 30 s). The scrape keeps succeeding throughout.
+* A GPU missing from more than `grace_batches` consecutive batches is dropped: its series vanish.
+  The same happens to every GPU once the source has been down for `grace_batches` intervals.
+  Its counters are kept per (uuid, GPU instance), so when it returns they continue from where
+  they were and never go backwards; the interval spanning the dropout is not integrated.
+* End of a non-looping replay: the last state is kept, the source reads as down with reason
+  "end_of_replay", and the thread idles until stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from exporter import __version__
+from exporter.catalog import Card, Catalog
+from exporter.inference import EntityInference, InferenceConfig, Totals, note_unknown_model, step
+from exporter.sample import Attribution, Sample
+from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions
+from exporter.state import GpuState, Snapshot, SourceHealth
+
+log = logging.getLogger(__name__)
+
+END_OF_REPLAY = "end_of_replay"
+CORRUPT_LINE = "corrupt_line"
+
+BACKOFF_INITIAL_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 30.0
+MIN_FRESHNESS_SECONDS = 5.0
+"""/readyz: a batch counts as fresh for max(3 intervals, 5 s) of wall time."""
+
+EntityKey = tuple[str, int | None]
+"""(uuid, GPU instance): what identifies a GPU across reconnects (indexes may be renumbered)."""
+
+
+class Attributor(Protocol):
+    """What the sampler needs from exporter.attribution.PodAttributor."""
+
+    def lookup(self, uuid: str, gpu_instance: int | None) -> Attribution | None: ...
+
+
+Opener = Callable[[str, SourceOptions], Source]
+
+
+@dataclass
+class _Tracked:
+    state: EntityInference
+    attribution: Attribution | None
+    missed_batches: int = 0
+
+
+class Sampler:
+    """Reads a source on its own thread and publishes `Snapshot`s; `snapshot` is always readable."""
+
+    def __init__(
+        self,
+        source_name: str,
+        options: SourceOptions,
+        catalog: Catalog,
+        config: InferenceConfig,
+        *,
+        source: Source | None = None,
+        opener: Opener | None = None,
+        attributor: Attributor | None = None,
+        grace_batches: int = 3,
+        backoff_initial_seconds: float = BACKOFF_INITIAL_SECONDS,
+        backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """source: an already opened source (serve opens it once up front so that a user's
+        mistake fails at start-up); opener reopens after errors (default: open_source)."""
+        if opener is None:
+            from exporter.sources import open_source
+
+            opener = open_source
+        self.source_name = source.name if source is not None else source_name
+        self._requested_name = source_name
+        self._options = options
+        self._catalog = catalog
+        self._config = config
+        self._source = source
+        self._opener = opener
+        self._attributor = attributor
+        self._grace = grace_batches
+        self._backoff_initial = backoff_initial_seconds
+        self._backoff_max = backoff_max_seconds
+        self._backoff = backoff_initial_seconds
+        self._clock = wall_clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._tracked: dict[EntityKey, _Tracked] = {}
+        self._totals: dict[EntityKey, Totals] = {}
+        self._cards: dict[str, Card | None] = {}
+        self._errors: dict[str, int] = {}
+        self._replay_errors: dict[str, int] = {}
+        self._samples_total = 0
+        self._last_wall: float | None = None
+        self._last_ok_wall: float | None = None
+        self._finished = False
+        self._generation = 0
+        self._health = SourceHealth(
+            name=self.source_name,
+            up=source is not None,
+            reason=None if source is not None else "starting",
+        )
+        self.snapshot: Snapshot = self._build_snapshot()
+        """The current snapshot. Replaced whole (one reference store), never mutated."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="ridgeline-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread and close the source. A replay read that is pacing returns within
+        one interval; the source is closed from this thread only after the loop has ended."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("sampler thread did not stop within %.0f s", timeout)
+                return
+        self._close_source()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self._finished:
+                self._stop.wait(3600)
+                continue
+            started = time.monotonic()
+            ok = self.run_once()
+            if self._stop.is_set():
+                break
+            if not ok:
+                delay = self._backoff
+                self._backoff = min(self._backoff * 2, self._backoff_max)
+                self._stop.wait(delay)
+            elif self._source is not None and not self._source.paced:
+                elapsed = time.monotonic() - started
+                self._stop.wait(max(0.0, self._options.interval_seconds - elapsed))
+
+    # -- one round ---------------------------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """Open if needed, read one batch, publish. False after a failure (caller backs off)."""
+        if self._finished:
+            return True
+        if self._source is None and not self._reopen():
+            self._expire_while_down()
+            self._publish()
+            return False
+        source = self._source
+        assert source is not None
+        try:
+            batch = source.read()
+        except EndOfStream:
+            self._collect_replay_stats(source)
+            self._finished = True
+            self._health = replace(
+                self._health,
+                up=False,
+                reason=END_OF_REPLAY,
+                message="the replay has played its last sample; serving the last state",
+                finished=True,
+            )
+            log.info("replay finished; serving the last state until stopped")
+            self._publish()
+            return True
+        except SourceError as exc:
+            self._record_error(exc.reason, exc.message)
+            self._close_source()
+            self._expire_while_down()
+            self._publish()
+            return False
+        except Exception as exc:  # a bug in a source must not kill the sampler
+            log.exception("source %s failed unexpectedly", self.source_name)
+            self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
+            self._close_source()
+            self._publish()
+            return False
+        self._collect_replay_stats(source)
+        self.ingest(batch)
+        self._backoff = self._backoff_initial
+        return True
+
+    def ingest(self, batch: list[Sample]) -> None:
+        """Fold one batch into the tracked GPUs and publish (public so tests can drive it)."""
+        now = self._clock()
+        seen: set[EntityKey] = set()
+        for sample in batch:
+            key = (sample.entity.uuid, sample.entity.gpu_instance)
+            if key in seen:
+                continue  # one sample per entity per batch; a duplicate is the source's mistake
+            seen.add(key)
+            tracked = self._tracked.get(key)
+            card = self._card_for(sample.entity.model)
+            if tracked is None:
+                state = step(None, sample, card, self._config, totals=self._totals.get(key))
+            else:
+                state = step(tracked.state, sample, card, self._config, integrate=tracked.missed_batches == 0)
+            attribution = sample.attribution
+            if attribution is None and self._attributor is not None:
+                attribution = self._attributor.lookup(sample.entity.uuid, sample.entity.gpu_instance)
+            self._tracked[key] = _Tracked(state=state, attribution=attribution)
+            self._totals[key] = state.totals
+        for key in list(self._tracked):
+            if key in seen:
+                continue
+            tracked = self._tracked[key]
+            tracked.missed_batches += 1
+            if tracked.missed_batches > self._grace:
+                log.info("GPU %s left the batches; dropping its series", key[0])
+                del self._tracked[key]
+        self._samples_total += 1
+        self._last_wall = now
+        self._last_ok_wall = now
+        self._health = replace(self._health, up=True, reason=None, message=None)
+        self._publish()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _reopen(self) -> bool:
+        try:
+            self._source = self._opener(self._requested_name, self._options)
+        except SourceError as exc:
+            self._record_error(exc.reason, exc.message)
+            return False
+        self.source_name = self._source.name
+        log.info("source %s opened", self.source_name)
+        self._health = replace(self._health, name=self.source_name, up=True, reason=None, message=None)
+        return True
+
+    def _close_source(self) -> None:
+        source, self._source = self._source, None
+        if source is None:
+            return
+        try:
+            source.close()
+        except Exception:  # closing a broken library handle may fail too; nothing to save
+            log.debug("closing source %s failed", self.source_name, exc_info=True)
+
+    def _record_error(self, reason: str, message: str) -> None:
+        self._errors[reason] = self._errors.get(reason, 0) + 1
+        log.warning(
+            "source %s: %s (%s); retrying in %.0f s", self.source_name, message, reason, self._backoff
+        )
+        self._health = replace(self._health, up=False, reason=reason, message=message)
+
+    def _expire_while_down(self) -> None:
+        """Drop every GPU once the source has been down for longer than the grace period."""
+        if not self._tracked:
+            return
+        since = self._last_ok_wall
+        grace_seconds = self._grace * self._options.interval_seconds
+        if since is None or self._clock() - since > grace_seconds:
+            self._tracked.clear()
+
+    def _card_for(self, model: str) -> Card | None:
+        if model not in self._cards:
+            card = self._catalog.find_by_nvml_name(model)
+            if card is None:
+                note_unknown_model(model)
+            self._cards[model] = card
+        return self._cards[model]
+
+    def _collect_replay_stats(self, source: Source) -> None:
+        """Lines a replay skipped (ReplayStats.lines_skipped, whatever the parser's reason)
+        become sample_errors_total{reason="corrupt_line"}: a replay has no other way to fail."""
+        stats: Any = getattr(source, "replay_stats", None)
+        skipped = getattr(stats, "lines_skipped", None)
+        if isinstance(skipped, int) and skipped > 0:
+            self._replay_errors = {CORRUPT_LINE: skipped}
+
+    def _freshness_seconds(self) -> float:
+        return max(3 * self._options.interval_seconds, MIN_FRESHNESS_SECONDS)
+
+    def _build_snapshot(self) -> Snapshot:
+        errors = dict(self._errors)
+        for reason, n in self._replay_errors.items():
+            errors[reason] = errors.get(reason, 0) + n
+        health = replace(
+            self._health,
+            samples_total=self._samples_total,
+            errors_total=MappingProxyType(errors),
+            last_sample_wall_time=self._last_wall,
+        )
+        gpus = tuple(
+            GpuState(entity=t.state.entity, attribution=t.attribution, inference=t.state)
+            for t in sorted(self._tracked.values(), key=_order)
+        )
+        return Snapshot(
+            generation=self._generation,
+            source=health,
+            gpus=gpus,
+            interval_seconds=self._options.interval_seconds,
+            smoothing_seconds=self._config.smoothing_seconds,
+            dwell_seconds=self._config.dwell_seconds,
+            freshness_seconds=self._freshness_seconds(),
+            version=__version__,
+        )
+
+    def _publish(self) -> None:
+        self._generation += 1
+        self.snapshot = self._build_snapshot()
+
+
+def _order(tracked: _Tracked) -> tuple[int, int, str]:
+    entity = tracked.state.entity
+    return (entity.gpu, -1 if entity.gpu_instance is None else entity.gpu_instance, entity.uuid)

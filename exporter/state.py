@@ -1,0 +1,115 @@
+"""The daemon's in-memory state: immutable snapshots the sampler publishes and scrapes read.
+
+The sampler thread builds a new `Snapshot` after every batch and swaps one reference; a scrape,
+`GET /classify` or `GET /readyz` reads whichever snapshot is current and never waits on a GPU
+library or on a lock held during sampling (DESIGN.md, "Serving"). Everything here is a frozen
+dataclass, so a reader can hold a snapshot as long as it likes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from exporter.inference import EntityInference, Estimate, Totals
+from exporter.sample import Attribution, Entity
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    """One GPU (or MIG instance) as last sampled, with its pod when attributed."""
+
+    entity: Entity
+    attribution: Attribution | None
+    inference: EntityInference
+
+    @property
+    def estimate(self) -> Estimate | None:
+        return self.inference.estimate
+
+    @property
+    def totals(self) -> Totals:
+        return self.inference.totals
+
+    @property
+    def card(self) -> str | None:
+        """The catalog key, "unknown", or None while no reading has arrived."""
+        estimate = self.inference.estimate
+        return estimate.card if estimate is not None else None
+
+    @property
+    def last_sample_timestamp(self) -> float:
+        return self.inference.timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    """How the source is doing; `ridgeline_source_up` and `/readyz` are read from here."""
+
+    name: str
+    up: bool = False
+    reason: str | None = None
+    """Why the source is down (an error reason, "starting", "end_of_replay"); None while up."""
+    message: str | None = None
+    samples_total: int = 0
+    """Successful reads (batches): one per sampling round that returned data."""
+    errors_total: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    last_sample_wall_time: float | None = None
+    """time.time() when the newest batch arrived (the sample's own timestamp may be trace time)."""
+    finished: bool = False
+    """A non-looping replay has played its last sample; the last state is kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a reader may ask about, as of one batch. `generation` grows by one per publish."""
+
+    generation: int
+    source: SourceHealth
+    gpus: tuple[GpuState, ...] = ()
+    interval_seconds: float = 1.0
+    smoothing_seconds: float = 10.0
+    dwell_seconds: float = 5.0
+    freshness_seconds: float = 5.0
+    """A batch older than this (wall clock) is stale: `/readyz` answers 503."""
+    version: str = ""
+
+    @property
+    def last_sample_timestamp(self) -> float | None:
+        """The newest sample timestamp across GPUs (the source's clock)."""
+        return max((g.inference.timestamp for g in self.gpus), default=None)
+
+    def readiness(self, now: float | None = None) -> tuple[bool, str]:
+        """(ready, reason): ready once a fresh batch exists and the source is up."""
+        health = self.source
+        if not health.up:
+            why = health.reason or "down"
+            detail = f": {health.message}" if health.message else ""
+            return False, f"source {health.name} is not up ({why}){detail}"
+        if health.last_sample_wall_time is None:
+            return False, f"source {health.name} has not produced a sample yet"
+        age = (time.time() if now is None else now) - health.last_sample_wall_time
+        if age > self.freshness_seconds:
+            return False, (
+                f"newest sample is {age:.1f} s old (fresh means under {self.freshness_seconds:g} s)"
+            )
+        return True, "ready"
+
+    def find(self, key: str) -> list[GpuState]:
+        """GPUs matching an index ("0"), a UUID (case-insensitive) or an index/instance ("0/1")."""
+        wanted = key.strip()
+        folded = wanted.casefold()
+        found = [g for g in self.gpus if g.entity.uuid.casefold() == folded]
+        if found:
+            return found
+        gpu, _, instance = wanted.partition("/")
+        if gpu.isdigit():
+            matches = [g for g in self.gpus if g.entity.gpu == int(gpu)]
+            if instance:
+                if not instance.isdigit():
+                    return []
+                matches = [g for g in matches if g.entity.gpu_instance == int(instance)]
+            return matches
+        return []

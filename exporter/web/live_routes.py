@@ -1,0 +1,149 @@
+"""Routes that read the sampler's live state: `/metrics`, `/readyz`, `GET /classify[/{gpu}]`.
+
+Every handler reads the current immutable snapshot and nothing else, so a scrape never waits on
+a GPU library or on the sampler (DESIGN.md, "Serving"). The handlers are plain `def`s that do
+no I/O; FastAPI would run them in its thread pool, which costs more than the work, so they are
+declared `async` and stay non-blocking by construction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from exporter.exposition import MetricsEndpoint
+from exporter.state import GpuState, Snapshot
+
+JSON_MEDIA_TYPE = "application/json"
+
+
+def _json(payload: Any, status_code: int = 200) -> Response:
+    body = json.dumps(payload, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    return Response(body, status_code=status_code, media_type=JSON_MEDIA_TYPE)
+
+
+def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
+    """One GPU's live verdict: the counter form of POST /classify plus entity, pod and smoothing.
+
+    Fields that need a reading (or a known card) are null until there is one; `reading` says
+    which required DCGM fields were blank.
+    """
+    entity = gpu.entity
+    estimate = gpu.estimate
+    smoothing = gpu.inference.smoothing
+    roof = estimate.roof if estimate is not None else None
+    attribution = gpu.attribution
+    totals = gpu.totals
+    answer: dict[str, Any] = {
+        "gpu": entity.gpu,
+        "uuid": entity.uuid,
+        "model": entity.model,
+        "gpu_instance": entity.gpu_instance,
+        "attribution": (
+            None
+            if attribution is None
+            else {
+                "namespace": attribution.namespace,
+                "pod": attribution.pod,
+                "container": attribution.container,
+            }
+        ),
+        "timestamp": gpu.last_sample_timestamp,
+        "reading": "ok" if estimate is not None else "blank: " + ", ".join(gpu.inference.missing_fields),
+        "card": gpu.card,
+        "precision": estimate.precision if estimate is not None else None,
+        "precision_note": estimate.precision_note if estimate is not None else None,
+        "peak_flop_per_second": roof.peak_flop_per_second if roof else None,
+        "bandwidth_bytes_per_second": roof.bandwidth_bytes_per_second if roof else None,
+        "ridge_flop_per_byte": roof.ridge_flop_per_byte if roof else None,
+        "intensity_flop_per_byte": estimate.intensity_flop_per_byte if estimate else None,
+        "regime": estimate.regime if estimate else None,
+        "raw_regime": estimate.raw_regime if estimate else None,
+        "smoothed_regime": estimate.smoothed_regime if estimate else None,
+        "attainable_flop_per_second": estimate.attainable_flop_per_second if estimate else None,
+        "fraction_of_peak": estimate.fraction_of_peak if estimate else None,
+        "lever": estimate.lever if estimate else None,
+        "achieved_flop_per_second": estimate.achieved_flop_per_second if estimate else None,
+        "achieved_bandwidth_bytes_per_second": estimate.achieved_bandwidth_bytes_per_second
+        if estimate
+        else None,
+        "flop_utilization": estimate.flop_utilization if estimate else None,
+        "roofline_efficiency": estimate.roofline_efficiency if estimate else None,
+        "dram_active": estimate.dram_active if estimate else None,
+        "tensor_active": estimate.tensor_active if estimate else None,
+        "clock_ratio": estimate.clock_ratio if estimate else None,
+        "gr_engine_active": estimate.gr_engine_active if estimate else None,
+        "smoothing": {
+            "time_constant_seconds": snapshot.smoothing_seconds,
+            "dwell_seconds": snapshot.dwell_seconds,
+            "pending_regime": smoothing.pending_regime if smoothing else None,
+            "pending_since": smoothing.pending_since if smoothing else None,
+        },
+        "totals": {
+            "regime_seconds": dict(totals.regime_seconds),
+            "flop_total": totals.flop_total if totals.has_roof_totals else None,
+            "dram_bytes_total": totals.dram_bytes_total if totals.has_roof_totals else None,
+            "integrated_seconds": totals.integrated_seconds,
+        },
+    }
+    return answer
+
+
+def build_live_router(state_provider: Callable[[], Snapshot]) -> APIRouter:
+    """The live routes over `state_provider` (normally `lambda: sampler.snapshot`)."""
+    router = APIRouter()
+    metrics = MetricsEndpoint(state_provider)
+
+    @router.get(
+        "/metrics", include_in_schema=True, summary="Prometheus metrics (text; OpenMetrics on request)"
+    )
+    async def get_metrics(request: Request) -> Response:
+        body, content_type = metrics.render(request.headers.get("accept"))
+        return Response(body, media_type=None, headers={"Content-Type": content_type})
+
+    @router.get("/readyz", summary="200 once a fresh sample exists and the source is up, else 503")
+    async def get_readyz() -> Response:
+        ready, reason = state_provider().readiness()
+        return Response(
+            (reason + "\n").encode(),
+            status_code=200 if ready else 503,
+            media_type="text/plain; charset=utf-8",
+        )
+
+    @router.get("/classify", summary="The live verdict of every GPU on this node")
+    async def get_classify() -> Response:
+        snapshot = state_provider()
+        ready, reason = snapshot.readiness()
+        return _json(
+            {
+                "source": snapshot.source.name,
+                "source_up": snapshot.source.up,
+                "ready": ready,
+                "reason": reason,
+                "gpus": [gpu_verdict(g, snapshot) for g in snapshot.gpus],
+            }
+        )
+
+    @router.get("/classify/{gpu}", summary="The live verdict of one GPU, by index or UUID")
+    async def get_classify_one(gpu: str) -> Response:
+        snapshot = state_provider()
+        found = snapshot.find(gpu)
+        if not found:
+            present = [
+                f"{g.entity.gpu}"
+                + (f"/{g.entity.gpu_instance}" if g.entity.gpu_instance is not None else "")
+                + f" ({g.entity.uuid})"
+                for g in snapshot.gpus
+            ]
+            listing = ", ".join(present) if present else "none yet"
+            return _json({"detail": f"no GPU {gpu!r} on this node; present: {listing}"}, status_code=404)
+        if len(found) == 1:
+            return _json(gpu_verdict(found[0], snapshot))
+        # A MIG-partitioned GPU by index: every instance on it.
+        return _json({"gpu": gpu, "instances": [gpu_verdict(g, snapshot) for g in found]})
+
+    return router
