@@ -1,0 +1,65 @@
+"""`ridgeline cards`: the card catalog as a table (or `--json`, the same entries as GET /cards)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from exporter.commands.options import add_flag
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "cards",
+        help="list the card catalog: peaks, bandwidth, ridge",
+        description="Lists every card Ridgeline knows: dense bf16/fp16 and fp8 peaks, memory "
+        "bandwidth and the bf16/fp16 ridge. --cards FILE adds or overrides entries.",
+    )
+    add_flag(parser, "--cards", help="extra card catalog YAML file (repeatable)", action="append", default=[])
+    add_flag(parser, "--json", help="print the entries as GET /cards gives them", action="store_true")
+    parser.set_defaults(func=run)
+
+
+def _tensor_precision(peaks: dict[str, float]) -> str | None:
+    """bf16 where the card has it, else fp16 (V100 and T4 predate bf16)."""
+    for precision in ("bf16", "fp16"):
+        if precision in peaks:
+            return precision
+    return None
+
+
+def table(entries: list[dict[str, Any]]) -> str:
+    """key, name, bf16/fp16 peak, fp8 peak (TFLOP/s), bandwidth (TB/s), ridge (FLOP/byte)."""
+    header = (
+        f"{'key':<16} {'name':<50} {'bf16/fp16':>11} {'fp8':>9} {'TB/s':>7} {'ridge':>7}",
+        f"{'':<16} {'':<50} {'TFLOP/s':>11} {'TFLOP/s':>9} {'':>7} {'FLOP/B':>7}",
+    )
+    lines = list(header)
+    for entry in entries:
+        peaks = entry["peak_flop_per_second"]
+        tensor = _tensor_precision(peaks)
+        half = f"{peaks[tensor] / 1e12:g}" + ("" if tensor == "bf16" else "*") if tensor else "–"
+        fp8 = f"{peaks['fp8'] / 1e12:g}" if "fp8" in peaks else "–"
+        ridge = f"{entry['ridge_flop_per_byte'][tensor]:.0f}" if tensor else "–"
+        name = entry["name"] + (" (ref.)" if entry["reference_only"] else "")
+        lines.append(
+            f"{entry['key']:<16} {name[:50]:<50} {half:>11} {fp8:>9} "
+            f"{entry['bandwidth_bytes_per_second'] / 1e12:>7.3g} {ridge:>7}"
+        )
+    lines.append("* fp16 (the card has no bf16); (ref.) reference only: no DCGM counters")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from exporter.catalog import load_catalog
+    from exporter.classify_service import card_summary
+
+    entries = [card_summary(card) for card in load_catalog(args.cards)]
+    if args.json:
+        json.dump(entries, sys.stdout, indent=2, allow_nan=False, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(table(entries))
+    return 0
