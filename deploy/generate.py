@@ -100,7 +100,7 @@ def dashboard_configmap(path: Path, root: Path) -> dict[str, Any]:
         json.loads(text)
     except json.JSONDecodeError as error:
         raise GenerateError(f"{path.relative_to(root)}: not valid JSON: {error}") from None
-    slug = _DNS_LABEL.sub("-", path.stem.lower()).strip("-")
+    slug = _DNS_LABEL.sub("-", path.stem.lower()).strip("-").removeprefix("ridgeline-")
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
