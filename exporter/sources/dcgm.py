@@ -1,0 +1,304 @@
+"""DCGM source: profiling counters from the DCGM host engine through NVIDIA's Python bindings.
+
+Embedded (the host engine runs inside Ridgeline, DCGM_OPERATION_MODE_AUTO) or remote
+(`--dcgm-address host:port` of an nv-hostengine). Ridgeline creates one GPU group (GPUs and,
+on MIG GPUs, their GPU instances) and one field group (1001-1015, 100, 203), asks DCGM to
+sample them every `--interval`, and reads the latest cached values once per interval.
+Profiling support is checked per GPU, not only on GPU 0, so a mixed node keeps the GPUs
+that can be profiled and says why the others were left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter import fields
+from exporter.sample import Entity, Sample
+from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
+from exporter.sources.dcgm_bindings import Bindings, load_bindings
+
+log = logging.getLogger(__name__)
+
+PROFILING_FIELDS: tuple[int, ...] = tuple(range(fields.GR_ENGINE_ACTIVE, fields.PIPE_TENSOR_DFMA_ACTIVE + 1))
+"""DCGM_FI_PROF_* 1001-1015."""
+WATCHED_FIELDS: tuple[int, ...] = (*PROFILING_FIELDS, fields.SM_CLOCK, fields.GPU_UTIL)
+CORE_FIELDS: tuple[int, ...] = (
+    fields.GR_ENGINE_ACTIVE,
+    fields.SM_ACTIVE,
+    fields.SM_OCCUPANCY,
+    fields.PIPE_TENSOR_ACTIVE,
+    fields.DRAM_ACTIVE,
+    fields.SM_CLOCK,
+    fields.GPU_UTIL,
+)
+"""The fallback watch when a GPU cannot collect every profiling field in one pass."""
+REQUIRED_FIELDS = frozenset({fields.PIPE_TENSOR_ACTIVE, fields.DRAM_ACTIVE})
+"""Without tensor and DRAM activity there is no roofline position, so such a GPU is skipped."""
+
+_CONNECTION_CODES = ("DCGM_ST_CONNECTION_NOT_VALID", "DCGM_ST_UNINITIALIZED", "DCGM_ST_TIMEOUT")
+_FE_GPU_NAME = "DCGM_FE_GPU"
+_FE_GPU_I_NAME = "DCGM_FE_GPU_I"
+
+
+@dataclass
+class _Target:
+    """One entity DCGM samples: a GPU (group DCGM_FE_GPU) or a MIG GPU instance."""
+
+    entity_group: int
+    entity_id: int
+    entity: Entity
+
+
+@dataclass
+class _Session:
+    """Everything tied to one connection to the host engine; dropped whole when it breaks."""
+
+    handle: Any
+    group: Any
+    field_group: Any
+    field_ids: tuple[int, ...]
+    targets: list[_Target] = field(default_factory=list)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace").rstrip("\x00")
+    return str(value)
+
+
+class DcgmSource:
+    """Reads DCGM's latest profiling values once per interval (the sampler paces it)."""
+
+    name = "dcgm"
+    paced = False
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._bindings: Bindings | None = None
+        self._dcgm_handle: Any = None
+        self._session: _Session | None = None
+        self.skipped: dict[int, str] = {}
+        """GPU index -> why it is not sampled (profiling unsupported, paused, ...)."""
+
+    # -- protocol -----------------------------------------------------------------------
+
+    def open(self) -> None:
+        self._bindings = load_bindings(self._options.dcgm_bindings)
+        self._connect()
+
+    def read(self) -> list[Sample]:
+        if self._session is None:
+            self._connect()  # reconnect after the host engine went away
+        assert self._session is not None and self._bindings is not None
+        b = self._bindings
+        session = self._session
+        pairs = []
+        for target in session.targets:
+            pair = b.dcgm_structs.c_dcgmGroupEntityPair_t()
+            pair.entityGroupId = target.entity_group
+            pair.entityId = target.entity_id
+            pairs.append(pair)
+        try:
+            values = b.dcgm_agent.dcgmEntitiesGetLatestValues(
+                session.handle, pairs, list(session.field_ids), 0
+            )
+        except b.dcgm_structs.DCGMError as exc:
+            raise self._error(exc, "reading the latest values") from exc
+        now = time.time()
+        by_entity: dict[tuple[int, int], dict[int, float | None]] = {}
+        stamps: dict[tuple[int, int], float] = {}
+        for fv in values:
+            key = (int(fv.entityGroupId), int(fv.entityId))
+            fid = int(fv.fieldId)
+            by_entity.setdefault(key, {})[fid] = self._value(fv)
+            if int(fv.ts) > 0:
+                stamps[key] = max(stamps.get(key, 0.0), int(fv.ts) / 1e6)
+        samples = []
+        for target in session.targets:
+            key = (target.entity_group, target.entity_id)
+            samples.append(
+                Sample(timestamp=stamps.get(key, now), entity=target.entity, values=by_entity.get(key, {}))
+            )
+        return samples
+
+    def close(self) -> None:
+        self._drop_session()
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        """Start or connect to the host engine, pick the GPUs that can be profiled, watch them."""
+        assert self._bindings is not None
+        b = self._bindings
+        structs = b.dcgm_structs
+        address = self._options.dcgm_address
+        try:
+            if address:
+                handle_obj = b.pydcgm.DcgmHandle(ipAddress=address)
+            else:
+                handle_obj = b.pydcgm.DcgmHandle(opMode=structs.DCGM_OPERATION_MODE_AUTO)
+        except structs.DCGMError as exc:
+            if exc.value == structs.DCGM_ST_LIBRARY_NOT_FOUND:
+                raise SourceUnavailable(
+                    "dcgm_not_found",
+                    f"the DCGM bindings in {b.path} could not load libdcgm.so.4: {exc}. Install "
+                    "DCGM or set LD_LIBRARY_PATH to its lib directory.",
+                ) from exc
+            where = f"nv-hostengine at {address}" if address else "an embedded DCGM host engine"
+            raise SourceError("dcgm_connection", f"cannot start or reach {where}: {exc}") from exc
+        self._dcgm_handle = handle_obj
+        handle = handle_obj.handle
+        try:
+            self._session = self._watch(handle)
+        except SourceError:
+            self._drop_session()
+            raise
+        except structs.DCGMError as exc:
+            self._drop_session()
+            raise self._error(exc, "setting up the field watches") from exc
+
+    def _watch(self, handle: Any) -> _Session:
+        assert self._bindings is not None
+        b = self._bindings
+        agent, structs, dcgm_fields = b.dcgm_agent, b.dcgm_structs, b.dcgm_fields
+        fe_gpu = getattr(dcgm_fields, _FE_GPU_NAME)
+        fe_gpu_i = getattr(dcgm_fields, _FE_GPU_I_NAME)
+        gpu_ids = [int(g) for g in agent.dcgmGetAllSupportedDevices(handle)]
+        if self._options.gpus is not None:
+            gpu_ids = [g for g in gpu_ids if g in self._options.gpus]
+        if not gpu_ids:
+            raise SourceUnavailable("dcgm_no_gpu", "DCGM reports no supported GPU on this node")
+        self.skipped = {}
+        targets: list[_Target] = []
+        for gpu_id in gpu_ids:
+            identifiers = agent.dcgmGetDeviceAttributes(handle, gpu_id).identifiers
+            entity = Entity(gpu=gpu_id, uuid=_text(identifiers.uuid), model=_text(identifiers.deviceName))
+            reason = self._profiling_problem(handle, gpu_id)
+            if reason is not None:
+                self.skipped[gpu_id] = reason
+                log.warning("DCGM: skipping GPU %d (%s): %s", gpu_id, entity.model, reason)
+                continue
+            targets.append(_Target(fe_gpu, gpu_id, entity))
+        if not targets:
+            details = "; ".join(f"GPU {g}: {r}" for g, r in sorted(self.skipped.items()))
+            raise SourceUnavailable(
+                "dcgm_no_profiling",
+                f"no GPU on this node can be profiled through DCGM ({details}). Profiling needs a "
+                "data-center GPU from Volta on; on a GPU without it use --source scrape or "
+                "--replay.",
+            )
+        targets.extend(self._mig_targets(handle, {t.entity_id: t.entity for t in targets}, fe_gpu_i))
+        group = agent.dcgmGroupCreate(handle, structs.DCGM_GROUP_EMPTY, f"ridgeline-{os.getpid()}")
+        for target in targets:
+            agent.dcgmGroupAddEntity(handle, group, target.entity_group, target.entity_id)
+        update_usec = max(int(self._options.interval_seconds * 1_000_000), 100_000)
+        keep_age = max(30.0, 10 * self._options.interval_seconds)
+        field_ids = WATCHED_FIELDS
+        field_group = agent.dcgmFieldGroupCreate(handle, list(field_ids), f"ridgeline-{os.getpid()}")
+        try:
+            agent.dcgmWatchFields(handle, group, field_group, update_usec, keep_age, 0)
+        except structs.DCGMError as exc:
+            if exc.value not in (structs.DCGM_ST_PROFILING_MULTI_PASS, structs.DCGM_ST_NOT_SUPPORTED):
+                raise
+            log.warning("DCGM cannot watch all profiling fields at once (%s); watching %s", exc, CORE_FIELDS)
+            agent.dcgmFieldGroupDestroy(handle, field_group)
+            field_ids = CORE_FIELDS
+            field_group = agent.dcgmFieldGroupCreate(handle, list(field_ids), f"ridgeline-core-{os.getpid()}")
+            agent.dcgmWatchFields(handle, group, field_group, update_usec, keep_age, 0)
+        agent.dcgmUpdateAllFields(handle, 1)
+        return _Session(handle, group, field_group, field_ids, targets)
+
+    def _profiling_problem(self, handle: Any, gpu_id: int) -> str | None:
+        """Why this GPU cannot give tensor and DRAM activity, or None when it can."""
+        assert self._bindings is not None
+        structs = self._bindings.dcgm_structs
+        try:
+            groups = self._bindings.dcgm_agent.dcgmProfGetSupportedMetricGroups(handle, gpu_id)
+        except structs.DCGMError as exc:
+            if exc.value in _codes(structs, _CONNECTION_CODES):
+                raise
+            hints = {
+                structs.DCGM_ST_PAUSED: " (run `dcgmi profile --resume` after the profiler is done)",
+                structs.DCGM_ST_MODULE_NOT_LOADED: " (the profiling module is not loaded)",
+                structs.DCGM_ST_REQUIRES_ROOT: " (the host engine must run as root)",
+            }
+            return f"profiling unavailable: {exc}{hints.get(exc.value, '')}"
+        supported: set[int] = set()
+        for index in range(int(groups.numMetricGroups)):
+            info = groups.metricGroups[index]
+            supported.update(int(info.fieldIds[i]) for i in range(int(info.numFieldIds)))
+        missing = REQUIRED_FIELDS - supported
+        if missing:
+            names = ", ".join(fields.field_name(f) for f in sorted(missing))
+            return f"profiling lacks {names}"
+        return None
+
+    def _mig_targets(self, handle: Any, gpus: dict[int, Entity], fe_gpu_i: int) -> list[_Target]:
+        """GPU instances of the profiled GPUs; none when MIG is off or the engine cannot tell."""
+        assert self._bindings is not None
+        try:
+            hierarchy = self._bindings.dcgm_agent.dcgmGetGpuInstanceHierarchy(handle)
+        except self._bindings.dcgm_structs.DCGMError as exc:
+            log.info("DCGM: no MIG hierarchy (%s); sampling whole GPUs only", exc)
+            return []
+        targets = []
+        for index in range(int(hierarchy.count)):
+            entry = hierarchy.entityList[index]
+            if int(entry.entity.entityGroupId) != fe_gpu_i:
+                continue
+            parent = gpus.get(int(entry.parent.entityId))
+            if parent is None:
+                continue
+            entity = Entity(
+                gpu=parent.gpu,
+                uuid=parent.uuid,
+                model=parent.model,
+                gpu_instance=int(entry.info.nvmlInstanceId),
+            )
+            targets.append(_Target(fe_gpu_i, int(entry.entity.entityId), entity))
+        return targets
+
+    def _drop_session(self) -> None:
+        """Forget the connection; shutting down a dead one must not raise."""
+        handle_obj, self._dcgm_handle, self._session = self._dcgm_handle, None, None
+        if handle_obj is None:
+            return
+        try:
+            handle_obj.Shutdown()
+        except Exception as exc:  # the engine may already be gone; nothing left to release
+            log.debug("DCGM shutdown after a lost connection: %s", exc)
+
+    def _error(self, exc: Any, doing: str) -> SourceError:
+        """A SourceError for a DCGMError; a lost host engine also drops the session."""
+        assert self._bindings is not None
+        structs = self._bindings.dcgm_structs
+        where = f"nv-hostengine at {self._options.dcgm_address}" if self._options.dcgm_address else "DCGM"
+        if exc.value in _codes(structs, _CONNECTION_CODES):
+            self._drop_session()
+            return SourceError(
+                "dcgm_connection", f"lost the connection to {where} while {doing}: {exc}; reconnecting"
+            )
+        return SourceError("dcgm_error", f"{where} failed while {doing}: {exc}")
+
+    def _value(self, fv: Any) -> float | None:
+        """A field value as Ridgeline keeps it: blank sentinels and failed statuses are None."""
+        assert self._bindings is not None
+        if int(fv.status) != self._bindings.dcgm_structs.DCGM_ST_OK:
+            return None
+        kind = fv.fieldType
+        kind = chr(kind) if isinstance(kind, int) else _text(kind)
+        if kind == self._bindings.dcgm_fields.DCGM_FT_DOUBLE:
+            raw: float | int = float(fv.value.dbl)
+        elif kind == self._bindings.dcgm_fields.DCGM_FT_INT64:
+            raw = int(fv.value.i64)
+        else:
+            return None
+        return fields.clean_value(int(fv.fieldId), raw)
+
+
+def _codes(structs: Any, names: tuple[str, ...]) -> set[int]:
+    return {int(getattr(structs, n)) for n in names if hasattr(structs, n)}

@@ -1,0 +1,280 @@
+"""The DCGM source against a fake of NVIDIA's DCGM Python bindings (tests/fakes/dcgm).
+
+The fake directory is handed to the source as --dcgm-bindings, so the source's own import
+path logic puts it on sys.path and imports pydcgm, dcgm_agent, ... by their real names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from exporter import fields
+from exporter.sources import create_source
+from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
+from exporter.sources.dcgm import DcgmSource
+from exporter.sources.dcgm_bindings import load_bindings
+
+FAKE_DIR = Path(__file__).parent / "fakes" / "dcgm"
+FAKE_MODULES = ("pydcgm", "dcgm_agent", "dcgm_structs", "dcgm_fields", "dcgmvalue", "_fake_dcgm_engine")
+
+ST_PROFILING_NOT_SUPPORTED = -36
+ST_PROFILING_MULTI_PASS = -38
+ST_PAUSED = -54
+
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def _load_engine_module() -> ModuleType:
+    """Register the simulated host engine under the name the fake bindings import it by."""
+    spec = importlib.util.spec_from_file_location("_fake_dcgm_engine", FAKE_DIR / "_fake_dcgm_engine.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_fake_dcgm_engine"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def fake() -> Iterator[ModuleType]:
+    for name in FAKE_MODULES:
+        sys.modules.pop(name, None)
+    module = _load_engine_module()
+    module.reset()
+    yield module
+    for name in FAKE_MODULES:
+        sys.modules.pop(name, None)
+    while str(FAKE_DIR) in sys.path:
+        sys.path.remove(str(FAKE_DIR))
+
+
+def _busy_values(dram: float, tensor: float) -> dict[int, float | None]:
+    return {
+        fields.GR_ENGINE_ACTIVE: 0.97,
+        fields.SM_ACTIVE: 0.91,
+        fields.SM_OCCUPANCY: 0.33,
+        fields.PIPE_TENSOR_ACTIVE: tensor,
+        fields.DRAM_ACTIVE: dram,
+        fields.PIPE_FP64_ACTIVE: 0.0,
+        fields.PIPE_FP32_ACTIVE: 0.05,
+        fields.PIPE_FP16_ACTIVE: 0.01,
+        fields.PCIE_TX_BYTES: 4.8e7,
+        fields.PCIE_RX_BYTES: 3.9e8,
+        fields.NVLINK_TX_BYTES: 1.5e10,
+        fields.NVLINK_RX_BYTES: 1.5e10,
+        fields.PIPE_TENSOR_IMMA_ACTIVE: 0.0,
+        fields.PIPE_TENSOR_HMMA_ACTIVE: tensor,
+        fields.PIPE_TENSOR_DFMA_ACTIVE: 0.0,
+        fields.SM_CLOCK: 1755,
+        fields.GPU_UTIL: 100,
+    }
+
+
+def _two_h100(fake: ModuleType) -> Any:
+    engine = fake.ENGINE
+    engine.gpus = [
+        fake.FakeGpu(0, "GPU-8e5c3a1f-2d4b-6c7e-9f01-23456789abcd", H100, values=_busy_values(0.71, 0.13)),
+        fake.FakeGpu(1, "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901", H100, values=_busy_values(0.12, 0.82)),
+    ]
+    return engine
+
+
+def _source(**overrides: Any) -> DcgmSource:
+    return DcgmSource(SourceOptions(dcgm_bindings=FAKE_DIR, **overrides))
+
+
+def test_registry_builds_the_dcgm_source() -> None:
+    source = create_source("dcgm", SourceOptions(dcgm_bindings=FAKE_DIR))
+    assert isinstance(source, DcgmSource)
+    assert source.paced is False
+
+
+def test_embedded_engine_yields_one_sample_per_gpu(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    samples = {s.entity.gpu: s for s in source.read()}
+    source.close()
+    assert engine.embedded_starts == 1
+    assert set(samples) == {0, 1}
+    assert samples[0].entity.uuid == "GPU-8e5c3a1f-2d4b-6c7e-9f01-23456789abcd"
+    assert samples[0].entity.model == H100
+    assert samples[0].entity.gpu_instance is None
+    assert samples[0].values[fields.DRAM_ACTIVE] == pytest.approx(0.71)
+    assert samples[1].values[fields.PIPE_TENSOR_ACTIVE] == pytest.approx(0.82)
+    assert samples[1].values[fields.SM_CLOCK] == 1755
+    assert samples[1].values[fields.GPU_UTIL] == 100
+    assert samples[1].values[fields.NVLINK_TX_BYTES] == pytest.approx(1.5e10)
+    assert set(samples[0].values) == set(range(1001, 1016)) | {100, 203}
+
+
+def test_blank_values_read_as_none_and_ratios_are_clamped(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.gpus[0].values[fields.DRAM_ACTIVE] = None  # DCGM_FP64_BLANK
+    engine.gpus[0].values[fields.SM_CLOCK] = None  # DCGM_INT64_BLANK
+    engine.gpus[0].values[fields.SM_ACTIVE] = 1.02  # MIG-style rounding above 1
+    source = _source()
+    source.open()
+    sample = next(s for s in source.read() if s.entity.gpu == 0)
+    assert fields.DRAM_ACTIVE in sample.values
+    assert sample.values[fields.DRAM_ACTIVE] is None
+    assert sample.values[fields.SM_CLOCK] is None
+    assert sample.values[fields.SM_ACTIVE] == 1.0
+
+
+def test_watch_frequency_follows_the_interval(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source(interval_seconds=2.0)
+    source.open()
+    (watch,) = engine.watches
+    assert watch[2] == 2_000_000  # updateFreq in microseconds
+    assert sorted(engine.field_groups[watch[1]]) == sorted([*range(1001, 1016), 100, 203])
+    assert engine.groups[watch[0]] == [(1, 0), (1, 1)]
+
+
+def test_remote_host_engine_by_address(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.listening_address = "10.0.0.7:5555"
+    source = _source(dcgm_address="10.0.0.7:5555")
+    source.open()
+    assert len(source.read()) == 2
+    assert engine.connects == ["10.0.0.7:5555"]
+    assert engine.embedded_starts == 0
+
+
+def test_unreachable_remote_engine_is_a_connection_error(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.listening_address = None
+    source = _source(dcgm_address="10.0.0.7:5555")
+    with pytest.raises(SourceError) as caught:
+        source.open()
+    assert caught.value.reason == "dcgm_connection"
+    assert "10.0.0.7:5555" in caught.value.message
+
+
+def test_gpu_without_profiling_is_skipped_with_its_reason(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.gpus[1].profiling_status = ST_PROFILING_NOT_SUPPORTED
+    source = _source()
+    source.open()
+    samples = source.read()
+    assert [s.entity.gpu for s in samples] == [0]
+    assert "Profiling is not supported" in source.skipped[1]
+    assert engine.groups[engine.watches[0][0]] == [(1, 0)]
+
+
+def test_gpu_whose_metric_groups_lack_dram_is_skipped(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.gpus[0].metric_group_fields = ((1001, 1002, 1003, 1004),)
+    source = _source()
+    source.open()
+    assert [s.entity.gpu for s in source.read()] == [1]
+    assert "DCGM_FI_PROF_DRAM_ACTIVE" in source.skipped[0]
+
+
+def test_no_gpu_with_profiling_makes_the_source_unavailable(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.gpus[0].profiling_status = ST_PAUSED
+    engine.gpus[1].profiling_status = ST_PROFILING_NOT_SUPPORTED
+    source = _source()
+    with pytest.raises(SourceUnavailable) as caught:
+        source.open()
+    assert caught.value.reason == "dcgm_no_profiling"
+    assert "GPU 0" in caught.value.message and "GPU 1" in caught.value.message
+    assert "dcgmi profile --resume" in caught.value.message
+    assert engine.live_handles == set()  # the embedded engine was shut down again
+
+
+def test_mig_gpu_instances_are_sampled_alongside_the_gpu(fake: ModuleType) -> None:
+    engine = fake.ENGINE
+    gpu = fake.FakeGpu(0, "GPU-63bc0b91-2265-1b94-831c-15c41fe92675", A100, values=_busy_values(0.5, 0.3))
+    gpu.instances = [
+        fake.FakeInstance(entity_id=0, nvml_instance_id=1, values={fields.DRAM_ACTIVE: 0.21}),
+        fake.FakeInstance(entity_id=1, nvml_instance_id=2, values={fields.DRAM_ACTIVE: 0.84}),
+    ]
+    engine.gpus = [gpu]
+    source = _source()
+    source.open()
+    samples = {s.entity.key: s for s in source.read()}
+    assert set(samples) == {(0, None), (0, 1), (0, 2)}
+    assert samples[(0, 2)].values[fields.DRAM_ACTIVE] == pytest.approx(0.84)
+    assert samples[(0, 1)].entity.uuid == gpu.uuid
+    assert samples[(0, 1)].values[fields.PIPE_TENSOR_ACTIVE] is None  # not set on the instance: blank
+
+
+def test_host_engine_lost_mid_run_then_reconnects(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    assert len(source.read()) == 2
+    engine.crash()
+    with pytest.raises(SourceError) as caught:
+        source.read()
+    assert caught.value.reason == "dcgm_connection"
+    samples = source.read()  # the next read starts a new embedded engine
+    assert len(samples) == 2
+    assert engine.embedded_starts == 2
+
+
+def test_remote_engine_down_keeps_failing_until_it_returns(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source(dcgm_address="127.0.0.1:5555")
+    source.open()
+    engine.crash()
+    engine.listening_address = None
+    for _ in range(2):
+        with pytest.raises(SourceError) as caught:
+            source.read()
+        assert caught.value.reason == "dcgm_connection"
+    engine.listening_address = "127.0.0.1:5555"
+    assert len(source.read()) == 2
+
+
+def test_fields_that_need_several_passes_fall_back_to_the_core_set(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.watch_error = ST_PROFILING_MULTI_PASS
+    source = _source()
+    source.open()
+    sample = source.read()[0]
+    assert fields.DRAM_ACTIVE in sample.values
+    assert fields.PIPE_FP64_ACTIVE not in sample.values
+
+
+def test_missing_libdcgm_is_unavailable(fake: ModuleType) -> None:
+    _two_h100(fake).library_present = False
+    source = _source()
+    with pytest.raises(SourceUnavailable) as caught:
+        source.open()
+    assert caught.value.reason == "dcgm_not_found"
+    assert "libdcgm" in caught.value.message
+
+
+def test_missing_bindings_directory_names_the_flag(tmp_path: Path) -> None:
+    source = DcgmSource(SourceOptions(dcgm_bindings=tmp_path))
+    with pytest.raises(SourceUnavailable) as caught:
+        source.open()
+    assert str(tmp_path) in caught.value.message
+    assert "--dcgm-bindings" in caught.value.message
+
+
+def test_default_bindings_paths_are_all_named(tmp_path: Path) -> None:
+    defaults = (tmp_path / "dcgm4", tmp_path / "dcgm3")
+    with pytest.raises(SourceUnavailable) as caught:
+        load_bindings(None, defaults)
+    assert str(defaults[0]) in caught.value.message and str(defaults[1]) in caught.value.message
+
+
+def test_close_twice_is_safe(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    source.close()
+    source.close()
+    assert engine.live_handles == set()
