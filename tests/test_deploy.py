@@ -402,8 +402,8 @@ def test_hadolint_finds_nothing() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_dockerignore_example_keeps_the_build_inputs() -> None:
-    lines = (DEPLOY / "dockerignore.example").read_text().splitlines()
+def test_dockerignore_keeps_the_build_inputs() -> None:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
     assert "*" in lines
     copied = {"pyproject.toml", "README.md", "exporter"}
     for name in copied:
