@@ -129,9 +129,16 @@ class Sampler:
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the thread and close the source. A replay read that is pacing returns within
-        one interval; the source is closed from this thread only after the loop has ended."""
+        """Stop the thread and close the source.
+
+        A paced source (replay) may be waiting inside read(); its close() is documented to wake
+        that wait, so it is closed first. A live source is only ever touched by the sampler
+        thread, which waits on the stop event between reads, so it is closed after the join.
+        """
         self._stop.set()
+        source = self._source
+        if source is not None and source.paced:
+            source.close()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -142,6 +149,11 @@ class Sampler:
     @property
     def stopped(self) -> bool:
         return self._stop.is_set()
+
+    @property
+    def running(self) -> bool:
+        """True while the sampler thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -175,6 +187,8 @@ class Sampler:
         try:
             batch = source.read()
         except EndOfStream:
+            if self._stop.is_set():
+                return True  # our own stop() woke a pacing replay: not the end of the file
             self._collect_replay_stats(source)
             self._finished = True
             self._health = replace(

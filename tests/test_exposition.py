@@ -1,0 +1,175 @@
+"""Prometheus exposition over a snapshot: names, labels, absent series, promtool, OpenMetrics."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter import fields
+from exporter.catalog import load_catalog
+from exporter.exposition import MetricsEndpoint
+from exporter.inference import InferenceConfig
+from exporter.sample import Attribution, Entity, Sample
+from exporter.sampler import Sampler
+from exporter.sources import SourceOptions
+from exporter.state import Snapshot
+from exporter.web.app import create_app
+from exporter.web.live_routes import build_live_router
+
+CATALOG = load_catalog()
+H100 = "NVIDIA H100 80GB HBM3"
+PLAIN = Entity(0, "GPU-plain", H100)
+PODDED = Entity(1, "GPU-podded", H100)
+MIG = Entity(2, "GPU-mig", "NVIDIA A100-SXM4-40GB", gpu_instance=3)
+BLANK = Entity(3, "GPU-blank", H100)
+ALIEN = Entity(4, "GPU-alien", "NVIDIA Imaginary X1")
+POD = Attribution("llm", "decode-0", "server")
+
+
+def values(d: float | None, t: float | None, **extra: float) -> dict[int, float | None]:
+    out: dict[int, float | None] = {fields.DRAM_ACTIVE: d, fields.PIPE_TENSOR_ACTIVE: t}
+    out.update({int(k[1:]): v for k, v in extra.items()})
+    return out
+
+
+def batch(ts: float) -> list[Sample]:
+    return [
+        Sample(ts, PLAIN, values(0.7, 0.1, f1001=0.9, f203=90.0)),
+        Sample(ts, PODDED, values(0.2, 0.85), POD),
+        Sample(ts, MIG, values(0.1, 0.05)),
+        Sample(ts, BLANK, values(None, 0.5, f1001=0.8)),
+        Sample(ts, ALIEN, values(0.6, 0.2)),
+    ]
+
+
+def snapshot_after(batches: int = 3) -> Snapshot:
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    for i in range(batches):
+        sampler.ingest(batch(1000.0 + i))
+    return sampler.snapshot
+
+
+def series(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            found.setdefault(s.name, []).append((s.labels, s.value))
+    return found
+
+
+@pytest.fixture(scope="module")
+def text() -> str:
+    body, content_type = MetricsEndpoint(snapshot_after).render(None)
+    assert content_type.startswith("text/plain")
+    return body.decode()
+
+
+def test_every_design_metric_is_exposed(text: str) -> None:
+    names = set(series(text))
+    for name in (
+        "ridgeline_dram_active_ratio",
+        "ridgeline_tensor_active_ratio",
+        "ridgeline_flop_utilization_ratio",
+        "ridgeline_arithmetic_intensity_flop_per_byte",
+        "ridgeline_roofline_efficiency_ratio",
+        "ridgeline_regime",
+        "ridgeline_regime_seconds_total",
+        "ridgeline_flop_total",
+        "ridgeline_dram_bytes_total",
+        "ridgeline_ridge_flop_per_byte",
+        "ridgeline_peak_flop_per_second",
+        "ridgeline_peak_bandwidth_bytes_per_second",
+        "ridgeline_source_up",
+        "ridgeline_last_sample_timestamp_seconds",
+        "ridgeline_samples_total",
+        "ridgeline_build_info",
+        "ridgeline_gr_engine_active_ratio",
+        "ridgeline_gpu_utilization_ratio",
+    ):
+        assert name in names, name
+
+
+def test_blank_dram_yields_no_derived_series_and_never_a_zero(text: str) -> None:
+    for name, rows in series(text).items():
+        for labels, _ in rows:
+            if labels.get("uuid") == BLANK.uuid:
+                pytest.fail(f"{name} has a series for the GPU with blank DRAM_ACTIVE: {labels}")
+
+
+def test_labels_pod_only_when_attributed_and_gpu_instance_only_for_mig(text: str) -> None:
+    rows = {labels["uuid"]: labels for labels, _ in series(text)["ridgeline_dram_active_ratio"]}
+    assert rows[PLAIN.uuid] == {"gpu": "0", "uuid": PLAIN.uuid, "model": H100, "card": "h100-sxm"}
+    assert {k: rows[PODDED.uuid][k] for k in ("namespace", "pod", "container")} == {
+        "namespace": "llm",
+        "pod": "decode-0",
+        "container": "server",
+    }
+    assert rows[MIG.uuid]["gpu_instance"] == "3"
+    assert "gpu_instance" not in rows[PLAIN.uuid]
+
+
+def test_unknown_model_is_labelled_unknown_and_has_no_roof_series(text: str) -> None:
+    found = series(text)
+    (alien,) = [labels for labels, _ in found["ridgeline_dram_active_ratio"] if labels["uuid"] == ALIEN.uuid]
+    assert alien["card"] == "unknown"
+    for name in ("ridgeline_peak_flop_per_second", "ridgeline_flop_total", "ridgeline_arithmetic_intensity_flop_per_byte"):
+        assert all(labels["uuid"] != ALIEN.uuid for labels, _ in found[name]), name
+    regimes = {labels["regime"]: v for labels, v in found["ridgeline_regime"] if labels["uuid"] == ALIEN.uuid}
+    assert sum(regimes.values()) == 1.0
+
+
+def test_regime_state_set_has_exactly_one_active_regime(text: str) -> None:
+    per_gpu: dict[str, float] = {}
+    for labels, value in series(text)["ridgeline_regime"]:
+        per_gpu[labels["uuid"]] = per_gpu.get(labels["uuid"], 0.0) + value
+    assert per_gpu == {PLAIN.uuid: 1.0, PODDED.uuid: 1.0, MIG.uuid: 1.0, ALIEN.uuid: 1.0}
+
+
+def test_source_health_series(text: str) -> None:
+    found = series(text)
+    assert found["ridgeline_source_up"] == [({"source": "scrape"}, 1.0)]
+    assert found["ridgeline_samples_total"] == [({}, 3.0)]
+    assert found["ridgeline_last_sample_timestamp_seconds"] == [({}, 1002.0)]
+    (info,) = found["ridgeline_build_info"]
+    assert info[0]["source"] == "scrape" and info[0]["version"]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian package prometheus) not installed")
+def test_promtool_check_metrics_is_clean(text: str) -> None:
+    result = subprocess.run(
+        ["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode() + result.stdout.decode()
+    assert result.stdout.decode().strip() == "" and result.stderr.decode().strip() == ""
+
+
+def test_a_new_snapshot_is_encoded_afresh() -> None:
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    endpoint = MetricsEndpoint(lambda: sampler.snapshot, process_metrics=False)
+    sampler.ingest(batch(1000.0))
+    first, _ = endpoint.render(None)
+    assert endpoint.render(None)[0] == first
+    sampler.ingest(batch(1001.0))
+    second, _ = endpoint.render(None)
+    assert b"ridgeline_samples_total 2.0" in second and b"ridgeline_samples_total 1.0" in first
+
+
+def test_openmetrics_by_content_negotiation() -> None:
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    sampler.ingest(batch(1000.0))
+    sampler.ingest(batch(1001.0))
+    app = create_app(CATALOG, live_router=build_live_router(lambda: sampler.snapshot))
+    with TestClient(app) as client:
+        plain = client.get("/metrics")
+        assert plain.status_code == 200
+        assert plain.headers["content-type"].startswith("text/plain; version=0.0.4")
+        om = client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        assert om.headers["content-type"].startswith("application/openmetrics-text")
+        assert om.text.endswith("# EOF\n")
+        assert om.text.count("# EOF") == 1
+        assert "ridgeline_flop_total{" in om.text
+        assert "process_resident_memory_bytes" in om.text
