@@ -250,9 +250,22 @@ def _rule(err: Any) -> str:
     message = str(err["msg"])
     if err["type"] == "extra_forbidden":
         return "unknown field for this body form"
-    if err["type"] in ("literal_error", "union_tag_invalid") and "expected" in err.get("ctx", {}):
-        return f"must be one of {err['ctx']['expected']}"
+    ctx = err.get("ctx", {})
+    if err["type"] in ("literal_error", "union_tag_invalid") and "expected" in ctx:
+        return f"must be one of {ctx['expected']}"
+    for kind, key, words in BOUND_RULES:
+        if err["type"] == kind and isinstance(ctx.get(key), int | float):
+            return f"must be {words} {ctx[key]:g}"
     return message
+
+
+BOUND_RULES = (
+    ("greater_than", "gt", "greater than"),
+    ("greater_than_equal", "ge", "at least"),
+    ("less_than", "lt", "less than"),
+    ("less_than_equal", "le", "at most"),
+)
+"""pydantic's bound errors, reworded with the bound in short form (1e+30, not thirty zeros)."""
 
 
 def errors_from_validation(exc: ValidationError, form: str) -> BodyError:

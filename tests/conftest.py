@@ -1,0 +1,50 @@
+"""Shared fixtures: the built-in catalog, the app over it, and a real uvicorn server on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from exporter.catalog import Catalog, load_catalog
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    """The packaged catalog, loaded and validated once per run."""
+    return load_catalog()
+
+
+def free_port() -> int:
+    """A port the kernel says is free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_server(app: Any, **config: Any) -> Iterator[str]:
+    """Serve `app` with uvicorn in a thread on a free loopback port; yields the base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **config)
+    )
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"uvicorn did not start on 127.0.0.1:{port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

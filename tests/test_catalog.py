@@ -1,0 +1,178 @@
+"""The card catalog: DESIGN.md's required entries and figures, lookup by any name, user files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.catalog import Catalog, CatalogError, UnknownCard, UnknownPrecision, load_catalog
+
+# key: (bf16-or-fp16 dense TFLOP/s, fp8 dense TFLOP/s or None, TB/s, NVML names), as DESIGN.md lists them
+REQUIRED: dict[str, tuple[float, float | None, float, tuple[str, ...]]] = {
+    "v100-sxm2": (125, None, 0.90, ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB")),
+    "t4": (65, None, 0.32, ("Tesla T4",)),
+    "a10": (125, None, 0.60, ("NVIDIA A10", "NVIDIA A10G")),
+    "a30": (165, None, 0.933, ("NVIDIA A30",)),
+    "a100-sxm4-40gb": (312, None, 1.555, ("NVIDIA A100-SXM4-40GB",)),
+    "a100-sxm4-80gb": (312, None, 2.039, ("NVIDIA A100-SXM4-80GB",)),
+    "a100-pcie-40gb": (312, None, 1.555, ("NVIDIA A100-PCIE-40GB",)),
+    "a100-pcie-80gb": (312, None, 1.935, ("NVIDIA A100 80GB PCIe",)),
+    "l4": (121, 242.5, 0.30, ("NVIDIA L4",)),
+    "l40s": (362, 733, 0.864, ("NVIDIA L40S",)),
+    "h100-sxm": (989.5, 1979, 3.35, ("NVIDIA H100 80GB HBM3",)),
+    "h100-pcie": (756, 1513, 2.0, ("NVIDIA H100 PCIe",)),
+    "h100-nvl": (835.5, 1670.5, 3.9, ("NVIDIA H100 NVL",)),
+    "h200": (989.5, 1979, 4.8, ("NVIDIA H200",)),
+    "h200-nvl": (835.5, 1670.5, 4.8, ("NVIDIA H200 NVL",)),
+    "gh200": (989.5, 1979, 4.0, ("NVIDIA GH200 480GB",)),
+    "b200": (2250, 4500, 8.0, ("NVIDIA B200",)),
+    "gb200": (2500, 5000, 8.0, ("NVIDIA GB200",)),
+    "mi300x": (1307.4, 2614.9, 5.3, ()),
+    "tpu-v6e": (918, None, 1.638, ()),
+}
+
+CORRECTED_BANDWIDTH_TBPS = {"tpu-v6e": 1.64}
+"""Figures the catalog corrects from the datasheet, with the reason in cards.yaml: Google lists
+1,640 GB/s per v6e chip."""
+
+
+@pytest.mark.parametrize("key", sorted(REQUIRED))
+def test_required_card_has_the_design_figures(catalog: Catalog, key: str) -> None:
+    half, fp8, tbps, nvml_names = REQUIRED[key]
+    card = catalog.get(key)
+    assert card is not None, f"{key} missing from the catalog"
+    tensor = "bf16" if "bf16" in card.peak_tflops else "fp16"
+    assert card.peak_tflops[tensor] == pytest.approx(half)
+    if fp8 is None:
+        assert "fp8" not in card.peak_tflops
+    else:
+        assert card.peak_tflops["fp8"] == pytest.approx(fp8)
+    assert card.bandwidth_tbps == pytest.approx(CORRECTED_BANDWIDTH_TBPS.get(key, tbps))
+    for name in nvml_names:
+        assert catalog.lookup(name).key == key
+    assert card.source.startswith("https://")
+
+
+def test_reference_only_cards_match_no_gpu(catalog: Catalog) -> None:
+    for key in ("mi300x", "tpu-v6e"):
+        card = catalog.lookup(key)
+        assert card.reference_only
+        assert card.nvml_names == []
+
+
+@pytest.mark.parametrize(
+    "spelling", ["nvidia h100 80gb hbm3", "NVIDIA H100 80GB HBM3", "  NVIDIA H100 80GB HBM3 "]
+)
+def test_nvml_name_lookup_ignores_case_and_padding(catalog: Catalog, spelling: str) -> None:
+    assert catalog.lookup(spelling).key == "h100-sxm"
+
+
+@pytest.mark.parametrize(
+    ("alias", "key"), [("h100", "h100-sxm"), ("a100", "a100-sxm4-80gb"), ("a10g", "a10")]
+)
+def test_aliases_find_their_card(catalog: Catalog, alias: str, key: str) -> None:
+    assert catalog.lookup(alias).key == key
+
+
+def test_an_nvml_pattern_matches_a_variant_name(catalog: Catalog) -> None:
+    assert catalog.lookup("NVIDIA GH200 144G HBM3e").key == "gh200"
+
+
+def test_unknown_card_suggests_near_matches(catalog: Catalog) -> None:
+    with pytest.raises(UnknownCard) as caught:
+        catalog.lookup("h100-sxm4")
+    assert "h100-sxm" in caught.value.suggestions
+    assert "did you mean" in str(caught.value)
+    assert catalog.find_by_nvml_name("NVIDIA Imaginary 9000") is None
+
+
+def test_missing_precision_lists_what_the_card_has(catalog: Catalog) -> None:
+    with pytest.raises(UnknownPrecision) as caught:
+        catalog.lookup("t4").roof("fp8")
+    assert caught.value.available == ["fp32", "fp16", "int8"]
+    assert "fp16" in str(caught.value)
+
+
+def test_ridge_comes_from_peak_and_bandwidth(catalog: Catalog) -> None:
+    roof = catalog.lookup("h100-sxm").roof("bf16")
+    assert roof.ridge_flop_per_byte == pytest.approx(989.5 / 3.35)
+
+
+USER_FILE = """
+cards:
+  - key: h100-sxm
+    name: NVIDIA H100 SXM5 80GB (derated)
+    nvml_names: ["NVIDIA H100 80GB HBM3"]
+    peak_tflops: {bf16: 700}
+    bandwidth_tbps: 3.0
+    source: https://example.com/our-measurements
+  - key: lab-card
+    name: Lab accelerator
+    vendor: other
+    nvml_names: ["Lab Accelerator X1"]
+    peak_tflops: {bf16: 100, fp8: 200}
+    bandwidth_tbps: 1.0
+    source: https://example.com/x1
+"""
+
+
+def test_user_file_overrides_by_key_and_adds_cards(tmp_path: Path) -> None:
+    path = tmp_path / "cards.yaml"
+    path.write_text(USER_FILE)
+    catalog = load_catalog([path])
+    assert catalog.lookup("NVIDIA H100 80GB HBM3").peak_tflops == {"bf16": 700}
+    assert catalog.lookup("lab accelerator x1").key == "lab-card"
+    assert catalog.lookup("h200").key == "h200"  # built-ins stay
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "cards:\n  - key: Bad_Key\n    name: x\n    peak_tflops: {bf16: 1}\n    bandwidth_tbps: 1\n"
+            "    source: https://e.com\n",
+            ["entry 'Bad_Key'", "field key"],
+        ),
+        (
+            "cards:\n  - key: ok\n    name: x\n    peak_tflops: {bf16: -1}\n    bandwidth_tbps: 1\n"
+            "    source: https://e.com\n",
+            ["entry 'ok'", "peak_tflops.bf16"],
+        ),
+        (
+            "cards:\n  - key: ok\n    name: x\n    peak_tflops: {fp12: 1}\n    bandwidth_tbps: 1\n"
+            "    source: https://e.com\n",
+            ["entry 'ok'", "fp12"],
+        ),
+        (
+            "cards:\n  - key: ok\n    name: x\n    peak_tflops: {bf16: 1}\n    source: https://e.com\n",
+            ["entry 'ok'", "bandwidth_tbps"],
+        ),
+        ("cards: [\n", ["not valid YAML"]),
+        ("- just a list\n", ["cards:"]),
+    ],
+)
+def test_bad_user_file_names_file_entry_and_field(tmp_path: Path, text: str, expected: list[str]) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    with pytest.raises(CatalogError) as caught:
+        load_catalog([path])
+    message = str(caught.value)
+    assert str(path) in message
+    for part in expected:
+        assert part in message
+
+
+def test_user_file_reusing_another_cards_nvml_name_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(
+        "cards:\n  - key: mine\n    name: x\n    nvml_names: ['NVIDIA H200']\n    peak_tflops: {bf16: 1}\n"
+        "    bandwidth_tbps: 1\n    source: https://e.com\n"
+    )
+    with pytest.raises(CatalogError, match="NVIDIA H200"):
+        load_catalog([path])
+
+
+def test_missing_user_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="nope.yaml"):
+        load_catalog([tmp_path / "nope.yaml"])

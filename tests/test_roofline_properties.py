@@ -1,0 +1,115 @@
+"""Properties the roofline must hold for any card and any work (hypothesis)."""
+
+from __future__ import annotations
+
+import math
+
+import yaml
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from exporter import roofline
+from exporter.catalog import Card, parse_catalog_text
+from exporter.roofline import BALANCED_BAND, Roof
+
+peaks = st.floats(min_value=1e9, max_value=1e19)
+bandwidths = st.floats(min_value=1e8, max_value=1e15)
+amounts = st.floats(min_value=1.0, max_value=1e24)
+ratios = st.floats(min_value=0.0, max_value=1.0)
+
+
+@given(peaks, bandwidths, amounts, amounts)
+def test_attainable_never_exceeds_either_roof(
+    peak: float, bandwidth: float, flops: float, bytes_: float
+) -> None:
+    roof = Roof(peak, bandwidth)
+    verdict = roofline.kernel_roofline(roof, flops, bytes_)
+    assert verdict.attainable_flop_per_second <= peak
+    assert verdict.attainable_flop_per_second <= verdict.intensity_flop_per_byte * bandwidth * (1 + 1e-12)
+
+
+@given(peaks, bandwidths, amounts, amounts)
+def test_fraction_of_peak_is_in_zero_one(peak: float, bandwidth: float, flops: float, bytes_: float) -> None:
+    verdict = roofline.kernel_roofline(Roof(peak, bandwidth), flops, bytes_)
+    assert 0 < verdict.fraction_of_peak <= 1
+
+
+@given(peaks, bandwidths, amounts, amounts)
+def test_verdict_agrees_with_the_longer_time(
+    peak: float, bandwidth: float, flops: float, bytes_: float
+) -> None:
+    roof = Roof(peak, bandwidth)
+    verdict = roofline.kernel_roofline(roof, flops, bytes_)
+    assume(
+        abs(verdict.intensity_flop_per_byte - roof.ridge_flop_per_byte)
+        > BALANCED_BAND * roof.ridge_flop_per_byte
+    )
+    if verdict.memory_time_seconds > verdict.compute_time_seconds:
+        assert verdict.regime == "memory_bound"
+    else:
+        assert verdict.regime == "compute_bound"
+    assert verdict.floor_time_seconds == max(verdict.memory_time_seconds, verdict.compute_time_seconds)
+
+
+@given(peaks, bandwidths, amounts, amounts, st.floats(min_value=1e-3, max_value=1e3))
+def test_scaling_flops_and_bytes_together_keeps_the_verdict(
+    peak: float, bandwidth: float, flops: float, bytes_: float, scale: float
+) -> None:
+    roof = Roof(peak, bandwidth)
+    before = roofline.kernel_roofline(roof, flops, bytes_)
+    after = roofline.kernel_roofline(roof, flops * scale, bytes_ * scale)
+    # intensity is unchanged up to rounding; stay clear of the band edges where rounding could flip it
+    edge = abs(abs(before.intensity_flop_per_byte / roof.ridge_flop_per_byte - 1) - BALANCED_BAND)
+    assume(edge > 1e-9)
+    assert after.regime == before.regime
+    assert math.isclose(after.fraction_of_peak, before.fraction_of_peak, rel_tol=1e-9)
+
+
+@given(peaks, bandwidths, ratios, ratios, st.floats(min_value=0.05, max_value=1.0))
+def test_counter_efficiency_and_fraction_stay_in_range(
+    peak: float, bandwidth: float, dram: float, tensor: float, clock: float
+) -> None:
+    verdict = roofline.classify_counters(
+        Roof(peak, bandwidth),
+        roofline.CounterReading(dram_active=dram, tensor_active=tensor, clock_ratio=clock),
+    )
+    assert verdict.regime in roofline.REGIMES
+    assert verdict.achieved_flop_per_second <= peak * (1 + 1e-12)
+    assert 0 <= verdict.fraction_of_peak <= 1
+    if verdict.roofline_efficiency is not None:
+        assert 0 <= verdict.roofline_efficiency <= 1 + 1e-9
+    if verdict.position is not None:
+        assert (verdict.position < 1) == (tensor * clock < dram)
+
+
+precision_peaks = st.dictionaries(
+    st.sampled_from(roofline.PRECISIONS), st.floats(min_value=0.01, max_value=1e5), min_size=1
+)
+
+
+@settings(max_examples=50)
+@given(
+    key=st.from_regex(r"[a-z0-9]{1,8}(-[a-z0-9]{1,6}){0,2}", fullmatch=True),
+    peaks=precision_peaks,
+    bandwidth=st.floats(min_value=0.01, max_value=100),
+    nvml=st.lists(
+        st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=30),
+        max_size=3,
+        unique_by=str.casefold,
+    ),
+    clock=st.none() | st.floats(min_value=100, max_value=5000),
+)
+def test_a_card_dumped_to_yaml_loads_back_equal(
+    key: str, peaks: dict[str, float], bandwidth: float, nvml: list[str], clock: float | None
+) -> None:
+    card = Card(
+        key=key,
+        name=f"Test card {key}",
+        nvml_names=nvml,
+        peak_tflops=peaks,
+        bandwidth_tbps=bandwidth,
+        max_sm_clock_mhz=clock,
+        source="https://example.com/datasheet.pdf",
+    )
+    text = yaml.safe_dump({"cards": [card.model_dump(mode="json")]}, allow_unicode=True)
+    assert parse_catalog_text(text, "roundtrip.yaml") == [card]
