@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from exporter.fields import FP64_BLANK, RATIO_FIELDS, clean_value, field_id
@@ -217,12 +217,35 @@ def parse_timestamp(raw: object) -> float:
     return value
 
 
-def group_by_timestamp(rows: Iterable[tuple[float, Sample, int]], ctx: ParseContext) -> list[Batch]:
+def group_by_timestamp(rows: Sequence[tuple[float, Sample, int]], ctx: ParseContext) -> list[Batch]:
     """Samples grouped into batches by timestamp, oldest first, one sample per entity.
 
-    Grouping by value (not only consecutive lines) also replays files written GPU by GPU. A
-    second sample for the same entity and timestamp replaces the first and is counted.
+    Files are nearly always in time order, so consecutive rows are grouped in one cheap pass;
+    out-of-order rows (a file written GPU by GPU) are regrouped by value. A second sample for
+    the same entity and timestamp replaces the first and is counted.
     """
+    batches: list[Batch] = []
+    current: list[Sample] = []
+    current_ts = -math.inf
+    keys: set[tuple[int, int | None]] = set()
+    for timestamp, sample, line_number in rows:
+        if timestamp != current_ts:
+            if timestamp < current_ts:
+                return _regroup(rows, ctx)
+            current = []
+            keys = set()
+            batches.append((timestamp, current))
+            current_ts = timestamp
+        entity = sample.entity
+        key = (entity.gpu, entity.gpu_instance)
+        if key in keys:
+            return _regroup(rows, ctx)
+        keys.add(key)
+        current.append(sample)
+    return batches
+
+
+def _regroup(rows: Sequence[tuple[float, Sample, int]], ctx: ParseContext) -> list[Batch]:
     by_time: dict[float, dict[tuple[int, int | None], Sample]] = {}
     for timestamp, sample, line_number in rows:
         batch = by_time.get(timestamp)

@@ -1,0 +1,146 @@
+"""`ridgeline record`: copy any source's samples into a Ridgeline JSON Lines replay file.
+
+Each sample is one line, written and flushed on its own, so a recording stopped by Ctrl-C,
+SIGTERM or a crash is valid up to its last line, and `ridgeline serve --replay FILE` plays it.
+A path ending in .gz is gzip-compressed; each line is flushed as a complete gzip block, so a
+cut-short .gz still replays (the replay reader keeps what the stream holds).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from exporter.sample import Sample
+from exporter.sources.base import EndOfStream, Source, SourceError
+
+log = logging.getLogger("exporter.recorder")
+
+
+class RecordError(Exception):
+    """The output file cannot be written (bad directory, no permission, disk full)."""
+
+
+def sample_to_json(sample: Sample) -> str:
+    """One replay line for a sample: fields keyed by DCGM id strings, blanks as null."""
+    entity = sample.entity
+    line: dict[str, object] = {
+        "ts": sample.timestamp,
+        "gpu": entity.gpu,
+        "uuid": entity.uuid,
+        "model": entity.model,
+        "gpu_instance": entity.gpu_instance,
+        "fields": {str(fid): value for fid, value in sorted(sample.values.items())},
+    }
+    if sample.attribution is not None:
+        line["namespace"] = sample.attribution.namespace
+        line["pod"] = sample.attribution.pod
+        line["container"] = sample.attribution.container
+    return json.dumps(line, separators=(",", ":"), allow_nan=False)
+
+
+def record(
+    source: Source,
+    out_path: str | os.PathLike[str],
+    duration_seconds: float | None,
+    interval_seconds: float,
+    stop_event: threading.Event | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Record an opened `source` into `out_path` until the duration ends, the stop event is set,
+    a replay ends, or Ctrl-C; returns the number of samples written.
+
+    The caller opens and closes the source. Paced sources (replay) wait inside read(); for live
+    sources this waits `interval_seconds` between reads, measured from the start of each read.
+    A SourceError is logged and counted and recording goes on; KeyboardInterrupt ends the
+    recording cleanly (the file is closed and valid) instead of propagating.
+    Raises RecordError when the file cannot be opened or written.
+    """
+    if interval_seconds <= 0:
+        raise ValueError(f"interval_seconds must be positive, not {interval_seconds}")
+    stop = stop_event if stop_event is not None else threading.Event()
+    path = Path(out_path)
+    written = 0
+    errors = 0
+    start = clock()
+    deadline = None if duration_seconds is None else start + duration_seconds
+    try:
+        out = _open_output(path)
+    except OSError as exc:
+        raise RecordError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        while not stop.is_set():
+            read_started = clock()
+            if deadline is not None and read_started >= deadline:
+                break
+            try:
+                batch = source.read()
+            except EndOfStream:
+                log.info("%s source ended; recording stops", source.name)
+                break
+            except SourceError as exc:
+                errors += 1
+                log.warning("%s source error (%s): %s", source.name, exc.reason, exc.message)
+                batch = []
+            for sample in batch:
+                try:
+                    out.write(sample_to_json(sample) + "\n")
+                    out.flush()
+                except ValueError as exc:  # NaN or infinity in a value: not valid JSON
+                    errors += 1
+                    log.warning("GPU %d: sample not recorded (%s)", sample.entity.gpu, exc)
+                    continue
+                written += 1
+            if not source.paced or not batch:
+                wait = interval_seconds - (clock() - read_started)
+                if deadline is not None:
+                    wait = min(wait, deadline - clock())
+                if wait > 0:
+                    stop.wait(wait)
+    except KeyboardInterrupt:
+        log.info("recording interrupted; %s holds %d samples", path, written)
+    except OSError as exc:
+        raise RecordError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        out.close()
+    if errors:
+        log.warning("recording %s: %d samples written, %d errors", path, written, errors)
+    return written
+
+
+class _LineSink(Protocol):
+    def write(self, text: str, /) -> object: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def _open_output(path: Path) -> _LineSink:
+    """A text sink to `path`; gzip when it ends in .gz, where flush() ends a deflate block."""
+    if path.suffix == ".gz":
+        return _GzipLines(gzip.GzipFile(filename=str(path), mode="wb", mtime=0))
+    return open(path, "w", encoding="utf-8", newline="\n")
+
+
+class _GzipLines:
+    """Lines into a gzip file; flush() is gzip's Z_SYNC_FLUSH, so every flushed line can be read
+    back from a file that was never closed."""
+
+    def __init__(self, gz: gzip.GzipFile) -> None:
+        self._gz = gz
+
+    def write(self, text: str, /) -> object:
+        return self._gz.write(text.encode("utf-8"))
+
+    def flush(self) -> None:
+        self._gz.flush()
+
+    def close(self) -> None:
+        self._gz.close()
