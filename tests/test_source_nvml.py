@@ -1,0 +1,197 @@
+"""The NVML (GPM) source against a fake pynvml (tests/fakes/pynvml_fake/pynvml.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from exporter import fields
+from exporter.sources import create_source
+from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
+from exporter.sources.nvml import MIB, NvmlSource
+
+FAKE_PATH = Path(__file__).parent / "fakes" / "pynvml_fake" / "pynvml.py"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture
+def nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("pynvml", FAKE_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    spec.loader.exec_module(module)
+    module.reset()
+    yield module
+
+
+def _metrics(m: ModuleType, dram_pct: float, tensor_pct: float) -> dict[int, float]:
+    return {
+        m.NVML_GPM_METRIC_GRAPHICS_UTIL: 97.0,
+        m.NVML_GPM_METRIC_SM_UTIL: 91.0,
+        m.NVML_GPM_METRIC_SM_OCCUPANCY: 33.0,
+        m.NVML_GPM_METRIC_ANY_TENSOR_UTIL: tensor_pct,
+        m.NVML_GPM_METRIC_DRAM_BW_UTIL: dram_pct,
+        m.NVML_GPM_METRIC_FP64_UTIL: 0.0,
+        m.NVML_GPM_METRIC_FP32_UTIL: 5.0,
+        m.NVML_GPM_METRIC_FP16_UTIL: 1.0,
+        m.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 46.0,
+        m.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 372.0,
+        m.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: 14142.0,
+        m.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC: 14000.0,
+        m.NVML_GPM_METRIC_IMMA_TENSOR_UTIL: 0.0,
+        m.NVML_GPM_METRIC_HMMA_TENSOR_UTIL: tensor_pct,
+        m.NVML_GPM_METRIC_DFMA_TENSOR_UTIL: 0.0,
+    }
+
+
+def _two_h100(m: ModuleType) -> None:
+    m.FAKE.devices = [
+        m.FakeDevice(
+            H100,
+            "GPU-8e5c3a1f-2d4b-6c7e-9f01-23456789abcd",
+            sm_clock_mhz=1755,
+            gpu_util_percent=100,
+            metrics=_metrics(m, 71.0, 13.0),
+        ),
+        m.FakeDevice(
+            H100,
+            "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901",
+            sm_clock_mhz=1980,
+            gpu_util_percent=64,
+            metrics=_metrics(m, 12.0, 82.0),
+        ),
+    ]
+
+
+def _open(**overrides: object) -> NvmlSource:
+    source = NvmlSource(SourceOptions(**overrides))  # type: ignore[arg-type]
+    source.open()
+    return source
+
+
+def test_registry_builds_the_nvml_source() -> None:
+    source = create_source("nvml", SourceOptions())
+    assert isinstance(source, NvmlSource)
+    assert source.paced is False
+
+
+def test_percentages_become_ratios_and_mib_become_bytes(nvml: ModuleType) -> None:
+    _two_h100(nvml)
+    source = _open()
+    samples = {s.entity.gpu: s for s in source.read()}
+    assert set(samples) == {0, 1}
+    first = samples[0]
+    assert first.entity.uuid == "GPU-8e5c3a1f-2d4b-6c7e-9f01-23456789abcd"
+    assert first.entity.model == H100
+    assert first.values[fields.DRAM_ACTIVE] == pytest.approx(0.71)
+    assert first.values[fields.PIPE_TENSOR_ACTIVE] == pytest.approx(0.13)
+    assert first.values[fields.GR_ENGINE_ACTIVE] == pytest.approx(0.97)
+    assert first.values[fields.PCIE_TX_BYTES] == pytest.approx(46 * 1_048_576)
+    assert first.values[fields.NVLINK_TX_BYTES] == pytest.approx(14142 * MIB)
+    assert first.values[fields.NVLINK_RX_BYTES] == pytest.approx(14000 * MIB)
+    assert first.values[fields.SM_CLOCK] == 1755
+    assert first.values[fields.GPU_UTIL] == 100
+    assert samples[1].values[fields.PIPE_TENSOR_HMMA_ACTIVE] == pytest.approx(0.82)
+    source.close()
+
+
+def test_one_new_gpm_sample_per_gpu_per_read(nvml: ModuleType) -> None:
+    """The first sample is taken at open, then one per read; NVML gets (older, newer) each time."""
+    _two_h100(nvml)
+    source = _open()
+    assert nvml.FAKE.samples_taken == [(0, None), (1, None)]
+    for reads in range(1, 4):
+        nvml.FAKE.devices[0].metrics[nvml.NVML_GPM_METRIC_DRAM_BW_UTIL] = 10.0 * reads
+        sample = next(s for s in source.read() if s.entity.gpu == 0)
+        assert sample.values[fields.DRAM_ACTIVE] == pytest.approx(0.1 * reads)
+        assert len(nvml.FAKE.samples_taken) == 2 + 2 * reads
+    source.close()
+
+
+def test_gpm_unsupported_gpus_make_the_source_unavailable(nvml: ModuleType) -> None:
+    nvml.FAKE.devices = [nvml.FakeDevice("Tesla V100-SXM2-32GB", "GPU-aaaa", gpm_supported=False)]
+    with pytest.raises(SourceUnavailable) as caught:
+        _open()
+    assert caught.value.reason == "gpm_unsupported"
+    assert "Tesla V100-SXM2-32GB" in caught.value.message
+    assert "--source dcgm" in caught.value.message and "--source scrape" in caught.value.message
+    assert nvml.FAKE.initialized == 0  # NVML was shut down again
+
+
+def test_mixed_node_samples_only_gpm_capable_gpus(nvml: ModuleType) -> None:
+    _two_h100(nvml)
+    nvml.FAKE.devices.insert(0, nvml.FakeDevice("NVIDIA A100-SXM4-80GB", "GPU-bbbb", gpm_supported=False))
+    source = _open()
+    assert sorted(s.entity.gpu for s in source.read()) == [1, 2]
+
+
+def test_gpu_that_falls_off_the_bus_leaves_the_batch(nvml: ModuleType) -> None:
+    _two_h100(nvml)
+    source = _open()
+    assert len(source.read()) == 2
+    nvml.FAKE.devices[1].lost = True
+    samples = source.read()
+    assert [s.entity.gpu for s in samples] == [0]
+    assert "fell off the bus" in source.dropped[1]
+    assert [s.entity.gpu for s in source.read()] == [0]
+    nvml.FAKE.devices[0].lost = True
+    with pytest.raises(SourceError) as caught:
+        source.read()
+    assert caught.value.reason == "gpu_lost"
+    assert "GPU 0" in caught.value.message and "GPU 1" in caught.value.message
+
+
+def test_missing_nvml_library_is_unavailable(nvml: ModuleType) -> None:
+    nvml.FAKE.library_present = False
+    with pytest.raises(SourceUnavailable) as caught:
+        _open()
+    assert caught.value.reason == "nvml_not_found"
+    assert "NVML Shared Library Not Found" in caught.value.message
+
+
+def test_missing_nvidia_ml_py_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    with pytest.raises(SourceUnavailable) as caught:
+        _open()
+    assert caught.value.reason == "nvml_not_found"
+
+
+def test_mig_instances_are_sampled_with_the_mig_call(nvml: ModuleType) -> None:
+    device = nvml.FakeDevice(H100, "GPU-cccc", metrics=_metrics(nvml, 50.0, 30.0))
+    device.mig_instances = [
+        nvml.FakeMigInstance(1, {nvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 21.0}),
+        nvml.FakeMigInstance(2, {nvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 84.0}),
+    ]
+    nvml.FAKE.devices = [device]
+    source = _open()
+    samples = {s.entity.key: s for s in source.read()}
+    assert set(samples) == {(0, None), (0, 1), (0, 2)}
+    assert samples[(0, 2)].values[fields.DRAM_ACTIVE] == pytest.approx(0.84)
+    assert samples[(0, 1)].values[fields.PIPE_TENSOR_ACTIVE] is None  # metric not given for the instance
+    assert samples[(0, None)].values[fields.GPU_UTIL] is None  # NVML: not supported with MIG on
+    assert (0, 2) in nvml.FAKE.samples_taken
+
+
+def test_out_of_range_percentages_follow_the_clamp_rule(nvml: ModuleType) -> None:
+    _two_h100(nvml)
+    nvml.FAKE.devices[0].metrics[nvml.NVML_GPM_METRIC_SM_UTIL] = 103.0
+    nvml.FAKE.devices[0].metrics[nvml.NVML_GPM_METRIC_SM_OCCUPANCY] = 250.0
+    sample = next(s for s in _open().read() if s.entity.gpu == 0)
+    assert sample.values[fields.SM_ACTIVE] == 1.0
+    assert sample.values[fields.SM_OCCUPANCY] is None
+
+
+def test_close_frees_samples_and_shuts_nvml_down(nvml: ModuleType) -> None:
+    _two_h100(nvml)
+    source = _open()
+    source.read()
+    source.close()
+    source.close()
+    assert nvml.FAKE.initialized == 0
+    assert nvml.FAKE.freed == 4
