@@ -116,7 +116,11 @@ def test_unknown_model_is_labelled_unknown_and_has_no_roof_series(text: str) -> 
     found = series(text)
     (alien,) = [labels for labels, _ in found["ridgeline_dram_active_ratio"] if labels["uuid"] == ALIEN.uuid]
     assert alien["card"] == "unknown"
-    for name in ("ridgeline_peak_flop_per_second", "ridgeline_flop_total", "ridgeline_arithmetic_intensity_flop_per_byte"):
+    for name in (
+        "ridgeline_peak_flop_per_second",
+        "ridgeline_flop_total",
+        "ridgeline_arithmetic_intensity_flop_per_byte",
+    ):
         assert all(labels["uuid"] != ALIEN.uuid for labels, _ in found[name]), name
     regimes = {labels["regime"]: v for labels, v in found["ridgeline_regime"] if labels["uuid"] == ALIEN.uuid}
     assert sum(regimes.values()) == 1.0
@@ -138,7 +142,9 @@ def test_source_health_series(text: str) -> None:
     assert info[0]["source"] == "scrape" and info[0]["version"]
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian package prometheus) not installed")
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="promtool (Debian package prometheus) not installed"
+)
 def test_promtool_check_metrics_is_clean(text: str) -> None:
     result = subprocess.run(
         ["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=60, check=False

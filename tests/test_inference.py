@@ -168,7 +168,9 @@ def test_time_in_regime_integrates_the_raw_regime_not_the_debounced_one() -> Non
 
 
 def test_a_gap_longer_than_the_cap_is_not_integrated() -> None:
-    state = feed([sample(0.0, 0.5, 0.5), sample(1.0, 0.5, 0.5), sample(2.0, 0.5, 0.5), sample(60.0, 0.5, 0.5)])
+    state = feed(
+        [sample(0.0, 0.5, 0.5), sample(1.0, 0.5, 0.5), sample(2.0, 0.5, 0.5), sample(60.0, 0.5, 0.5)]
+    )
     assert state.totals.integrated_seconds == pytest.approx(2.0)
     state = step(state, sample(61.0, 0.5, 0.5), H100, CRISP)
     assert state.totals.integrated_seconds == pytest.approx(3.0)

@@ -50,7 +50,9 @@ class Clock:
 
 @pytest.fixture
 def rig() -> Iterator[tuple[Sampler, TestClient]]:
-    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig(smoothing_seconds=10, dwell_seconds=5))
+    sampler = Sampler(
+        "scrape", SourceOptions(), CATALOG, InferenceConfig(smoothing_seconds=10, dwell_seconds=5)
+    )
     app = create_app(CATALOG, live_router=build_live_router(lambda: sampler.snapshot))
     with TestClient(app) as client:
         yield sampler, client
@@ -58,7 +60,9 @@ def rig() -> Iterator[tuple[Sampler, TestClient]]:
 
 def batch(ts: float) -> list[Sample]:
     return [
-        Sample(ts, GPU0, {fields.DRAM_ACTIVE: 0.7, fields.PIPE_TENSOR_ACTIVE: 0.1, fields.GR_ENGINE_ACTIVE: 0.9}),
+        Sample(
+            ts, GPU0, {fields.DRAM_ACTIVE: 0.7, fields.PIPE_TENSOR_ACTIVE: 0.1, fields.GR_ENGINE_ACTIVE: 0.9}
+        ),
         Sample(ts, GPU1, {fields.DRAM_ACTIVE: 0.2, fields.PIPE_TENSOR_ACTIVE: 0.85}, POD),
     ]
 
@@ -95,7 +99,9 @@ def test_get_classify_lists_every_gpu_with_the_counter_form_fields(rig: tuple[Sa
         assert {"gpu", "uuid", "model", "gpu_instance", "attribution", "raw_regime", "smoothing"} <= set(gpu)
     assert gpus[0]["regime"] == "memory_bound"
     assert gpus[0]["card"] == "h100-sxm" and gpus[0]["precision"] == "bf16"
-    assert gpus[0]["ridge_flop_per_byte"] == pytest.approx(gpus[0]["peak_flop_per_second"] / gpus[0]["bandwidth_bytes_per_second"])
+    assert gpus[0]["ridge_flop_per_byte"] == pytest.approx(
+        gpus[0]["peak_flop_per_second"] / gpus[0]["bandwidth_bytes_per_second"]
+    )
     assert gpus[1]["attribution"] == {"namespace": "llm", "pod": "decode-0", "container": "server"}
     assert gpus[1]["smoothing"]["time_constant_seconds"] == 10
     assert gpus[1]["smoothing"]["dwell_seconds"] == 5
@@ -104,7 +110,10 @@ def test_get_classify_lists_every_gpu_with_the_counter_form_fields(rig: tuple[Sa
 def test_pending_regime_and_since_are_reported(rig: tuple[Sampler, TestClient]) -> None:
     sampler, client = rig
     sampler.ingest(batch(1000.0))
-    compute = [Sample(1001.0 + i, GPU0, {fields.DRAM_ACTIVE: 0.05, fields.PIPE_TENSOR_ACTIVE: 0.95}) for i in range(30)]
+    compute = [
+        Sample(1001.0 + i, GPU0, {fields.DRAM_ACTIVE: 0.05, fields.PIPE_TENSOR_ACTIVE: 0.95})
+        for i in range(30)
+    ]
     for s in compute:
         sampler.ingest([s])
         verdict = client.get("/classify/0").json()

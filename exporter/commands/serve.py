@@ -12,6 +12,7 @@ import argparse
 import logging
 import math
 import os
+import signal
 from typing import Any
 
 from exporter.commands.options import add_flag
@@ -260,7 +261,12 @@ def run(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
     catalog = load_catalog(args.cards)
     if args.model:
-        catalog.lookup(args.model)  # UnknownCard with near matches: a typo fails here, not later
+        from exporter.catalog import UnknownCard
+
+        try:
+            catalog.lookup(args.model)  # a typo fails here with near matches, not as card="unknown"
+        except UnknownCard as exc:
+            raise UserError(f"--model: {exc}") from None
     thresholds = Thresholds(theta=args.theta, dram_wall=args.dram_wall, tensor_wall=args.tensor_wall)
     config = InferenceConfig(
         precision=args.precision,
@@ -315,7 +321,14 @@ def run(args: argparse.Namespace) -> int:
                 **ssl_kwargs,
             )
         )
-        server.run()
+        # uvicorn handles SIGTERM itself, then re-raises it once it has shut down; a no-op handler
+        # here turns that into a normal return, so the sampler and attributor are stopped below
+        # and the exit status is 0.
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        try:
+            server.run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         if not server.started:
             raise UserError(f"could not listen on {args.listen} (see the log above: address in use?)")
     finally:

@@ -1,0 +1,164 @@
+"""`ridgeline serve` as a real process: start-up errors, a live replay on loopback, clean shutdown."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ridgeline(*args: str) -> list[str]:
+    return [sys.executable, "-m", "exporter", *args]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(ridgeline(*args), capture_output=True, text=True, timeout=60, check=False)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = free_port()
+    process = subprocess.Popen(
+        ridgeline("serve", "--listen", f"127.0.0.1:{port}", *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                get(base + "/healthz")
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    output = process.stdout.read() if process.stdout else ""
+                    raise AssertionError(f"serve did not come up:\n{output}") from None
+                time.sleep(0.05)
+        yield base, process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def poll(base: str, path: str, want: int, seconds: float = 20.0) -> str:
+    deadline = time.monotonic() + seconds
+    while True:
+        status, body = get(base + path)
+        if status == want:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} answered {status} ({body.strip()}), wanted {want}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--replay", "/nonexistent/trace.jsonl"), "/nonexistent/trace.jsonl"),
+        (("--replay", "demo", "--model", "H100 typo"), "--model"),
+        (("--replay", "demo", "--listen", "nonsense"), "--listen"),
+        (("--source", "scrape"), "--scrape-url"),
+        (("--replay", "demo", "--cards", "/nonexistent/cards.yaml"), "/nonexistent/cards.yaml"),
+        (("--replay", "demo", "--web-config", "/nonexistent/web.yml"), "/nonexistent/web.yml"),
+    ],
+)
+def test_user_mistakes_fail_at_start_up_with_one_line_and_exit_2(args: tuple[str, ...], needle: str) -> None:
+    result = run_cli("serve", *args)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip() and " INFO " not in line]
+    assert len(lines) == 1, result.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_wrong_replay_format_fails_at_start_up(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
+    trace.write_text("this is not a trace\nat all\n")
+    result = run_cli("serve", "--replay", str(trace))
+    assert result.returncode == 2
+    assert str(trace) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_replays_the_demo_and_answers_every_live_route() -> None:
+    with serving("--replay", "demo", "--speed", "20", "--loop") as (base, _):
+        assert "ready" in poll(base, "/readyz", 200)
+        answer = json.loads(get(base + "/classify")[1])
+        assert answer["source"] == "replay" and answer["source_up"] is True
+        assert len(answer["gpus"]) >= 1
+        first = answer["gpus"][0]
+        assert first["regime"] in ("idle", "memory_bound", "compute_bound", "latency_bound")
+        status, one = get(f"{base}/classify/{first['uuid']}")
+        assert status == 200 and json.loads(one)["gpu"] == first["gpu"]
+        status, body = get(base + "/classify/does-not-exist")
+        assert status == 404 and first["uuid"] in body
+        status, metrics = get(base + "/metrics")
+        assert status == 200
+        assert 'ridgeline_source_up{source="replay"} 1.0' in metrics
+        assert "ridgeline_regime{" in metrics
+
+
+def test_end_of_a_non_looping_replay_keeps_serving_the_last_state(tmp_path: Path) -> None:
+    lines = [
+        json.dumps(
+            {
+                "ts": 1000.0 + i,
+                "gpu": 0,
+                "uuid": "GPU-x",
+                "model": "NVIDIA H100 80GB HBM3",
+                "fields": {"1005": 0.7, "1004": 0.1},
+            }
+        )
+        for i in range(20)
+    ]
+    trace = tmp_path / "short.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    with serving("--replay", str(trace), "--speed", "max") as (base, _):
+        reason = poll(base, "/readyz", 503)
+        deadline = time.monotonic() + 20
+        while "end_of_replay" not in reason and time.monotonic() < deadline:
+            reason = poll(base, "/readyz", 503)
+        assert "end_of_replay" in reason
+        metrics = get(base + "/metrics")[1]
+        assert 'ridgeline_source_up{source="replay"} 0.0' in metrics
+        assert 'ridgeline_regime_seconds_total{card="h100-sxm",gpu="0"' in metrics
+        assert "ridgeline_samples_total 20.0" in metrics
+
+
+def test_sigterm_shuts_down_cleanly() -> None:
+    with serving("--replay", "demo", "--loop") as (base, process):
+        poll(base, "/readyz", 200)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
