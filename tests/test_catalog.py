@@ -174,5 +174,5 @@ def test_user_file_reusing_another_cards_nvml_name_is_refused(tmp_path: Path) ->
 
 
 def test_missing_user_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(CatalogError, match="nope.yaml"):
+    with pytest.raises(CatalogError, match=r"nope\.yaml"):
         load_catalog([tmp_path / "nope.yaml"])
