@@ -219,8 +219,8 @@ def _realign(cells: list[str], line: str, header: str, width: int) -> list[str] 
     if len(without_units) == width:
         return without_units
     starts = [m.start() for m in re.finditer(r"\S+", header)][1:]
-    if len(starts) != width or header.startswith("# "):
-        return None
+    if len(starts) != width or header.startswith("# ") or len(line) <= starts[-1]:
+        return None  # old right-aligned layout, or a row cut short: no safe way to place values
     result = []
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < width else len(line)
