@@ -216,6 +216,7 @@ class ScrapeSource:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
                 return _read_until(response, deadline, self._url, self._timeout)
         except urllib.error.HTTPError as exc:
+            exc.close()  # the error carries the open response; release its socket now
             raise SourceError("http_status", f"{self._url} answered HTTP {exc.code} {exc.reason}") from exc
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError | socket.timeout):
