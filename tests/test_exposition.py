@@ -8,6 +8,7 @@ import subprocess
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -179,3 +180,26 @@ def test_openmetrics_by_content_negotiation() -> None:
         assert om.text.count("# EOF") == 1
         assert "ridgeline_flop_total{" in om.text
         assert "process_resident_memory_bytes" in om.text
+
+
+ODD = Entity(5, 'GPU-odd"\\quote', 'NVIDIA "Odd" \\ Model\nwith newline — ünïcode')
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_fast_encoder_writes_exactly_what_prometheus_client_writes(openmetrics: bool) -> None:
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    from exporter.exposition import SnapshotCollector, build_families, encode
+
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    odd_pod = Attribution('ns"x', "pod\\y", "c\nz")
+    for i in range(3):
+        sampler.ingest([*batch(1000.0 + i), Sample(1000.0 + i, ODD, values(0.3, 0.3), odd_pod)])
+    sampler._record_error("timeout", "slow")  # an errors series with a label, too
+    sampler._publish()
+    snapshot = sampler.snapshot
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(lambda: snapshot))
+    reference = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
+    assert encode(build_families(snapshot), openmetrics=openmetrics) == reference
