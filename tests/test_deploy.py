@@ -176,7 +176,10 @@ def test_base_daemonset_security_posture(base: list[dict[str, Any]]) -> None:
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert not security.get("privileged", False)
     assert pod["automountServiceAccountToken"] is False
-    assert not any("hostPath" in v for v in pod.get("volumes", [])), "base needs no host paths"
+    host_paths = [v["hostPath"]["path"] for v in pod.get("volumes", []) if "hostPath" in v]
+    assert host_paths == ["/var/lib/kubelet/pod-resources"], "the kubelet directory is the only host path"
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["pod-resources"]["readOnly"] is True
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
 
 
