@@ -433,3 +433,19 @@ def test_demo_plays_from_the_registry_with_eight_h100s() -> None:
     assert max(v for v in idle if v is not None) < 0.05
     times = [b[0].timestamp for b in batches]
     assert times == sorted(times) and times[1] - times[0] == 1.0
+
+
+def test_dmon_rows_prefixed_with_their_time_are_batched_by_it(tmp_path: Path) -> None:
+    path = tmp_path / "stamped.log"
+    path.write_text(
+        "2025-11-29T16:00:00Z #Entity   DRAMA\n"
+        "#Entity   DRAMA\n"
+        "ID\n"
+        "1764432000.0 GPU 0     0.1\n"
+        "1764432000.0 GPU 1     0.1\n"
+        "2025-11-29T16:00:05Z GPU 0     0.2\n"
+        "16:00:06 GPU 0     0.3\n"
+    )
+    batches = play_all(replay(path, model=H100))
+    assert [b[0].timestamp for b in batches] == [1764432000.0, 1764432005.0, 1764432006.0]
+    assert [len(b) for b in batches] == [2, 1, 1]

@@ -228,7 +228,7 @@ def group_by_timestamp(rows: Sequence[tuple[float, Sample, int]], ctx: ParseCont
     current: list[Sample] = []
     current_ts = -math.inf
     keys: set[tuple[int, int | None]] = set()
-    for timestamp, sample, line_number in rows:
+    for timestamp, sample, _line_number in rows:
         if timestamp != current_ts:
             if timestamp < current_ts:
                 return _regroup(rows, ctx)

@@ -31,6 +31,7 @@ from exporter.sources.replay_formats.common import (
     ReplayFormatError,
     clean_number,
     parse_number_text,
+    parse_timestamp,
 )
 
 ENTITY_KINDS = frozenset({"GPU", "GPU-I", "GPU-CI", "VGPU", "SWITCH", "CPU", "CORE", "LINK", "CX"})
@@ -39,7 +40,7 @@ ENTITY_KINDS = frozenset({"GPU", "GPU-I", "GPU-CI", "VGPU", "SWITCH", "CPU", "CO
 _UNIT_TOKENS = frozenset({"W", "C", "KB/s", "MB/s", "GB/s", "mJ", "MHz", "%", "#"})
 
 _TRAILER = re.compile(r"dmon was stopped|^\^C|received? a signal", re.IGNORECASE)
-_ROW = re.compile(r"^\s*(?:[-+]?\d+(?:\.\d+)?\s+)?(GPU|GPU-I|GPU-CI|vGPU|Switch)\s+\d+(\s|$)", re.IGNORECASE)
+_ROW = re.compile(r"^\s*(?:\S+\s+)?(GPU|GPU-I|GPU-CI|vGPU|Switch)\s+\d+(\s|$)", re.IGNORECASE)
 
 
 def is_header(text: str) -> bool:
@@ -108,13 +109,14 @@ def parse_dmon(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
             continue
         tokens = text.split()
         time_token: float | None = None
-        if len(tokens) > 2 and tokens[0].upper() not in ENTITY_KINDS:
+        if len(tokens) > 2 and tokens[0].upper() not in ENTITY_KINDS and tokens[1].upper() in ENTITY_KINDS:
+            # A row prefixed with its time (`dcgmi dmon | ts`, a logging wrapper): epoch seconds
+            # or ISO 8601 set the batch time; any other prefix (a time of day) is dropped.
             try:
-                time_token = float(tokens[0])
+                time_token = parse_timestamp(tokens[0])
             except ValueError:
                 time_token = None
-            else:
-                tokens = tokens[1:]
+            tokens = tokens[1:]
         kind = tokens[0].upper()
         if kind not in ENTITY_KINDS:
             if seen_header:
