@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from exporter import fields
@@ -410,7 +410,3 @@ def step(
         recent_intervals=recent,
     )
 
-
-def with_entity(state: EntityInference, entity: Entity) -> EntityInference:
-    """The same state under a changed entity record (a GPU renumbered after a reconnect)."""
-    return replace(state, entity=entity)

@@ -1,9 +1,8 @@
 """Routes that read the sampler's live state: `/metrics`, `/readyz`, `GET /classify[/{gpu}]`.
 
 Every handler reads the current immutable snapshot and nothing else, so a scrape never waits on
-a GPU library or on the sampler (DESIGN.md, "Serving"). The handlers are plain `def`s that do
-no I/O; FastAPI would run them in its thread pool, which costs more than the work, so they are
-declared `async` and stay non-blocking by construction.
+a GPU library or on the sampler (DESIGN.md, "Serving"). The handlers are `async` and do no I/O:
+they run on the event loop without a thread-pool hop, and cannot block it.
 """
 
 from __future__ import annotations
