@@ -162,3 +162,44 @@ def test_sigterm_shuts_down_cleanly() -> None:
         poll(base, "/readyz", 200)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
+
+
+def test_record_then_serve_the_recording(tmp_path: Path) -> None:
+    out = tmp_path / "rec.jsonl"
+    result = run_cli("record", "--replay", "demo", "--speed", "max", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) > 100
+    assert {"ts", "gpu", "uuid", "model", "fields"} <= set(json.loads(lines[0]))
+    with serving("--replay", str(out), "--speed", "max") as (base, _):
+        deadline = time.monotonic() + 20
+        while "end_of_replay" not in poll(base, "/readyz", 503) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        metrics = get(base + "/metrics")[1]
+        batches = len({json.loads(line)["ts"] for line in lines})
+        assert f"ridgeline_samples_total {batches}.0" in metrics
+        assert "ridgeline_flop_total{" in metrics
+
+
+def test_record_needs_an_output_file() -> None:
+    result = run_cli("record", "--replay", "demo")
+    assert result.returncode == 2 and "--out" in result.stderr
+
+
+def test_web_config_basic_auth_protects_metrics_but_not_healthz(tmp_path: Path) -> None:
+    import base64
+
+    import bcrypt
+
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    config = tmp_path / "web.yml"
+    config.write_text(f"basic_auth_users:\n  prom: '{hashed}'\n")
+    with serving("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _):
+        assert get(base + "/healthz")[0] == 200
+        assert get(base + "/metrics")[0] == 401
+        request = urllib.request.Request(
+            base + "/metrics", headers={"Authorization": "Basic " + base64.b64encode(b"prom:s3cret").decode()}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200
+            assert b"ridgeline_source_up" in response.read()
