@@ -203,3 +203,53 @@ def test_web_config_basic_auth_protects_metrics_but_not_healthz(tmp_path: Path) 
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.status == 200
             assert b"ridgeline_source_up" in response.read()
+
+
+def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path) -> None:
+    from concurrent import futures
+
+    import grpc
+
+    from exporter.attribution import podresources_pb2 as pb
+    from exporter.attribution import podresources_pb2_grpc as pb_grpc
+
+    uuid = "GPU-8e5c3a1f-2b4d-4c6e-9f80-1a2b3c4d5e6f"
+
+    class Kubelet(pb_grpc.PodResourcesListerServicer):
+        def List(self, request: object, context: object) -> pb.ListPodResourcesResponse:
+            devices = pb.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=[uuid])
+            container = pb.ContainerResources(name="server", devices=[devices])
+            pod = pb.PodResources(name="decode-7f9", namespace="llm", containers=[container])
+            return pb.ListPodResourcesResponse(pod_resources=[pod])
+
+    socket_path = tmp_path / "kubelet.sock"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
+    server.add_insecure_port(f"unix://{socket_path}")
+    server.start()
+    lines = [
+        json.dumps(
+            {
+                "ts": 1000.0 + i,
+                "gpu": 0,
+                "uuid": uuid,
+                "model": "NVIDIA H100 80GB HBM3",
+                "fields": {"1005": 0.7, "1004": 0.1},
+            }
+        )
+        for i in range(5)
+    ]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    try:
+        with serving("--replay", str(trace), "--loop", "--kubelet-socket", str(socket_path)) as (base, _):
+            deadline = time.monotonic() + 20
+            metrics = ""
+            while 'namespace="llm"' not in metrics and time.monotonic() < deadline:
+                metrics = get(base + "/metrics")[1]
+                time.sleep(0.1)
+            assert 'namespace="llm",pod="decode-7f9"' in metrics
+            verdict = json.loads(get(base + "/classify/0")[1])
+            assert verdict["attribution"] == {"namespace": "llm", "pod": "decode-7f9", "container": "server"}
+    finally:
+        server.stop(grace=None).wait()
