@@ -89,6 +89,8 @@ def resolve_precision(
 ) -> tuple[str, str]:
     """(precision, where it came from). An asked-for precision the card lacks is an error; the
     default falls back to a same-width substitute before giving up."""
+    if card.card is not None and (asked or default) in card.card.peak_tflops:
+        return (asked, "body") if asked is not None else (default, "default")  # the common case, fast
     available = card.precisions
     if asked is not None:
         if asked not in available:
@@ -392,19 +394,26 @@ def classify(
     *,
     precision_default: str = "bf16",
     thresholds: Thresholds | None = None,
+    check_finite: bool = True,
 ) -> dict[str, Any]:
-    """The answer to one classify body, as a JSON-ready dict of finite floats, strings and None."""
+    """The answer to one classify body, as a JSON-ready dict of finite floats, strings and None.
+
+    `check_finite=False` skips the walk over the answer for callers that serialise with
+    allow_nan=False anyway and call `require_finite` only when that fails (the HTTP route: the
+    walk costs as much as the classification itself).
+    """
     if isinstance(body, KernelBody):
         out = classify_kernel(catalog, body, precision_default)
     elif isinstance(body, OperationBody):
         out = classify_operation(catalog, body, precision_default)
     else:
         out = classify_counter_body(catalog, body, precision_default, thresholds or Thresholds())
-    _require_finite(out)
+    if check_finite:
+        require_finite(out)
     return out
 
 
-def _require_finite(value: Any, path: str = "") -> None:
+def require_finite(value: Any, path: str = "") -> None:
     """Every number in the answer is finite: an overflow is the body's fault, so 422, never 500."""
     if isinstance(value, float) and not math.isfinite(value):
         raise BodyError(
@@ -412,10 +421,10 @@ def _require_finite(value: Any, path: str = "") -> None:
         )
     if isinstance(value, dict):
         for k, v in value.items():
-            _require_finite(v, f"{path}.{k}" if path else str(k))
+            require_finite(v, f"{path}.{k}" if path else str(k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _require_finite(v, f"{path}[{i}]")
+            require_finite(v, f"{path}[{i}]")
 
 
 def card_summary(card: Card) -> dict[str, Any]:

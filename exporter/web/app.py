@@ -198,7 +198,9 @@ def create_app(
     async def healthz() -> PlainTextResponse:
         return PlainTextResponse("ok\n")
 
-    router, defs = classify_router(catalog, precision_default=precision_default, thresholds=thresholds)
+    router, openapi_extra = classify_router(
+        catalog, precision_default=precision_default, thresholds=thresholds
+    )
     app.include_router(router)
     if live_router is not None:
         app.include_router(live_router)
@@ -208,7 +210,9 @@ def create_app(
             schema = get_openapi(
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs)
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(openapi_extra["defs"])
+            for path, operations in openapi_extra["paths"].items():
+                schema.setdefault("paths", {}).setdefault(path, {}).update(operations)
             app.openapi_schema = schema
         return app.openapi_schema
 
