@@ -228,11 +228,13 @@ def build_families(snapshot: Snapshot) -> list[Family]:
             [Row("ridgeline_source_up", up_labels, (), 1.0 if health.up else 0.0)],
         )
     )
-    newest = snapshot.last_sample_timestamp
+    # Wall-clock arrival, not the sample's own time: a replay's samples carry the trace's
+    # recording time, and staleness alerts compare this gauge with time().
+    newest = health.last_sample_wall_time
     out.append(
         Family(
             "ridgeline_last_sample_timestamp_seconds",
-            "Timestamp of the newest sample, seconds since the epoch (the source's clock).",
+            "When the newest sample arrived, seconds since the epoch (a replay: when it was played).",
             "gauge",
             []
             if newest is None

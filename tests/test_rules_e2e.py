@@ -9,9 +9,9 @@ expression matches; the durations themselves are proven by the promtool unit tes
 dashboard query, with its template variables resolved through the dashboard's own variable
 queries, runs without error and returns data.
 
-The traces carry recorded timestamps; copies shifted to the present are replayed, because
-ridgeline_last_sample_timestamp_seconds reports the source's (trace) clock and an old trace would
-rightly look stale.
+The traces carry recorded timestamps; copies shifted to the present are replayed so that the
+series line up with Prometheus' own clock (ridgeline_last_sample_timestamp_seconds reports the
+wall-clock arrival of the newest sample either way).
 """
 
 from __future__ import annotations
