@@ -300,7 +300,10 @@ def run(args: argparse.Namespace) -> int:
         if web_config is not None and web_config.basic_auth_users:
             from exporter.webconfig import BasicAuthMiddleware
 
-            app = BasicAuthMiddleware(app, web_config.basic_auth_users)
+            # Probes carry no credentials: /healthz and /readyz say only "alive" and "ready".
+            app = BasicAuthMiddleware(
+                app, web_config.basic_auth_users, exempt_paths=frozenset({"/healthz", "/readyz"})
+            )
         sampler.start()
         log.info(
             "serving on %s:%d (source %s, interval %g s)%s",
@@ -342,6 +345,15 @@ def _start_attributor(socket_path: str | None) -> Any:
     """A running PodAttributor when the kubelet socket exists, else None (attribution off)."""
     if not socket_path or not os.path.exists(socket_path):
         log.debug("kubelet socket %s not found; pod attribution off", socket_path)
+        return None
+    if not os.access(socket_path, os.W_OK):
+        # Connecting to a unix socket needs write permission; the kubelet's is root-only.
+        log.warning(
+            "kubelet socket %s is not writable by uid %d; pod attribution from the kubelet is off "
+            "(pod labels still come from dcgm-exporter or the replay file; see docs/deployment.md)",
+            socket_path,
+            os.getuid(),
+        )
         return None
     from exporter.attribution import PodAttributor
 
