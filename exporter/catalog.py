@@ -23,6 +23,9 @@ TERA = 1e12
 
 KEY_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML was built with it: the catalog loads at every CLI start."""
+
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
@@ -232,7 +235,7 @@ def _describe_validation_error(path: str, data: Any, exc: ValidationError) -> st
 def parse_catalog_text(text: str, origin: str) -> list[Card]:
     """Validate one YAML catalog document; CatalogError names the file, entry and field."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader either way
     except yaml.YAMLError as exc:
         raise CatalogError(f"{origin}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
