@@ -193,8 +193,8 @@ def test_base_daemonset_scheduling_probes_and_resources(base: list[dict[str, Any
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     resources = container["resources"]
-    assert resources["requests"] == {"cpu": "10m", "memory": "64Mi"}
-    assert resources["limits"] == {"cpu": "200m", "memory": "128Mi"}
+    assert resources["requests"] == {"cpu": "20m", "memory": "96Mi"}
+    assert resources["limits"] == {"cpu": "250m", "memory": "192Mi"}
     assert container["ports"] == [{"name": "metrics", "containerPort": 10295, "protocol": "TCP"}]
 
 
