@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Iterator
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,6 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from exporter.roofline import PRECISIONS, Roof
 
 TERA = 1e12
+
+
+def from_tera(value: float) -> float:
+    """value × 10¹² without binary noise: 2.039 TB/s is 2039000000000.0 bytes/s, not ...0002.
+
+    Scaling the shortest decimal repr keeps datasheet figures exact in API answers.
+    """
+    return float(Decimal(repr(value)).scaleb(12))
 
 KEY_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
@@ -101,12 +110,12 @@ class Card(BaseModel):
 
     @property
     def bandwidth_bytes_per_second(self) -> float:
-        return self.bandwidth_tbps * TERA
+        return from_tera(self.bandwidth_tbps)
 
     def peak_flop_per_second(self, precision: str) -> float:
         """Dense peak at `precision` in FLOP/s; UnknownPrecision when the card lacks it."""
         try:
-            return self.peak_tflops[precision] * TERA
+            return from_tera(self.peak_tflops[precision])
         except KeyError:
             raise UnknownPrecision(self.key, precision, self.precisions) from None
 
