@@ -104,7 +104,8 @@ def resolve_precision(
     raise UnknownPrecision(card.key, default, available)
 
 
-def _roof_fields(card: ResolvedCard, precision: str, roof: Roof) -> dict[str, Any]:
+def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> dict[str, Any]:
+    """The fields every answer (and every compare row) opens with: which roof, and its ridge."""
     return {
         "card": card.key,
         "card_name": card.name,
@@ -213,12 +214,7 @@ def compare_kernel(
         verdict = _run_kernel(roof, work, "compare")
         rows.append(
             {
-                "card": card.key,
-                "card_name": card.name,
-                "precision": precision,
-                "peak_flop_per_second": roof.peak_flop_per_second,
-                "bandwidth_bytes_per_second": roof.bandwidth_bytes_per_second,
-                "ridge_flop_per_byte": roof.ridge_flop_per_byte,
+                **_roof_fields(card, precision, roof),
                 "regime": verdict.regime,
                 "reverses": verdict.regime != own_regime,
                 "memory_time_seconds": verdict.memory_time_seconds,
