@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from exporter.commands.options import add_flag
@@ -41,34 +42,27 @@ def parse_speed(text: str) -> float | None:
     return value
 
 
-def positive_seconds(text: str) -> float:
+def _finite_number(text: str, accept: Callable[[float], bool], expected: str) -> float:
+    """A flag value that must parse as a finite float and pass `accept`; else a usage error."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds (a number), got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not (math.isfinite(value) and accept(value)):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    return _finite_number(text, lambda v: v > 0, "a positive number of seconds")
 
 
 def non_negative_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds (a number), got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
-    return value
+    return _finite_number(text, lambda v: v >= 0, "a number of seconds >= 0")
 
 
 def unit_ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1], got {text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= 1):
-        raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1], got {text!r}")
-    return value
+    return _finite_number(text, lambda v: 0 < v <= 1, "a ratio in (0, 1]")
 
 
 def gpu_list(text: str) -> tuple[int, ...]:
