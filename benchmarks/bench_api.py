@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _loopback import free_port
+
 KERNEL_BODY = {"card": "h100-sxm", "precision": "bf16", "flops": 4e12, "bytes": 40e9}
 
 
@@ -46,12 +48,6 @@ def serve(port: int) -> None:
         return {"ok": True}
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(port: int, timeout: float = 20.0) -> None:

@@ -18,14 +18,14 @@ import http.client
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _loopback import free_port, stop
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -37,12 +37,6 @@ from exporter.sources import SourceOptions
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
 MODEL = "NVIDIA H100 80GB HBM3"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def entity_values(i: int, step: int) -> dict[int, float]:
@@ -159,14 +153,6 @@ def start_ridgeline(trace: Path, port: int) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 def main() -> None:

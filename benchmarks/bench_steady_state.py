@@ -15,10 +15,11 @@ import argparse
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from _loopback import free_port
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -29,12 +30,6 @@ from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

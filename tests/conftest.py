@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -48,3 +50,14 @@ def running_server(app: Any, **config: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 20.0) -> None:
+    """SIGTERM a child (ridgeline serve, prometheus) and reap it; SIGKILL if it hangs."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

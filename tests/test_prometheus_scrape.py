@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import free_port, stop_process
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
@@ -26,12 +25,6 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def query(prometheus: str, expr: str) -> list[dict[str, Any]]:
     url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     try:
@@ -41,16 +34,6 @@ def query(prometheus: str, expr: str) -> list[dict[str, Any]]:
         return []
     result: list[dict[str, Any]] = answer["data"]["result"]
     return result
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_prometheus_scrapes_regime_and_flop_series(tmp_path: Path) -> None:
@@ -125,5 +108,5 @@ def test_prometheus_scrapes_regime_and_flop_series(tmp_path: Path) -> None:
                 time.sleep(0.5)
         assert intensity and float(intensity[0]["value"][1]) > 0
     finally:
-        stop(prometheus)
-        stop(serve)
+        stop_process(prometheus)
+        stop_process(serve)

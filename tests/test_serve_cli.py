@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import free_port, stop_process
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ridgeline(*args: str) -> list[str]:
@@ -64,13 +58,7 @@ def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
                 time.sleep(0.05)
         yield base, process
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process)
 
 
 def poll(base: str, path: str, want: int, seconds: float = 20.0) -> str:
