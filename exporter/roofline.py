@@ -318,17 +318,29 @@ DRAM_EPSILON = 1e-3
 
 def is_idle(reading: CounterReading, thresholds: Thresholds) -> bool:
     """GR_ENGINE_ACTIVE < 0.05 where reported; otherwise every reported activity < 0.02."""
-    if reading.gr_engine_active is not None:
-        return reading.gr_engine_active < thresholds.idle_gr_engine
-    activities = [
-        reading.dram_active,
-        reading.tensor_active,
-        reading.sm_active,
-        reading.fp64_active,
-        reading.fp32_active,
-        reading.fp16_active,
-    ]
-    return all(a < thresholds.idle_any for a in activities if a is not None)
+    r = reading
+    return _is_idle(
+        r.dram_active, r.tensor_active, r.gr_engine_active, r.sm_active,
+        r.fp64_active, r.fp32_active, r.fp16_active, thresholds,
+    )  # fmt: skip
+
+
+def _is_idle(
+    dram: float,
+    tensor: float,
+    gr_engine: float | None,
+    sm_active: float | None,
+    fp64: float | None,
+    fp32: float | None,
+    fp16: float | None,
+    th: Thresholds,
+) -> bool:
+    if gr_engine is not None:
+        return gr_engine < th.idle_gr_engine
+    floor = th.idle_any
+    if dram >= floor or tensor >= floor:
+        return False
+    return all(a is None or a < floor for a in (sm_active, fp64, fp32, fp16))
 
 
 def latency_lever(reading: CounterReading) -> str:
@@ -339,13 +351,15 @@ def latency_lever(reading: CounterReading) -> str:
     SM_OCCUPANCY is resident warps over the maximum; low values with busy SMs mean too few warps
     to hide memory latency (DCGM profiling metrics documentation).
     """
-    sm_active = reading.sm_active
+    return _latency_lever(reading.gr_engine_active, reading.sm_active, reading.sm_occupancy)
+
+
+def _latency_lever(gr_engine: float | None, sm_active: float | None, sm_occupancy: float | None) -> str:
     if sm_active is not None and sm_active < 0.5:
-        gr = reading.gr_engine_active
-        if gr is not None and gr >= 0.5 and sm_active < 0.35:
+        if gr_engine is not None and gr_engine >= 0.5 and sm_active < 0.35:
             return LEVER_LATENCY_STARVED
         return LEVER_LATENCY_FEW_SMS
-    if reading.sm_occupancy is not None and reading.sm_occupancy < 0.25:
+    if sm_occupancy is not None and sm_occupancy < 0.25:
         return LEVER_LATENCY_OCCUPANCY
     return LEVER_LATENCY
 
@@ -358,24 +372,51 @@ def counter_regime(reading: CounterReading, thresholds: Thresholds) -> tuple[Cou
     is near its wall. When both walls are near, the side of the ridge (position t·k / d) decides.
     Busy with neither wall near is latency-bound.
     """
-    if is_idle(reading, thresholds):
+    r = reading
+    return counter_regime_values(
+        r.dram_active, r.tensor_active, r.tensor_active * r.clock_ratio, r.gr_engine_active,
+        r.sm_active, r.sm_occupancy, r.fp64_active, r.fp32_active, r.fp16_active, thresholds,
+    )  # fmt: skip
+
+
+def counter_regime_values(
+    dram: float,
+    tensor: float,
+    flop_utilization: float,
+    gr_engine: float | None,
+    sm_active: float | None,
+    sm_occupancy: float | None,
+    fp64: float | None,
+    fp32: float | None,
+    fp16: float | None,
+    thresholds: Thresholds,
+) -> tuple[CounterRegime, str]:
+    """`counter_regime` on plain ratios that are already valid (d, t, t·k, optional others).
+
+    The daemon's per-sample path: inference clamps its inputs to [0, 1] itself, so building and
+    re-validating a `CounterReading` twice per sample would only cost time. `counter_regime` is
+    this after `CounterReading`'s validation; both share every rule.
+    """
+    th = thresholds
+    if _is_idle(dram, tensor, gr_engine, sm_active, fp64, fp32, fp16, th):
         return "idle", LEVER_IDLE
-    memory_near = reading.dram_active / thresholds.dram_wall
-    tensor_near = reading.flop_utilization / thresholds.tensor_wall
-    fp_near = reading.busiest_fp_pipe / thresholds.fp_pipe_wall
-    memory_at_wall = memory_near >= thresholds.theta
-    tensor_at_wall = tensor_near >= thresholds.theta
-    fp_at_wall = fp_near >= thresholds.theta
-    if fp_at_wall and fp_near >= tensor_near and (not memory_at_wall or fp_near >= memory_near):
+    busiest_fp = max(fp64 or 0.0, fp32 or 0.0, fp16 or 0.0)
+    memory_near = dram / th.dram_wall
+    tensor_near = flop_utilization / th.tensor_wall
+    fp_near = busiest_fp / th.fp_pipe_wall
+    theta = th.theta
+    memory_at_wall = memory_near >= theta
+    tensor_at_wall = tensor_near >= theta
+    if fp_near >= theta and fp_near >= tensor_near and (not memory_at_wall or fp_near >= memory_near):
         return "compute_bound", LEVER_FP_PIPE
     if memory_at_wall and tensor_at_wall:
-        memory_side = reading.flop_utilization < reading.dram_active
+        memory_side = flop_utilization < dram
         return ("memory_bound", LEVER_MEMORY) if memory_side else ("compute_bound", LEVER_COMPUTE)
     if memory_at_wall:
         return "memory_bound", LEVER_MEMORY
     if tensor_at_wall:
         return "compute_bound", LEVER_COMPUTE
-    return "latency_bound", latency_lever(reading)
+    return "latency_bound", _latency_lever(gr_engine, sm_active, sm_occupancy)
 
 
 def classify_counters(
@@ -389,32 +430,49 @@ def classify_counters(
     is attainable on the roof at I = 0 and efficiency is undefined.
     """
     th = thresholds or Thresholds()
-    utilization = reading.flop_utilization
-    achieved_flops = utilization * roof.peak_flop_per_second
-    achieved_bytes = reading.dram_active * roof.bandwidth_bytes_per_second
-    intensity: float | None
-    position: float | None
-    if reading.dram_active < DRAM_EPSILON:
-        intensity = None
-        position = None
-        attainable = roof.peak_flop_per_second
-    else:
-        intensity = achieved_flops / achieved_bytes
-        position = utilization / reading.dram_active
-        attainable = roof.attainable(intensity)
-    efficiency = achieved_flops / attainable if attainable > 0 else None
-    regime, lever = counter_regime(reading, th)
+    r = reading
+    utilization = r.tensor_active * r.clock_ratio
+    regime, lever = counter_regime_values(
+        r.dram_active, r.tensor_active, utilization, r.gr_engine_active, r.sm_active,
+        r.sm_occupancy, r.fp64_active, r.fp32_active, r.fp16_active, th,
+    )  # fmt: skip
     return CounterVerdict(
-        achieved_flop_per_second=achieved_flops,
-        achieved_bandwidth_bytes_per_second=achieved_bytes,
-        flop_utilization=utilization,
-        intensity_flop_per_byte=intensity,
-        position=position,
-        attainable_flop_per_second=attainable,
-        fraction_of_peak=attainable / roof.peak_flop_per_second,
-        roofline_efficiency=efficiency,
+        *counter_position(
+            roof.peak_flop_per_second, roof.bandwidth_bytes_per_second, r.dram_active, utilization
+        ),
         regime=regime,
         lever=lever,
+    )
+
+
+def counter_position(
+    peak: float, bandwidth: float, dram: float, flop_utilization: float
+) -> tuple[float, float, float, float | None, float | None, float, float, float | None]:
+    """classify_counters' numbers on plain floats: (achieved FLOP/s, achieved bytes/s, t·k,
+    intensity, position, attainable, fraction of peak, roofline efficiency) — CounterVerdict's
+    first eight fields, in order."""
+    achieved_flops = flop_utilization * peak
+    achieved_bytes = dram * bandwidth
+    intensity: float | None
+    position: float | None
+    if dram < DRAM_EPSILON:
+        intensity = None
+        position = None
+        attainable = peak
+    else:
+        intensity = achieved_flops / achieved_bytes
+        position = flop_utilization / dram
+        attainable = min(peak, intensity * bandwidth)
+    efficiency = achieved_flops / attainable if attainable > 0 else None
+    return (
+        achieved_flops,
+        achieved_bytes,
+        flop_utilization,
+        intensity,
+        position,
+        attainable,
+        attainable / peak,
+        efficiency,
     )
 
 
