@@ -31,7 +31,7 @@ from exporter.catalog import Card, Catalog
 from exporter.inference import EntityInference, InferenceConfig, Totals, note_unknown_model, step
 from exporter.sample import Attribution, Sample
 from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions
-from exporter.state import GpuState, Snapshot, SourceHealth
+from exporter.state import Snapshot, SourceHealth, new_gpu_state, new_snapshot, new_source_health
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,11 @@ BACKOFF_INITIAL_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 30.0
 MIN_FRESHNESS_SECONDS = 5.0
 """/readyz: a batch counts as fresh for max(3 intervals, 5 s) of wall time."""
+PUBLISH_EVERY_SECONDS = 0.02
+"""A replay at --speed max hands out batches without waiting, hundreds of thousands of samples a
+second; the sampler thread then publishes a snapshot at most this often (and always at the end,
+on errors and on stop). Readers only ever want the newest state, and building a snapshot per
+batch would cost more than the batch. Any source that waits between batches publishes each one."""
 
 EntityKey = tuple[str, int | None]
 """(uuid, GPU instance): what identifies a GPU across reconnects (indexes may be renumbered)."""
@@ -112,6 +117,13 @@ class Sampler:
         self._last_ok_wall: float | None = None
         self._finished = False
         self._generation = 0
+        self._ordered: list[_Tracked] | None = None
+        """The tracked GPUs in snapshot order; None when a GPU came, left or changed identity."""
+        self._errors_view: MappingProxyType[str, int] | None = None
+        """errors_total as last published; None when an error count changed since."""
+        self._dirty = False
+        """Batches were folded in since the last publish (the thread defers at --speed max)."""
+        self._published_at = 0.0
         self._health = SourceHealth(
             name=self.source_name,
             up=source is not None,
@@ -161,7 +173,10 @@ class Sampler:
                 self._stop.wait(3600)
                 continue
             started = time.monotonic()
-            ok = self.run_once()
+            source = self._source
+            unpaced_replay = source is not None and source.paced and self._options.speed is None
+            publish = not unpaced_replay or started - self._published_at >= PUBLISH_EVERY_SECONDS
+            ok = self._round(publish=publish)
             if self._stop.is_set():
                 break
             if not ok:
@@ -171,11 +186,17 @@ class Sampler:
             elif self._source is not None and not self._source.paced:
                 elapsed = time.monotonic() - started
                 self._stop.wait(max(0.0, self._options.interval_seconds - elapsed))
+        if self._dirty:
+            self._publish()
 
     # -- one round ---------------------------------------------------------------------------
 
     def run_once(self) -> bool:
         """Open if needed, read one batch, publish. False after a failure (caller backs off)."""
+        return self._round(publish=True)
+
+    def _round(self, *, publish: bool) -> bool:
+        """run_once; publish=False folds a good batch in without publishing it yet."""
         if self._finished:
             return True
         if self._source is None and not self._reopen():
@@ -213,44 +234,69 @@ class Sampler:
             self._close_source()
             self._publish()
             return False
-        self._collect_replay_stats(source)
-        self.ingest(batch)
+        self._fold(batch)
+        if publish:
+            self._collect_replay_stats(source)
+            self._publish()
         self._backoff = self._backoff_initial
         return True
 
     def ingest(self, batch: list[Sample]) -> None:
         """Fold one batch into the tracked GPUs and publish (public so tests can drive it)."""
+        self._fold(batch)
+        self._publish()
+
+    def _fold(self, batch: list[Sample]) -> None:
+        """Step every GPU of the batch through inference; count GPUs that missed it."""
         now = self._clock()
         seen: set[EntityKey] = set()
+        tracked_by_key = self._tracked
+        totals_by_key = self._totals
+        config = self._config
+        cards = self._cards
+        attributor = self._attributor
         for sample in batch:
-            key = (sample.entity.uuid, sample.entity.gpu_instance)
+            entity = sample.entity
+            key = (entity.uuid, entity.gpu_instance)
             if key in seen:
                 continue  # one sample per entity per batch; a duplicate is the source's mistake
             seen.add(key)
-            tracked = self._tracked.get(key)
-            card = self._card_for(sample.entity.model)
-            if tracked is None:
-                state = step(None, sample, card, self._config, totals=self._totals.get(key))
-            else:
-                state = step(tracked.state, sample, card, self._config, integrate=tracked.missed_batches == 0)
+            model = entity.model
+            card = cards[model] if model in cards else self._card_for(model)
             attribution = sample.attribution
-            if attribution is None and self._attributor is not None:
-                attribution = self._attributor.lookup(sample.entity.uuid, sample.entity.gpu_instance)
-            self._tracked[key] = _Tracked(state=state, attribution=attribution)
-            self._totals[key] = state.totals
-        for key in list(self._tracked):
-            if key in seen:
-                continue
-            tracked = self._tracked[key]
-            tracked.missed_batches += 1
-            if tracked.missed_batches > self._grace:
-                log.info("GPU %s left the batches; dropping its series", key[0])
-                del self._tracked[key]
+            if attribution is None and attributor is not None:
+                attribution = attributor.lookup(entity.uuid, entity.gpu_instance)
+            tracked = tracked_by_key.get(key)
+            if tracked is None:
+                state = step(None, sample, card, config, totals=totals_by_key.get(key))
+                tracked_by_key[key] = _Tracked(state=state, attribution=attribution)
+                self._ordered = None
+            else:
+                previous = tracked.state
+                state = step(previous, sample, card, config, integrate=tracked.missed_batches == 0)
+                if state.entity is not previous.entity:
+                    self._ordered = None  # the GPU index may have changed: sort again
+                tracked.state = state
+                tracked.attribution = attribution
+                tracked.missed_batches = 0
+            totals_by_key[key] = state.totals
+        if len(seen) != len(tracked_by_key):
+            for key in list(tracked_by_key):
+                if key in seen:
+                    continue
+                tracked = tracked_by_key[key]
+                tracked.missed_batches += 1
+                if tracked.missed_batches > self._grace:
+                    log.info("GPU %s left the batches; dropping its series", key[0])
+                    del tracked_by_key[key]
+                    self._ordered = None
         self._samples_total += 1
         self._last_wall = now
         self._last_ok_wall = now
-        self._health = replace(self._health, up=True, reason=None, message=None)
-        self._publish()
+        health = self._health
+        if not health.up or health.reason is not None or health.message is not None:
+            self._health = replace(health, up=True, reason=None, message=None)
+        self._dirty = True
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -276,6 +322,7 @@ class Sampler:
 
     def _record_error(self, reason: str, message: str) -> None:
         self._errors[reason] = self._errors.get(reason, 0) + 1
+        self._errors_view = None
         log.warning(
             "source %s: %s (%s); retrying in %.0f s", self.source_name, message, reason, self._backoff
         )
@@ -289,6 +336,7 @@ class Sampler:
         grace_seconds = self._grace * self._options.interval_seconds
         if since is None or self._clock() - since > grace_seconds:
             self._tracked.clear()
+            self._ordered = None
 
     def _card_for(self, model: str) -> Card | None:
         if model not in self._cards:
@@ -303,40 +351,47 @@ class Sampler:
         become sample_errors_total{reason="corrupt_line"}: a replay has no other way to fail."""
         stats: Any = getattr(source, "replay_stats", None)
         skipped = getattr(stats, "lines_skipped", None)
-        if isinstance(skipped, int) and skipped > 0:
+        if isinstance(skipped, int) and skipped > 0 and self._replay_errors.get(CORRUPT_LINE) != skipped:
             self._replay_errors = {CORRUPT_LINE: skipped}
+            self._errors_view = None
 
     def _freshness_seconds(self) -> float:
         return max(3 * self._options.interval_seconds, MIN_FRESHNESS_SECONDS)
 
     def _build_snapshot(self) -> Snapshot:
-        errors = dict(self._errors)
-        for reason, n in self._replay_errors.items():
-            errors[reason] = errors.get(reason, 0) + n
-        health = replace(
-            self._health,
-            samples_total=self._samples_total,
-            errors_total=MappingProxyType(errors),
-            last_sample_wall_time=self._last_wall,
+        """The snapshot of the current state: built on every publish, so kept cheap (no
+        dataclasses.replace, errors and GPU order reused while unchanged)."""
+        errors = self._errors_view
+        if errors is None:
+            counted = dict(self._errors)
+            for reason, n in self._replay_errors.items():
+                counted[reason] = counted.get(reason, 0) + n
+            errors = self._errors_view = MappingProxyType(counted)
+        h = self._health
+        health = new_source_health(
+            h.name, h.up, h.reason, h.message, self._samples_total, errors, self._last_wall, h.finished
         )
-        gpus = tuple(
-            GpuState(entity=t.state.entity, attribution=t.attribution, inference=t.state)
-            for t in sorted(self._tracked.values(), key=_order)
-        )
-        return Snapshot(
-            generation=self._generation,
-            source=health,
-            gpus=gpus,
-            interval_seconds=self._options.interval_seconds,
-            smoothing_seconds=self._config.smoothing_seconds,
-            dwell_seconds=self._config.dwell_seconds,
-            freshness_seconds=self._freshness_seconds(),
-            version=__version__,
+        ordered = self._ordered
+        if ordered is None:
+            ordered = self._ordered = sorted(self._tracked.values(), key=_order)
+        gpus = tuple([new_gpu_state(t.state.entity, t.attribution, t.state) for t in ordered])
+        config = self._config
+        return new_snapshot(
+            self._generation,
+            health,
+            gpus,
+            self._options.interval_seconds,
+            config.smoothing_seconds,
+            config.dwell_seconds,
+            self._freshness_seconds(),
+            __version__,
         )
 
     def _publish(self) -> None:
         self._generation += 1
         self.snapshot = self._build_snapshot()
+        self._dirty = False
+        self._published_at = time.monotonic()
 
 
 def _order(tracked: _Tracked) -> tuple[int, int, str]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from exporter.inference import EntityInference, Estimate, Totals
+from exporter.inference import EntityInference, Estimate, Totals, frozen_builder
 from exporter.sample import Attribution, Entity
 
 
@@ -113,3 +113,10 @@ class Snapshot:
                 matches = [g for g in matches if g.entity.gpu_instance == int(instance)]
             return matches
         return []
+
+
+# Positional constructors for the sampler, which builds a snapshot per batch (see frozen_builder):
+# every field, in declaration order.
+new_gpu_state = frozen_builder(GpuState)
+new_source_health = frozen_builder(SourceHealth)
+new_snapshot = frozen_builder(Snapshot)
