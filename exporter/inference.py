@@ -35,7 +35,6 @@ from exporter.roofline import (
     CounterRegime,
     Roof,
     Thresholds,
-    clock_ratio,
     counter_position,
     counter_regime_values,
     dominant_precision,
@@ -67,6 +66,13 @@ _OPTIONAL_RATIOS: tuple[tuple[str, int], ...] = (
     ("hmma_active", fields.PIPE_TENSOR_HMMA_ACTIVE),
     ("dfma_active", fields.PIPE_TENSOR_DFMA_ACTIVE),
 )
+
+_OPTIONAL_INDEXED: tuple[tuple[int, str, int], ...] = tuple(
+    (i, name, fid) for i, (name, fid) in enumerate(_OPTIONAL_RATIOS)
+)
+assert [name for name, _ in _OPTIONAL_RATIOS[:6]] == [
+    "gr_engine_active", "sm_active", "sm_occupancy", "fp64_active", "fp32_active", "fp16_active",
+]  # fmt: skip
 
 _warned_models: set[str] = set()
 
@@ -198,6 +204,13 @@ def integration_cap(config: InferenceConfig, recent: tuple[float, ...]) -> float
     return config.gap_factor * max(config.expected_interval_seconds, typical)
 
 
+def _clamped(value: float) -> float:
+    """min(1.0, max(0.0, float(value))): any zero (0, -0.0, False) becomes +0.0, as max() makes it."""
+    if value == 0:
+        return 0.0
+    return min(1.0, max(0.0, float(value)))
+
+
 def _debounce(
     previous: Smoothing | None, smoothed_regime: CounterRegime, lever: str, timestamp: float, dwell: float
 ) -> tuple[CounterRegime, str, CounterRegime | None, float | None]:
@@ -283,36 +296,56 @@ def step(
         )
 
     profile = _card_profile(card, config)
-    # The raw reading, by short name, clamped to [0, 1] (the order is the smoothed dict's order).
-    d = min(1.0, max(0.0, float(dram)))
-    t = min(1.0, max(0.0, float(tensor)))
-    k = clock_ratio(values.get(fields.SM_CLOCK), profile.max_clock) if profile.max_clock else 1.0
-    raw: dict[str, float] = {
-        "dram_active": d,
-        "tensor_active": t,
-        "clock_ratio": k,
-        "flop_utilization": t * k,
-    }
-    for name, fid in _OPTIONAL_RATIOS:
-        v = values.get(fid)
-        if v is not None:
-            raw[name] = min(1.0, max(0.0, float(v)))
-    util = values.get(fields.GPU_UTIL)
-    if util is not None:
-        raw["gpu_utilization"] = min(1.0, max(0.0, float(util / 100.0)))  # GPU_UTIL is a percentage
-
+    # The raw reading, clamped to [0, 1] as floats (a float in (0, 1] already is; 0 and -0.0 take
+    # the slow path so that a zero stays +0.0, as max(0.0, x) makes it), smoothed in the same
+    # pass. The smoothed dict keeps the order dram, tensor, clock ratio, t·k, optionals, GPU_UTIL.
+    d = dram if dram.__class__ is float and 0.0 < dram <= 1.0 else min(1.0, max(0.0, float(dram)))
+    t = tensor if tensor.__class__ is float and 0.0 < tensor <= 1.0 else min(1.0, max(0.0, float(tensor)))
+    max_clock = profile.max_clock
+    k = 1.0
+    if max_clock is not None:
+        clock = values.get(fields.SM_CLOCK)
+        if clock is not None and 0.0 < clock < math.inf:  # clock_ratio(), inlined
+            k = min(1.0, clock / max_clock)
+    tk = t * k
+    optional: list[float | None] = [None] * len(_OPTIONAL_RATIOS)
     if prior is None:
-        smoothed = dict(raw)
+        smoothed = {"dram_active": d, "tensor_active": t, "clock_ratio": k, "flop_utilization": tk}
+        for i, name, fid in _OPTIONAL_INDEXED:
+            v = values.get(fid)
+            if v is not None:
+                x = v if v.__class__ is float and 0.0 < v <= 1.0 else _clamped(v)
+                optional[i] = smoothed[name] = x
+        util = values.get(fields.GPU_UTIL)
+        if util is not None:
+            smoothed["gpu_utilization"] = min(1.0, max(0.0, float(util / 100.0)))  # a percentage
     else:
         if dt is None or config.smoothing_seconds == 0:
             alpha = 1.0
         else:
             alpha = -math.expm1(-dt / config.smoothing_seconds)
-        previous_values = prior.values
+        before = prior.values.get
         smoothed = {}
-        for name, x in raw.items():
-            s = previous_values.get(name)
-            smoothed[name] = x if s is None else s + alpha * (x - s)
+        s = before("dram_active")
+        smoothed["dram_active"] = d if s is None else s + alpha * (d - s)
+        s = before("tensor_active")
+        smoothed["tensor_active"] = t if s is None else s + alpha * (t - s)
+        s = before("clock_ratio")
+        smoothed["clock_ratio"] = k if s is None else s + alpha * (k - s)
+        s = before("flop_utilization")
+        smoothed["flop_utilization"] = tk if s is None else s + alpha * (tk - s)
+        for i, name, fid in _OPTIONAL_INDEXED:
+            v = values.get(fid)
+            if v is not None:
+                x = v if v.__class__ is float and 0.0 < v <= 1.0 else _clamped(v)
+                optional[i] = x
+                s = before(name)
+                smoothed[name] = x if s is None else s + alpha * (x - s)
+        util = values.get(fields.GPU_UTIL)
+        if util is not None:
+            x = min(1.0, max(0.0, float(util / 100.0)))  # DCGM GPU_UTIL is a percentage
+            s = before("gpu_utilization")
+            smoothed["gpu_utilization"] = x if s is None else s + alpha * (x - s)
 
     precision = profile.precision
     roof = profile.roof
@@ -334,11 +367,8 @@ def step(
         peak = bandwidth = 1.0  # the unit roof: regime and efficiency do not depend on it
 
     thresholds = config.thresholds
-    raw_get = raw.get
-    raw_regime, _ = counter_regime_values(
-        d, t, t * k, raw_get("gr_engine_active"), raw_get("sm_active"), raw_get("sm_occupancy"),
-        raw_get("fp64_active"), raw_get("fp32_active"), raw_get("fp16_active"), thresholds,
-    )  # fmt: skip
+    gr, sm, occ, fp64, fp32, fp16 = optional[:6]  # the order of _OPTIONAL_RATIOS
+    raw_regime, _ = counter_regime_values(d, t, tk, gr, sm, occ, fp64, fp32, fp16, thresholds)
     s_tensor = smoothed["tensor_active"]
     s_k = smoothed["flop_utilization"] / s_tensor if s_tensor > 1e-12 else smoothed["clock_ratio"]
     s_k = min(1.0, max(s_k, 1e-9))
@@ -361,12 +391,17 @@ def step(
     )
 
     new_totals = base_totals
-    if integrate and dt is not None and dt <= integration_cap(config, recent):
-        seconds = dict(base_totals.regime_seconds)
+    if (
+        integrate
+        and dt is not None
+        and dt <= config.gap_factor * max(config.expected_interval_seconds, min(recent))
+    ):  # integration_cap(config, recent), inlined; recent holds dt
+        so_far = base_totals.regime_seconds
+        seconds = so_far.copy() if so_far.__class__ is MappingProxyType else dict(so_far)
         seconds[raw_regime] += dt
         if roof is not None:
             # t·k·P·dt and d·B·dt, exactly as classify_counters computes the achieved rates
-            flop_total = base_totals.flop_total + t * k * peak * dt
+            flop_total = base_totals.flop_total + tk * peak * dt
             dram_bytes_total = base_totals.dram_bytes_total + d * bandwidth * dt
         else:
             flop_total = base_totals.flop_total + 0.0
@@ -432,6 +467,11 @@ class _CardProfile:
 
 _profiles: dict[tuple[int, str | None], tuple[Card | None, _CardProfile]] = {}
 _roofs: dict[tuple[int, str], tuple[Card, Roof]] = {}
+_last_profile: tuple[Card | None, str | None, _CardProfile] = (
+    None,
+    None,
+    _CardProfile(UNKNOWN_CARD, None, None, None, (), None, False),
+)
 
 
 def _card_profile(card: Card | None, config: InferenceConfig) -> _CardProfile:
@@ -440,9 +480,13 @@ def _card_profile(card: Card | None, config: InferenceConfig) -> _CardProfile:
     The cache keeps a reference to the card, so an id is never reused while its entry lives;
     catalogs are small and long-lived, so the cache stays small.
     """
+    last = _last_profile
+    if last[0] is card and last[1] == config.precision:
+        return last[2]
     cache_key = (id(card), config.precision)
     hit = _profiles.get(cache_key)
     if hit is not None and hit[0] is card:
+        _remember_profile(card, config.precision, hit[1])
         return hit[1]
     if card is None:
         profile = _CardProfile(UNKNOWN_CARD, config.precision, None, None, (), None, False)
@@ -454,11 +498,18 @@ def _card_profile(card: Card | None, config: InferenceConfig) -> _CardProfile:
             note=note,
             roof=_card_roof(card, precision),
             available=tuple(card.precisions),
-            max_clock=card.max_sm_clock_mhz,
+            max_clock=card.max_sm_clock_mhz if card.max_sm_clock_mhz and card.max_sm_clock_mhz > 0 else None,
             dominant=config.precision is None,
         )
     _profiles[cache_key] = (card, profile)
+    _remember_profile(card, config.precision, profile)
     return profile
+
+
+def _remember_profile(card: Card | None, precision: str | None, profile: _CardProfile) -> None:
+    """One-entry cache in front of _profiles: a node's GPUs are nearly always one model."""
+    global _last_profile
+    _last_profile = (card, precision, profile)
 
 
 def _card_roof(card: Card, precision: str) -> Roof:
@@ -486,17 +537,16 @@ def frozen_builder(cls: type[_Frozen]) -> Callable[..., _Frozen]:
     every field, in declaration order; field defaults and __post_init__ are not run.
     """
     names = [f.name for f in dataclass_fields(cls)]  # type: ignore[arg-type]
-    twin: Any = make_dataclass(f"_{cls.__name__}Builder", names, slots=True)
-    if twin.__slots__ != cls.__slots__:  # type: ignore[attr-defined]
+
+    def retype(self: Any) -> None:
+        self.__class__ = cls  # the twin's __init__ has set every slot: it is now a `cls`
+
+    twin: Any = make_dataclass(
+        f"_{cls.__name__}Builder", names, slots=True, namespace={"__post_init__": retype}
+    )
+    if twin.__slots__ != getattr(cls, "__slots__", None):
         raise TypeError(f"{cls.__name__} is not a slotted dataclass whose slots are its fields")
-
-    def build(*args: Any) -> _Frozen:
-        obj = twin(*args)
-        obj.__class__ = cls
-        return obj  # type: ignore[no-any-return]
-
-    build.__doc__ = f"Build a {cls.__name__} from all its fields, in order (see frozen_builder)."
-    return build
+    return twin  # type: ignore[no-any-return]
 
 
 _new_estimate = frozen_builder(Estimate)

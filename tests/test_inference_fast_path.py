@@ -1,0 +1,141 @@
+"""The per-sample fast path agrees with the validated public math, and deferred publishing loses nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter import fields
+from exporter.catalog import load_catalog
+from exporter.inference import Estimate, InferenceConfig, Totals, frozen_builder, step
+from exporter.roofline import CounterReading, classify_counters
+from exporter.sample import Entity, Sample
+from exporter.sampler import Sampler
+from exporter.sources import SourceOptions
+from exporter.sources.base import EndOfStream
+from exporter.sources.replay import ReplaySource
+
+CATALOG = load_catalog()
+H100 = CATALOG.lookup("h100-sxm")
+MODEL = "NVIDIA H100 80GB HBM3"
+ENTITY = Entity(0, "GPU-fast", MODEL)
+
+ratio = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+optional_ratio = st.none() | ratio
+
+
+def test_frozen_builder_makes_ordinary_frozen_instances() -> None:
+    build = frozen_builder(Totals)
+    seconds = {"idle": 1.0, "memory_bound": 2.0, "compute_bound": 0.0, "latency_bound": 0.0}
+    built = build(seconds, 3.0, 4.0, 5.0, True)
+    assert type(built) is Totals
+    assert built == Totals(seconds, 3.0, 4.0, 5.0, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.flop_total = 0.0  # type: ignore[misc]
+
+
+def test_frozen_builder_refuses_a_class_without_matching_slots() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Unslotted:
+        a: int
+
+    with pytest.raises(TypeError, match="slotted"):
+        frozen_builder(Unslotted)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    d=ratio,
+    t=ratio,
+    gr=optional_ratio,
+    sm=optional_ratio,
+    occ=optional_ratio,
+    fp32=optional_ratio,
+    clock=st.none() | st.floats(min_value=100.0, max_value=1980.0),
+)
+def test_first_sample_estimate_equals_the_validated_counter_form(
+    d: float,
+    t: float,
+    gr: float | None,
+    sm: float | None,
+    occ: float | None,
+    fp32: float | None,
+    clock: float | None,
+) -> None:
+    values: dict[int, float | None] = {
+        fields.DRAM_ACTIVE: d,
+        fields.PIPE_TENSOR_ACTIVE: t,
+        fields.GR_ENGINE_ACTIVE: gr,
+        fields.SM_ACTIVE: sm,
+        fields.SM_OCCUPANCY: occ,
+        fields.PIPE_FP32_ACTIVE: fp32,
+        fields.SM_CLOCK: clock,
+    }
+    state = step(None, Sample(0.0, ENTITY, values), H100, InferenceConfig(precision="bf16"))
+    estimate = state.estimate
+    assert isinstance(estimate, Estimate)
+    k = 1.0 if clock is None else min(1.0, clock / H100.max_sm_clock_mhz)  # type: ignore[operator]
+    reading = CounterReading(
+        dram_active=d, tensor_active=t, gr_engine_active=gr, sm_active=sm, sm_occupancy=occ,
+        fp32_active=fp32, clock_ratio=max(k, 1e-9),
+    )  # fmt: skip
+    verdict = classify_counters(H100.roof("bf16"), reading)
+    assert estimate.raw_regime == verdict.regime
+    assert estimate.regime == verdict.regime
+    assert estimate.lever == verdict.lever
+    assert estimate.intensity_flop_per_byte == pytest.approx(verdict.intensity_flop_per_byte)
+    assert estimate.attainable_flop_per_second == pytest.approx(verdict.attainable_flop_per_second)
+    assert estimate.roofline_efficiency == pytest.approx(verdict.roofline_efficiency)
+    assert estimate.achieved_flop_per_second == pytest.approx(verdict.achieved_flop_per_second)
+
+
+def _write_trace(path: Path, batches: int) -> None:
+    lines = []
+    for b in range(batches):
+        for gpu in range(3):
+            phase = (b * 7 + gpu * 3) % 11 / 10
+            line = {
+                "ts": 1000.0 + b,
+                "gpu": gpu,
+                "uuid": f"GPU-{gpu}",
+                "model": MODEL,
+                "fields": {"1005": round(phase, 3), "1004": round(1 - phase, 3), "1001": 0.9, "100": 1900},
+            }
+            lines.append(json.dumps(line))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_speed_max_thread_publishes_the_same_final_state_as_ingesting_every_batch(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    _write_trace(trace, 400)
+    options = SourceOptions(replay=str(trace), speed=None)
+    config = InferenceConfig()
+
+    reference = Sampler("replay", options, CATALOG, config)
+    source = ReplaySource(options)
+    source.open()
+    try:
+        while True:
+            reference.ingest(source.read())
+    except EndOfStream:
+        pass
+
+    played = ReplaySource(options)
+    played.open()
+    threaded = Sampler("replay", options, CATALOG, config, source=played)
+    threaded.start()
+    deadline = time.monotonic() + 30
+    while not threaded.snapshot.source.finished:
+        assert time.monotonic() < deadline, "the replay did not finish"
+        time.sleep(0.01)
+    threaded.stop()
+
+    expected, got = reference.snapshot, threaded.snapshot
+    assert got.source.samples_total == expected.source.samples_total == 400
+    assert [g.inference for g in got.gpus] == [g.inference for g in expected.gpus]
