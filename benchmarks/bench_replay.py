@@ -2,8 +2,10 @@
 """How many GPU-samples per second the replay source delivers at --speed max, per format.
 
 Writes an 8-GPU trace (the demo's fields) in each format to a temporary directory, then times
-ReplaySource open() (the parse) plus reading every batch, as `ridgeline serve --replay FILE
---speed max` would. Prints one line per format. Goal: >= 200,000 GPU-samples/s for JSON Lines.
+ReplaySource open() (read, decode, parse) plus reading every batch, as `ridgeline serve --replay
+FILE --speed max` would. Prints one line per format, and JSON Lines once more decoded by the
+standard library's json instead of orjson, for comparison. Goal: >= 200,000 GPU-samples/s for
+JSON Lines.
 
     .venv/bin/python benchmarks/bench_replay.py [--samples 400000]
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from exporter.sources.base import EndOfStream, SourceOptions
 from exporter.sources.replay import ReplaySource
+from exporter.sources.replay_formats import jsonl as jsonl_format
 
 MODEL = "NVIDIA H100 80GB HBM3"
 GPUS = 8
@@ -101,10 +104,24 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         paths = write_traces(Path(tmp), args.samples)
-        for fmt, path in paths.items():
-            delivered, seconds = bench(path)
+        runs = [
+            (f"{fmt} ({jsonl_format.DECODER})" if fmt == "jsonl" else fmt, path)
+            for fmt, path in paths.items()
+        ]
+        if jsonl_format.DECODER != "json":
+            runs.append(("jsonl (json)", paths["jsonl"]))
+        for label, path in runs:
+            decoder = jsonl_format.DECODER
+            if label == "jsonl (json)":
+                jsonl_format.DECODER = "json"
+            try:
+                delivered, seconds = bench(path)
+            finally:
+                jsonl_format.DECODER = decoder
             rate = delivered / seconds
-            print(f"{fmt:5s}  {delivered:8d} GPU-samples in {seconds:6.3f} s  = {rate:10,.0f} GPU-samples/s")
+            print(
+                f"{label:14s} {delivered:8d} GPU-samples in {seconds:6.3f} s  = {rate:10,.0f} GPU-samples/s"
+            )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ stay monotonic, as a live source's would.
 
 from __future__ import annotations
 
+import gc
 import importlib.resources
 import itertools
 import logging
@@ -114,7 +115,7 @@ class ReplaySource:
             "or leave --replay-format out"
         )
         try:
-            batches = PARSERS[chosen](lines, ctx)
+            batches = _parse_without_gc(chosen, lines, ctx)
         except ReplayFormatError as exc:
             if detected is not None and detected != chosen:
                 raise SourceUnavailable("replay_format", mismatch) from None
@@ -262,6 +263,28 @@ def _decode(name: str, data: bytes) -> str:
             rest = inflater.unused_data
         data = b"".join(parts)
     return data.decode("utf-8-sig", errors="replace")
+
+
+def _parse_without_gc(chosen: str, lines: list[str], ctx: ParseContext) -> list[Batch]:
+    """Run a parser with the cyclic garbage collector paused, then file its output as old.
+
+    A parse allocates about a million objects that live on and hold no cycles; with the
+    collector running, generation scans go over them again and again (about 40 % of the parse),
+    and the first young-generation scan after it walks all of them once more (another 7 %).
+    gc.freeze() then gc.unfreeze() moves every young object straight into the oldest generation
+    without a scan; it is skipped when something else (a pre-forking server) has frozen objects,
+    since unfreezing would release those too.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return PARSERS[chosen](lines, ctx)
+    finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 def _period(batches: list[Batch], fallback_interval: float) -> float:

@@ -231,7 +231,7 @@ def group_by_timestamp(rows: Sequence[tuple[float, Sample, int]], ctx: ParseCont
     for timestamp, sample, _line_number in rows:
         if timestamp != current_ts:
             if timestamp < current_ts:
-                return _regroup(rows, ctx)
+                return regroup(rows, ctx)
             current = []
             keys = set()
             batches.append((timestamp, current))
@@ -239,13 +239,13 @@ def group_by_timestamp(rows: Sequence[tuple[float, Sample, int]], ctx: ParseCont
         entity = sample.entity
         key = (entity.gpu, entity.gpu_instance)
         if key in keys:
-            return _regroup(rows, ctx)
+            return regroup(rows, ctx)
         keys.add(key)
         current.append(sample)
     return batches
 
 
-def _regroup(rows: Sequence[tuple[float, Sample, int]], ctx: ParseContext) -> list[Batch]:
+def regroup(rows: Sequence[tuple[float, Sample, int]], ctx: ParseContext) -> list[Batch]:
     by_time: dict[float, dict[tuple[int, int | None], Sample]] = {}
     for timestamp, sample, line_number in rows:
         batch = by_time.get(timestamp)

@@ -6,77 +6,291 @@
 
 `ts` (or `timestamp`) and `gpu` are required; `uuid`, `model` (else --model), `gpu_instance`
 and the pod labels are optional; null is a blank. This is also what `ridgeline record` writes.
+
+Speed (docs/replay-formats.md, "Throughput"): lines are decoded with orjson when it is
+installed, and a line of the usual shape (numeric ts, integer gpu, an entity and pod already
+seen, a fields object) takes a fast path that reuses the entity, the pod and the key -> field id
+mapping resolved for earlier lines. Any other line, and any line orjson refuses (NaN or
+Infinity literals, lone surrogates), is decoded again with the standard library and read by
+the general path, so every outcome (values, skips, messages) is the standard library's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import math
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Sequence
+from itertools import chain
+from typing import cast
 
 from exporter.fields import FP64_BLANK, RATIO_FIELDS
-from exporter.sample import Sample
+from exporter.sample import Attribution, Entity, Sample
 from exporter.sources.replay_formats.common import (
     BadValue,
     Batch,
     ParseContext,
     ReplayFormatError,
     clean_number,
-    group_by_timestamp,
     parse_gpu_index,
     parse_timestamp,
+    regroup,
 )
+
+try:
+    from orjson import loads as _orjson_loads
+except ImportError:  # pragma: no cover - orjson is a runtime dependency; the stdlib still works
+    _orjson_loads = None  # type: ignore[assignment]
 
 ENTITY_KEYS = frozenset(
     {"ts", "timestamp", "gpu", "uuid", "model", "gpu_instance", "fields", "namespace", "pod", "container"}
 )
 """Top-level keys a line may carry besides known field names."""
 
+DECODER = "orjson" if _orjson_loads is not None else "json"
+"""Which decoder reads lines first: "orjson" (fast) or "json" (the standard library). Outcomes
+are the same either way; benchmarks/bench_replay.py flips it to compare the two."""
+
 _CHUNK_LINES = 2048
-"""Lines decoded per json.loads call: one call over many lines lets the C scanner reuse its key
-strings, which about doubles decoding speed; a chunk with a corrupt line is redone line by line."""
+"""Lines decoded per step. orjson decodes the chunk with one map() call; the standard library
+decodes it as one array (one call lets its C scanner reuse key strings, about twice as fast).
+A chunk with a line either refuses is redone line by line."""
+
+_SKIPPED = object()
+"""Stands in for a line that is not JSON at all (already counted and logged)."""
+
+_FieldsBuilder = Callable[[dict[str, object]], dict[int, float | None]]
+"""Reads a 'fields' object of one key order into DCGM field id -> value (see _fields_builder)."""
+
+_MAX_BUILDERS = 64
+"""Key orders given a builder; a file with more shapes than this reads the rest generically."""
+
+_Found = tuple[Entity, int]
+"""A known entity and its batching slot (one slot per GPU index and GPU instance)."""
 
 
 def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
-    """Parse every line; corrupt ones are skipped and counted (see ParseContext.skip)."""
-    rows: list[tuple[float, Sample, int]] = []
-    append = rows.append
+    """Parse every line; corrupt ones are skipped and counted (see ParseContext.skip).
+
+    Lines are grouped into batches as they are read: a new batch starts when the timestamp
+    changes. A file out of time order, or with two lines for one GPU in a batch, is regrouped
+    by timestamp at the end exactly as common.regroup does for every format.
+    """
+    texts = [line for line in lines if line and not line.isspace()]
+    numbers: Sequence[int]
+    if len(texts) == len(lines):
+        numbers = range(1, len(lines) + 1)
+    else:
+        numbers = [index + 1 for index, line in enumerate(lines) if line and not line.isspace()]
+    ctx.lines_read += len(texts)
+
     limits: dict[str, tuple[int, float] | None] = {}
-    numbered = [(index + 1, line) for index, line in enumerate(lines) if line and not line.isspace()]
-    ctx.lines_read += len(numbered)
-    for start in range(0, len(numbered), _CHUNK_LINES):
-        chunk = numbered[start : start + _CHUNK_LINES]
-        for line_number, obj in _decode_chunk(chunk, ctx):
-            if type(obj) is not dict:
-                ctx.skip(line_number, "bad_json", "not a JSON object")
-                continue
-            try:
-                sample = _sample_from_object(obj, ctx, limits)
-            except (ValueError, TypeError) as exc:
-                ctx.skip(line_number, _reason(exc), str(exc))
-                continue
-            append((sample.timestamp, sample, line_number))
-    return group_by_timestamp(rows, ctx)
+    # Raw (gpu, uuid, model, gpu_instance) and (namespace, pod, container) as they appear in
+    # the JSON -> what a line with them yields; filled from lines the general path accepted.
+    entities: dict[tuple[object, ...], _Found] = {}
+    attributions: dict[tuple[object, ...], Attribution] = {}
+    slot_of: dict[tuple[int, int | None], int] = {}
+    marks: list[int] = []  # per slot: the last batch it had a sample in
+
+    batches: list[Batch] = []
+    dropped: set[int] = set()  # where skipped lines are in texts (to regroup the others)
+    current: list[Sample] = []
+    current_ts = -math.inf
+    batch_no = 0
+    in_order = True
+    builders: dict[tuple[str, ...], _FieldsBuilder] = {}
+    entity_keys = ENTITY_KEYS
+    new_sample = _NEW_SAMPLE
+    lookup_field = ctx.lookup_field
+
+    for start in range(0, len(texts), _CHUNK_LINES):
+        end = start + _CHUNK_LINES
+        decoded = _decode_chunk(texts[start:end], numbers[start:end], ctx)
+        for offset, obj in enumerate(decoded, start):
+            sample: Sample | None = None
+            found: _Found | None = None
+            # Fast path: a line of the usual shape whose entity and pod were seen before.
+            if type(obj) is dict and obj.keys() <= entity_keys:
+                raw_ts = obj.get("ts")
+                if raw_ts is None:
+                    raw_ts = obj.get("timestamp")
+                if type(raw_ts) is int:
+                    raw_ts = float(raw_ts)
+                gpu = obj.get("gpu")
+                instance = obj.get("gpu_instance")
+                raw_fields = obj.get("fields")
+                if (
+                    type(raw_ts) is float
+                    and -1e12 < raw_ts < 1e12
+                    and type(gpu) is int
+                    and (instance is None or type(instance) is int)
+                    and type(raw_fields) is dict
+                ):
+                    attribution: Attribution | None = None
+                    try:
+                        found = entities.get((gpu, obj.get("uuid"), obj.get("model"), instance))
+                        namespace = obj.get("namespace")
+                        pod = obj.get("pod")
+                        if namespace is not None or pod is not None:
+                            attribution = attributions.get((namespace, pod, obj.get("container")))
+                            if attribution is None:
+                                found = None
+                        if found is not None:
+                            shape = tuple(raw_fields)
+                            build = builders.get(shape)
+                            if build is None:
+                                values = _clean_fields(raw_fields, limits, lookup_field)
+                                if len(builders) < _MAX_BUILDERS:
+                                    builders[shape] = _fields_builder(shape, limits)
+                            else:
+                                values = build(raw_fields)
+                            sample = new_sample(raw_ts, found[0], values, attribution)
+                    except (TypeError, ValueError):  # an unhashable label or a bad value
+                        sample = None
+            if sample is None or found is None:
+                # General path: the standard library's decoding and every check, in order.
+                if obj is _SKIPPED:
+                    dropped.add(offset)
+                    continue
+                number = numbers[offset]
+                with contextlib.suppress(ValueError, RecursionError):  # else keep orjson's value
+                    obj = json.loads(texts[offset])
+                if type(obj) is not dict:
+                    ctx.skip(number, "bad_json", "not a JSON object")
+                    dropped.add(offset)
+                    continue
+                try:
+                    sample = _sample_from_object(obj, ctx, limits)
+                except (ValueError, TypeError) as exc:
+                    ctx.skip(number, _reason(exc), str(exc))
+                    dropped.add(offset)
+                    continue
+                found = _remember(obj, sample, entities, attributions, slot_of, marks)
+            # Batching: consecutive lines with one timestamp form a batch.
+            timestamp = sample.timestamp
+            if timestamp != current_ts:
+                if timestamp < current_ts:
+                    in_order = False
+                current_ts = timestamp
+                batch_no += 1
+                current = []
+                batches.append((timestamp, current))
+            slot = found[1]
+            if marks[slot] == batch_no:
+                in_order = False  # a second sample for this GPU in one batch
+            marks[slot] = batch_no
+            current.append(sample)
+    if in_order:
+        return batches
+    samples = chain.from_iterable(samples for _, samples in batches)
+    kept = (numbers[i] for i in range(len(texts)) if i not in dropped)
+    return regroup([(s.timestamp, s, number) for s, number in zip(samples, kept, strict=True)], ctx)
 
 
-def _decode_chunk(chunk: list[tuple[int, str]], ctx: ParseContext) -> list[tuple[int, object]]:
-    """JSON values of a chunk of lines, decoded together when every line is valid."""
-    try:
-        values = json.loads("[" + ",".join(line for _, line in chunk) + "]")
-    except ValueError:
-        values = None
-    if type(values) is list and len(values) == len(chunk):
-        return [(number, value) for (number, _), value in zip(chunk, values, strict=True)]
-    # A corrupt line (or one holding two values, "1,2"): decode one by one to find it.
-    decoded: list[tuple[int, object]] = []
-    for line_number, line in chunk:
+def _sample_maker() -> Callable[[float, Entity, dict[int, float | None], Attribution | None], Sample]:
+    """Sample itself, or a maker that fills its four slots directly while Sample is still
+    exactly those four slots with no __post_init__.
+
+    The frozen dataclass __init__ costs about 0.5 µs (four object.__setattr__ calls); storing
+    through the slot descriptors costs about 0.3 µs, a tenth of a line's whole budget. The
+    result is the same object (equal, same hash and repr); tests/test_replay.py checks it.
+    """
+    names = ("timestamp", "entity", "values", "attribution")
+    slots = [Sample.__dict__.get(name) for name in names]
+    if (
+        tuple(f.name for f in dataclasses.fields(Sample)) != names
+        or hasattr(Sample, "__post_init__")
+        or not all(isinstance(slot, types.MemberDescriptorType) for slot in slots)
+    ):
+        return Sample
+    set_timestamp, set_entity, set_values, set_attribution = (
+        cast(types.MemberDescriptorType, slot).__set__ for slot in slots
+    )
+    new = object.__new__
+
+    def make(
+        timestamp: float, entity: Entity, values: dict[int, float | None], attribution: Attribution | None
+    ) -> Sample:
+        sample = new(Sample)
+        set_timestamp(sample, timestamp)
+        set_entity(sample, entity)
+        set_values(sample, values)
+        set_attribution(sample, attribution)
+        return sample
+
+    return make
+
+
+_NEW_SAMPLE = _sample_maker()
+
+
+def _decode_chunk(texts: list[str], numbers: Sequence[int], ctx: ParseContext) -> list[object]:
+    """The JSON value of each line (_SKIPPED where a line is not JSON, counted and logged)."""
+    if DECODER == "orjson" and _orjson_loads is not None:
         try:
-            decoded.append((line_number, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            ctx.skip(line_number, "bad_json", f"not valid JSON ({exc.msg} at column {exc.colno})")
-        except ValueError as exc:  # e.g. an integer too long to convert
-            ctx.skip(line_number, "bad_json", f"not valid JSON ({exc})")
-    return decoded
+            return list(map(_orjson_loads, texts))
+        except ValueError:
+            pass
+        decoded: list[object] = []
+        for text, number in zip(texts, numbers, strict=True):
+            try:
+                decoded.append(_orjson_loads(text))
+            except ValueError:  # NaN/Infinity literals, lone surrogates, or not JSON at all
+                decoded.append(_stdlib_decode(text, number, ctx))
+        return decoded
+    try:
+        values = json.loads("[" + ",".join(texts) + "]")
+    except (ValueError, RecursionError):
+        values = None
+    if type(values) is list and len(values) == len(texts):
+        return values
+    # A corrupt line (or one holding two values, "1,2"): decode one by one to find it.
+    return [_stdlib_decode(text, number, ctx) for text, number in zip(texts, numbers, strict=True)]
+
+
+def _stdlib_decode(text: str, number: int, ctx: ParseContext) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        ctx.skip(number, "bad_json", f"not valid JSON ({exc.msg} at column {exc.colno})")
+    except ValueError as exc:  # e.g. an integer too long to convert
+        ctx.skip(number, "bad_json", f"not valid JSON ({exc})")
+    except RecursionError:
+        ctx.skip(number, "bad_json", "not valid JSON (nested too deeply)")
+    return _SKIPPED
+
+
+def _remember(
+    obj: dict[str, object],
+    sample: Sample,
+    entities: dict[tuple[object, ...], _Found],
+    attributions: dict[tuple[object, ...], Attribution],
+    slot_of: dict[tuple[int, int | None], int],
+    marks: list[int],
+) -> _Found:
+    """Note what an accepted line's raw labels yield, so later lines like it take the fast path.
+
+    Only integer gpu and gpu_instance values are keyed: 1.0 and True hash like 1, and the
+    general path treats them differently.
+    """
+    entity = sample.entity
+    key = (entity.gpu, entity.gpu_instance)
+    slot = slot_of.get(key)
+    if slot is None:
+        slot = slot_of[key] = len(marks)
+        marks.append(0)
+    found = (entity, slot)
+    gpu = obj.get("gpu")
+    instance = obj.get("gpu_instance")
+    if type(gpu) is int and (instance is None or type(instance) is int):
+        entities[(gpu, obj.get("uuid"), obj.get("model"), instance)] = found
+    namespace = obj.get("namespace")
+    pod = obj.get("pod")
+    if sample.attribution is not None and (namespace is not None or pod is not None):
+        attributions[(namespace, pod, obj.get("container"))] = sample.attribution
+    return found
 
 
 class _LineError(ValueError):
@@ -151,20 +365,7 @@ def _sample_from_object(
     if gpu_instance is not None and (type(gpu_instance) is not int or gpu_instance < 0):
         raise _LineError("bad_entity", f"'gpu_instance' must be a non-negative integer, not {gpu_instance!r}")
 
-    values: dict[int, float | None] = {}
-    for key, raw in raw_fields.items():
-        try:
-            limit = limits[key]
-        except KeyError:
-            limit = limits[key] = _limit(ctx.lookup_field(key))
-        if limit is None:
-            continue
-        fid, upper = limit
-        # Fast path for the common case (an in-range float); clean_number handles the rest.
-        if type(raw) is float and 0.0 <= raw <= upper:
-            values[fid] = raw
-        else:
-            values[fid] = clean_number(fid, raw)
+    values = _clean_fields(raw_fields, limits, ctx.lookup_field)
 
     attribution = None
     namespace = obj.get("namespace")
@@ -181,6 +382,63 @@ def _sample_from_object(
         )
     entity = ctx.entity(gpu, uuid, model, gpu_instance)
     return Sample(timestamp, entity, values, attribution)
+
+
+def _clean_fields(
+    raw_fields: dict[str, object],
+    limits: dict[str, tuple[int, float] | None],
+    lookup_field: Callable[[str], int | None],
+) -> dict[int, float | None]:
+    """A 'fields' object as field id -> clean value; unknown names are ignored (warned once).
+
+    Raises BadValue for a value that is neither a number nor a blank.
+    """
+    values: dict[int, float | None] = {}
+    for key, raw in raw_fields.items():
+        try:
+            limit = limits[key]
+        except KeyError:
+            limit = limits[key] = _limit(lookup_field(key))
+        if limit is None:
+            continue
+        fid, upper = limit
+        # Fast path for the common case (an in-range float); clean_number handles the rest.
+        if type(raw) is float and 0.0 <= raw <= upper:
+            values[fid] = raw
+        else:
+            values[fid] = clean_number(fid, raw)
+    return values
+
+
+def _fields_builder(shape: tuple[str, ...], limits: dict[str, tuple[int, float] | None]) -> _FieldsBuilder:
+    """Straight-line code equal to _clean_fields for 'fields' objects with exactly these keys in
+    this order (every key already in `limits`).
+
+    A trace repeats one key order on every line, and unrolled code that unpacks the values and
+    builds the result as a dict display is about a quarter faster than the loop. Only field ids
+    (ints) and limits (floats) are written into the code, never text from the file.
+    """
+    targets: list[str] = []
+    checks: list[str] = []
+    items: list[str] = []
+    for index, key in enumerate(shape):
+        limit = limits[key]
+        if limit is None:
+            targets.append("_")
+            continue
+        fid, upper = limit
+        name = f"v{index}"
+        targets.append(name)
+        checks.append(
+            f"    if type({name}) is not float or not 0.0 <= {name} <= {float(upper)!r}:\n"
+            f"        {name} = clean({int(fid)}, {name})\n"
+        )
+        items.append(f"{int(fid)}: {name}")
+    unpack = f"    {', '.join(targets)}, = fields.values()\n" if targets else ""
+    source = "def build(fields):\n" + unpack + "".join(checks) + f"    return {{{', '.join(items)}}}\n"
+    namespace: dict[str, object] = {}
+    exec(source, {"__builtins__": {"type": type, "float": float}, "clean": clean_number}, namespace)
+    return cast(_FieldsBuilder, namespace["build"])
 
 
 def _limit(fid: int | None) -> tuple[int, float] | None:
