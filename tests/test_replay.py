@@ -449,3 +449,92 @@ def test_dmon_rows_prefixed_with_their_time_are_batched_by_it(tmp_path: Path) ->
     batches = play_all(replay(path, model=H100))
     assert [b[0].timestamp for b in batches] == [1764432000.0, 1764432005.0, 1764432006.0]
     assert [len(b) for b in batches] == [2, 1, 1]
+
+
+# -- JSON Lines fast path: same outcomes as the standard library's decoding ----------------
+
+
+def _outcome(source: ReplaySource) -> tuple[object, ...]:
+    batches = play_all(source)
+    stats = source.replay_stats
+    return (
+        [[(s.timestamp, s.entity, s.values, s.attribution) for s in b] for b in batches],
+        stats.lines_read,
+        stats.skipped_by_reason,
+    )
+
+
+def test_jsonl_nan_and_infinity_literals_read_as_blanks_not_skips(tmp_path: Path) -> None:
+    """orjson refuses NaN/Infinity literals; those lines fall back to the stdlib and stay valid."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"ts": 1.0, "gpu": 0, "model": "m", "fields": {"1005": NaN, "1004": 0.25}}\n'
+        '{"ts": 1.0, "gpu": 1, "model": "m", "fields": {"1005": Infinity, "100": -Infinity}}\n'
+        '{"ts": 2.0, "gpu": 0, "model": "m", "fields": {"1005": 0.5, "1004": 0.5}}\n'
+    )
+    source = replay(path)
+    batches = play_all(source)
+    assert [[s.values for s in b] for b in batches] == [
+        [{DRAM_ACTIVE: None, PIPE_TENSOR_ACTIVE: 0.25}, {DRAM_ACTIVE: None, SM_CLOCK: None}],
+        [{DRAM_ACTIVE: 0.5, PIPE_TENSOR_ACTIVE: 0.5}],
+    ]
+    assert source.replay_stats.lines_skipped == 0
+
+
+def test_jsonl_orjson_and_stdlib_decoders_give_identical_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.sources.replay_formats import jsonl
+
+    path = tmp_path / "t.jsonl"
+    lines = [
+        jsonl_line(1.0, 0, {"1005": 0.5, "100": 1980, "1004": "0.25", "NOT_A_FIELD": 1}),
+        jsonl_line(1.0, 1, {"1005": 1.02, "1004": None, "1001": 140737488355328.0}, namespace="a", pod="p"),
+        jsonl_line(2.0, 0, {"1005": 0.5, "100": 1980, "1004": "0.25", "NOT_A_FIELD": 1}),
+        jsonl_line(2.0, 1, {"1005": True}),  # bad value: skipped
+        jsonl_line(2.0, 1.0, {"1005": 0.4}),  # type: ignore[arg-type]  # float gpu index
+        jsonl_line(2.0, 2, {"1005": 0.3}, gpu_instance=True),  # bool instance: skipped
+        '{"ts": 3.0, "gpu": 0, "model": "x", "fields": {"1005": NaN}, "DRAMA": 0.1}',
+        jsonl_line(3.0, 0, {"1005": 0.5}, uuid=["not", "hashable"]),
+        "{broken",
+        jsonl_line(1.5, 0, {"1005": 0.5}),  # out of order: regrouped
+        jsonl_line(1.0, 0, {"1005": 0.9}),  # duplicate of line 1 after regrouping
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    assert jsonl.DECODER == "orjson"
+    fast = _outcome(replay(path))
+    monkeypatch.setattr(jsonl, "DECODER", "json")
+    slow = _outcome(replay(path))
+    assert fast == slow
+    assert fast[2] == {"bad_value": 1, "bad_entity": 2, "bad_json": 1, "duplicate_entity": 1}
+
+
+def test_jsonl_fast_path_samples_equal_constructed_samples(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(jsonl_line(float(t), 0, {"1005": 0.5}) + "\n" for t in range(3)))
+    samples = [s for b in play_all(replay(path)) for s in b]
+    for sample in samples:
+        rebuilt = Sample(sample.timestamp, sample.entity, dict(sample.values), sample.attribution)
+        assert sample == rebuilt and hash(sample.entity) == hash(rebuilt.entity)
+        assert repr(sample) == repr(rebuilt)
+        with pytest.raises(AttributeError):
+            sample.timestamp = 0.0  # type: ignore[misc]  # still frozen
+
+
+def test_jsonl_duplicate_after_skipped_lines_names_the_right_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "dup.jsonl"
+    lines = [
+        jsonl_line(2.0, 0, {"1005": 0.5}),  # 1
+        "not json",  # 2
+        "",  # 3 blank
+        jsonl_line(1.0, 0, {"1005": 0.5}),  # 4 out of order -> regroup
+        jsonl_line(2.0, 0, {"1005": 0.7}),  # 5 duplicate of line 1
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
+        batches = play_all(replay(path))
+    assert [[s.values[DRAM_ACTIVE] for s in b] for b in batches] == [[0.5], [0.7]]
+    assert "dup.jsonl:5: second sample for GPU 0" in caplog.text
+    assert "dup.jsonl:2:" in caplog.text
