@@ -1,9 +1,10 @@
 """The daemon's in-memory state: immutable snapshots the sampler publishes and scrapes read.
 
-The sampler thread builds a new `Snapshot` after every batch and swaps one reference; a scrape,
-`GET /classify` or `GET /readyz` reads whichever snapshot is current and never waits on a GPU
-library or on a lock held during sampling (DESIGN.md, "Serving"). Everything here is a frozen
-dataclass, so a reader can hold a snapshot as long as it likes.
+The sampler thread builds a new `Snapshot` after every batch (at most every 20 ms for a replay at
+--speed max) and swaps one reference; a scrape, `GET /classify` or `GET /readyz` reads whichever
+snapshot is current and never waits on a GPU library or on a lock held during sampling
+(DESIGN.md, "Serving"). Everything here is a frozen dataclass, so a reader can hold a snapshot as
+long as it likes.
 """
 
 from __future__ import annotations
