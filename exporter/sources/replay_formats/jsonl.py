@@ -61,12 +61,6 @@ A chunk with a line either refuses is redone line by line."""
 _SKIPPED = object()
 """Stands in for a line that is not JSON at all (already counted and logged)."""
 
-_FieldsBuilder = Callable[[dict[str, object]], dict[int, float | None]]
-"""Reads a 'fields' object of one key order into DCGM field id -> value (see _fields_builder)."""
-
-_MAX_BUILDERS = 64
-"""Key orders given a builder; a file with more shapes than this reads the rest generically."""
-
 _Found = tuple[Entity, int]
 """A known entity and its batching slot (one slot per GPU index and GPU instance)."""
 
@@ -100,7 +94,6 @@ def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
     current_ts = -math.inf
     batch_no = 0
     in_order = True
-    builders: dict[tuple[str, ...], _FieldsBuilder] = {}
     entity_keys = ENTITY_KEYS
     new_sample = _NEW_SAMPLE
     lookup_field = ctx.lookup_field
@@ -138,14 +131,7 @@ def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
                             if attribution is None:
                                 found = None
                         if found is not None:
-                            shape = tuple(raw_fields)
-                            build = builders.get(shape)
-                            if build is None:
-                                values = _clean_fields(raw_fields, limits, lookup_field)
-                                if len(builders) < _MAX_BUILDERS:
-                                    builders[shape] = _fields_builder(shape, limits)
-                            else:
-                                values = build(raw_fields)
+                            values = _clean_fields(raw_fields, limits, lookup_field)
                             sample = new_sample(raw_ts, found[0], values, attribution)
                     except (TypeError, ValueError):  # an unhashable label or a bad value
                         sample = None
@@ -408,37 +394,6 @@ def _clean_fields(
         else:
             values[fid] = clean_number(fid, raw)
     return values
-
-
-def _fields_builder(shape: tuple[str, ...], limits: dict[str, tuple[int, float] | None]) -> _FieldsBuilder:
-    """Straight-line code equal to _clean_fields for 'fields' objects with exactly these keys in
-    this order (every key already in `limits`).
-
-    A trace repeats one key order on every line, and unrolled code that unpacks the values and
-    builds the result as a dict display is about a quarter faster than the loop. Only field ids
-    (ints) and limits (floats) are written into the code, never text from the file.
-    """
-    targets: list[str] = []
-    checks: list[str] = []
-    items: list[str] = []
-    for index, key in enumerate(shape):
-        limit = limits[key]
-        if limit is None:
-            targets.append("_")
-            continue
-        fid, upper = limit
-        name = f"v{index}"
-        targets.append(name)
-        checks.append(
-            f"    if type({name}) is not float or not 0.0 <= {name} <= {float(upper)!r}:\n"
-            f"        {name} = clean({int(fid)}, {name})\n"
-        )
-        items.append(f"{int(fid)}: {name}")
-    unpack = f"    {', '.join(targets)}, = fields.values()\n" if targets else ""
-    source = "def build(fields):\n" + unpack + "".join(checks) + f"    return {{{', '.join(items)}}}\n"
-    namespace: dict[str, object] = {}
-    exec(source, {"__builtins__": {"type": type, "float": float}, "clean": clean_number}, namespace)
-    return cast(_FieldsBuilder, namespace["build"])
 
 
 def _limit(fid: int | None) -> tuple[int, float] | None:
