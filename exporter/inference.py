@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, make_dataclass
-from dataclasses import fields as dataclass_fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import NamedTuple
 
 from exporter import fields
 from exporter.catalog import Card
@@ -103,17 +102,24 @@ class InferenceConfig:
             raise ValueError(f"gap_factor must be >= 1, got {self.gap_factor!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class Totals:
+_NO_REGIME_SECONDS: Mapping[str, float] = MappingProxyType(dict.fromkeys(REGIMES, 0.0))
+"""Totals' default: read-only, so every fresh Totals can share it."""
+
+
+# The per-sample results below are NamedTuples, not frozen dataclasses: `step` builds several
+# per GPU per sample, and a NamedTuple is built with one tuple allocation, where a frozen
+# dataclass's __init__ pays an object.__setattr__ per field (about 4 us for an Estimate).
+# They are just as immutable; `_replace` makes a changed copy.
+
+
+class Totals(NamedTuple):
     """Counters that only grow: seconds per raw regime, estimated FLOPs and DRAM bytes.
 
     Kept per GPU across dropouts and source reconnects, so a counter never goes backwards.
     `flop_total`/`dram_bytes_total` grow only while the card (hence P and B) is known.
     """
 
-    regime_seconds: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType(dict.fromkeys(REGIMES, 0.0))
-    )
+    regime_seconds: Mapping[str, float] = _NO_REGIME_SECONDS
     flop_total: float = 0.0
     dram_bytes_total: float = 0.0
     integrated_seconds: float = 0.0
@@ -121,8 +127,7 @@ class Totals:
     """True once FLOPs/bytes have been integrated at least once (known card): export them then."""
 
 
-@dataclass(frozen=True, slots=True)
-class Smoothing:
+class Smoothing(NamedTuple):
     """What the next sample needs: the smoothed inputs and the debouncer's state."""
 
     values: Mapping[str, float]
@@ -134,8 +139,7 @@ class Smoothing:
     """Timestamp of the first sample whose smoothed regime was `pending_regime`."""
 
 
-@dataclass(frozen=True, slots=True)
-class Estimate:
+class Estimate(NamedTuple):
     """The derived view of one GPU from its smoothed inputs (what /metrics and /classify show)."""
 
     card: str
@@ -166,8 +170,7 @@ class Estimate:
     lever: str
 
 
-@dataclass(frozen=True, slots=True)
-class EntityInference:
+class EntityInference(NamedTuple):
     """Everything known about one GPU after its latest sample; replaced whole on each sample."""
 
     entity: Entity
@@ -256,8 +259,8 @@ def step(
 
     This runs once per GPU per sample (hundreds of thousands of times a second for a replay at
     --speed max), so it works on plain floats: the ratios are clamped here, so the regime rules
-    run without building and re-validating `CounterReading`s, card constants are computed once
-    per card, and the frozen results are built with `_frozen_builder`'s constructors.
+    run without building and re-validating `CounterReading`s, and card constants are computed
+    once per card.
     """
     timestamp = sample.timestamp
     prior: Smoothing | None
@@ -406,7 +409,7 @@ def step(
         else:
             flop_total = base_totals.flop_total + 0.0
             dram_bytes_total = base_totals.dram_bytes_total + 0.0
-        new_totals = _new_totals(
+        new_totals = Totals(
             MappingProxyType(seconds),
             flop_total,
             dram_bytes_total,
@@ -415,7 +418,7 @@ def step(
         )
 
     known = roof is not None
-    estimate = _new_estimate(
+    estimate = Estimate(
         profile.key,
         precision,
         profile.note,
@@ -440,11 +443,11 @@ def step(
         raw_regime,
         lever,
     )
-    return _new_entity_inference(
+    return EntityInference(
         sample.entity,
         timestamp,
         estimate,
-        _new_smoothing(smoothed, regime, lever, pending, since),
+        Smoothing(smoothed, regime, lever, pending, since),
         new_totals,
         recent,
         (),
@@ -521,35 +524,3 @@ def _card_roof(card: Card, precision: str) -> Roof:
     roof = card.roof(precision)
     _roofs[cache_key] = (card, roof)
     return roof
-
-
-_Frozen = TypeVar("_Frozen")
-
-
-def frozen_builder(cls: type[_Frozen]) -> Callable[..., _Frozen]:
-    """A positional constructor for a frozen, slotted dataclass that is ~10x cheaper than its own.
-
-    A frozen dataclass's __init__ sets every field through object.__setattr__ (about 0.15 us a
-    field: 4 us for an `Estimate`), which dominated the per-sample cost. The builder fills a
-    plain slotted twin with the same slots, then retypes it: CPython allows `__class__`
-    assignment only between identical layouts (and raises TypeError otherwise), so the result is
-    an ordinary, frozen instance of `cls` — equal, hashable and immutable as ever. Arguments are
-    every field, in declaration order; field defaults and __post_init__ are not run.
-    """
-    names = [f.name for f in dataclass_fields(cls)]  # type: ignore[arg-type]
-
-    def retype(self: Any) -> None:
-        self.__class__ = cls  # the twin's __init__ has set every slot: it is now a `cls`
-
-    twin: Any = make_dataclass(
-        f"_{cls.__name__}Builder", names, slots=True, namespace={"__post_init__": retype}
-    )
-    if twin.__slots__ != getattr(cls, "__slots__", None):
-        raise TypeError(f"{cls.__name__} is not a slotted dataclass whose slots are its fields")
-    return twin  # type: ignore[no-any-return]
-
-
-_new_estimate = frozen_builder(Estimate)
-_new_smoothing = frozen_builder(Smoothing)
-_new_totals = frozen_builder(Totals)
-_new_entity_inference = frozen_builder(EntityInference)

@@ -1,13 +1,18 @@
 """The one sample record every source yields: when, which GPU, and DCGM field id -> value.
 
-Plain frozen dataclasses, not pydantic: they are built once per GPU per second in the sample
-loop, where validation on every sample would cost more than it buys (STYLE.md).
+Plain immutable records, not pydantic: they are built once per GPU per second in the sample
+loop, where validation on every sample would cost more than it buys (STYLE.md). `Sample` is a
+NamedTuple because a replay at --speed max builds hundreds of thousands a second: construction
+is one tuple allocation, where a frozen dataclass's __init__ pays an object.__setattr__ per field.
+`Entity` and `Attribution` stay frozen slotted dataclasses: each is built once per GPU or pod and
+shared, they are dict keys, and as dataclasses they never compare equal to a plain tuple.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +39,12 @@ class Attribution:
     container: str
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(NamedTuple):
     """One reading of one entity.
 
     values maps DCGM field ids to floats; None is a blank (the field was watched but had no
     value) and must never be read as 0. A field absent from the mapping was not reported at all.
+    Immutable: `_replace` makes a changed copy.
     """
 
     timestamp: float

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -31,7 +31,7 @@ from exporter.catalog import Card, Catalog
 from exporter.inference import EntityInference, InferenceConfig, Totals, note_unknown_model, step
 from exporter.sample import Attribution, Sample
 from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions
-from exporter.state import Snapshot, SourceHealth, new_gpu_state, new_snapshot, new_source_health
+from exporter.state import GpuState, Snapshot, SourceHealth
 
 log = logging.getLogger(__name__)
 
@@ -212,8 +212,7 @@ class Sampler:
                 return True  # our own stop() woke a pacing replay: not the end of the file
             self._collect_replay_stats(source)
             self._finished = True
-            self._health = replace(
-                self._health,
+            self._health = self._health._replace(
                 up=False,
                 reason=END_OF_REPLAY,
                 message="the replay has played its last sample; serving the last state",
@@ -295,7 +294,7 @@ class Sampler:
         self._last_ok_wall = now
         health = self._health
         if not health.up or health.reason is not None or health.message is not None:
-            self._health = replace(health, up=True, reason=None, message=None)
+            self._health = health._replace(up=True, reason=None, message=None)
         self._dirty = True
 
     # -- helpers -----------------------------------------------------------------------------
@@ -308,7 +307,7 @@ class Sampler:
             return False
         self.source_name = self._source.name
         log.info("source %s opened", self.source_name)
-        self._health = replace(self._health, name=self.source_name, up=True, reason=None, message=None)
+        self._health = self._health._replace(name=self.source_name, up=True, reason=None, message=None)
         return True
 
     def _close_source(self) -> None:
@@ -326,7 +325,7 @@ class Sampler:
         log.warning(
             "source %s: %s (%s); retrying in %.0f s", self.source_name, message, reason, self._backoff
         )
-        self._health = replace(self._health, up=False, reason=reason, message=message)
+        self._health = self._health._replace(up=False, reason=reason, message=message)
 
     def _expire_while_down(self) -> None:
         """Drop every GPU once the source has been down for longer than the grace period."""
@@ -359,8 +358,8 @@ class Sampler:
         return max(3 * self._options.interval_seconds, MIN_FRESHNESS_SECONDS)
 
     def _build_snapshot(self) -> Snapshot:
-        """The snapshot of the current state: built on every publish, so kept cheap (no
-        dataclasses.replace, errors and GPU order reused while unchanged)."""
+        """The snapshot of the current state: built on every publish, so kept cheap (positional
+        constructors, errors and GPU order reused while unchanged)."""
         errors = self._errors_view
         if errors is None:
             counted = dict(self._errors)
@@ -368,15 +367,15 @@ class Sampler:
                 counted[reason] = counted.get(reason, 0) + n
             errors = self._errors_view = MappingProxyType(counted)
         h = self._health
-        health = new_source_health(
+        health = SourceHealth(
             h.name, h.up, h.reason, h.message, self._samples_total, errors, self._last_wall, h.finished
         )
         ordered = self._ordered
         if ordered is None:
             ordered = self._ordered = sorted(self._tracked.values(), key=_order)
-        gpus = tuple([new_gpu_state(t.state.entity, t.attribution, t.state) for t in ordered])
+        gpus = tuple([GpuState(t.state.entity, t.attribution, t.state) for t in ordered])
         config = self._config
-        return new_snapshot(
+        return Snapshot(
             self._generation,
             health,
             gpus,

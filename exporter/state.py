@@ -3,23 +3,24 @@
 The sampler thread builds a new `Snapshot` after every batch (at most every 20 ms for a replay at
 --speed max) and swaps one reference; a scrape, `GET /classify` or `GET /readyz` reads whichever
 snapshot is current and never waits on a GPU library or on a lock held during sampling
-(DESIGN.md, "Serving"). Everything here is a frozen dataclass, so a reader can hold a snapshot as
-long as it likes.
+(DESIGN.md, "Serving"). Everything here is immutable, so a reader can hold a snapshot as long as
+it likes. The records are NamedTuples rather than frozen dataclasses because the sampler builds
+a snapshot per batch: a NamedTuple is one tuple allocation, a frozen dataclass's __init__ pays an
+object.__setattr__ per field. `_replace` makes a changed copy.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import NamedTuple
 
-from exporter.inference import EntityInference, Estimate, Totals, frozen_builder
+from exporter.inference import EntityInference, Estimate, Totals
 from exporter.sample import Attribution, Entity
 
 
-@dataclass(frozen=True, slots=True)
-class GpuState:
+class GpuState(NamedTuple):
     """One GPU (or MIG instance) as last sampled, with its pod when attributed."""
 
     entity: Entity
@@ -45,8 +46,7 @@ class GpuState:
         return self.inference.timestamp
 
 
-@dataclass(frozen=True, slots=True)
-class SourceHealth:
+class SourceHealth(NamedTuple):
     """How the source is doing; `ridgeline_source_up` and `/readyz` are read from here."""
 
     name: str
@@ -56,15 +56,15 @@ class SourceHealth:
     message: str | None = None
     samples_total: int = 0
     """Successful reads (batches): one per sampling round that returned data."""
-    errors_total: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    errors_total: Mapping[str, int] = MappingProxyType({})
+    """Errors per reason; the default is read-only, so SourceHealths can share it."""
     last_sample_wall_time: float | None = None
     """time.time() when the newest batch arrived (the sample's own timestamp may be trace time)."""
     finished: bool = False
     """A non-looping replay has played its last sample; the last state is kept."""
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """Everything a reader may ask about, as of one batch. `generation` grows by one per publish."""
 
     generation: int
@@ -114,10 +114,3 @@ class Snapshot:
                 matches = [g for g in matches if g.entity.gpu_instance == int(instance)]
             return matches
         return []
-
-
-# Positional constructors for the sampler, which builds a snapshot per batch (see frozen_builder):
-# every field, in declaration order.
-new_gpu_state = frozen_builder(GpuState)
-new_source_health = frozen_builder(SourceHealth)
-new_snapshot = frozen_builder(Snapshot)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -13,8 +12,8 @@ from hypothesis import strategies as st
 
 from exporter import fields
 from exporter.catalog import load_catalog
-from exporter.inference import Estimate, InferenceConfig, Totals, frozen_builder, step
-from exporter.roofline import CounterReading, classify_counters
+from exporter.inference import Estimate, InferenceConfig, Totals, step
+from exporter.roofline import REGIMES, CounterReading, classify_counters
 from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
@@ -30,23 +29,29 @@ ratio = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 optional_ratio = st.none() | ratio
 
 
-def test_frozen_builder_makes_ordinary_frozen_instances() -> None:
-    build = frozen_builder(Totals)
-    seconds = {"idle": 1.0, "memory_bound": 2.0, "compute_bound": 0.0, "latency_bound": 0.0}
-    built = build(seconds, 3.0, 4.0, 5.0, True)
-    assert type(built) is Totals
-    assert built == Totals(seconds, 3.0, 4.0, 5.0, True)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        built.flop_total = 0.0  # type: ignore[misc]
+def test_step_results_are_immutable() -> None:
+    values: dict[int, float | None] = {fields.DRAM_ACTIVE: 0.5, fields.PIPE_TENSOR_ACTIVE: 0.25}
+    state = step(None, Sample(0.0, ENTITY, values), H100, InferenceConfig(precision="bf16"))
+    state = step(state, Sample(1.0, ENTITY, values), H100, InferenceConfig(precision="bf16"))
+    assert state.estimate is not None and state.smoothing is not None
+    assert state.totals.integrated_seconds == 1.0
+    for record, name in (
+        (state, "timestamp"),
+        (state.estimate, "dram_active"),
+        (state.smoothing, "regime"),
+        (state.totals, "flop_total"),
+    ):
+        with pytest.raises(AttributeError):
+            setattr(record, name, 0.0)
+    with pytest.raises(TypeError):
+        state.totals.regime_seconds["idle"] = 5.0  # type: ignore[index]
 
 
-def test_frozen_builder_refuses_a_class_without_matching_slots() -> None:
-    @dataclasses.dataclass(frozen=True)
-    class Unslotted:
-        a: int
-
-    with pytest.raises(TypeError, match="slotted"):
-        frozen_builder(Unslotted)
+def test_fresh_totals_share_a_read_only_zero_default() -> None:
+    fresh = Totals()
+    assert dict(fresh.regime_seconds) == dict.fromkeys(REGIMES, 0.0)
+    with pytest.raises(TypeError):
+        fresh.regime_seconds["idle"] = 1.0  # type: ignore[index]
 
 
 @settings(max_examples=200, deadline=None)

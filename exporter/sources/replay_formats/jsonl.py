@@ -18,13 +18,10 @@ the general path, so every outcome (values, skips, messages) is the standard lib
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
-import types
 from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import cast
 
 from exporter.fields import FP64_BLANK, RATIO_FIELDS
 from exporter.sample import Attribution, Entity, Sample
@@ -95,7 +92,6 @@ def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
     batch_no = 0
     in_order = True
     entity_keys = ENTITY_KEYS
-    new_sample = _NEW_SAMPLE
     lookup_field = ctx.lookup_field
 
     for start in range(0, len(texts), _CHUNK_LINES):
@@ -132,7 +128,7 @@ def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
                                 found = None
                         if found is not None:
                             values = _clean_fields(raw_fields, limits, lookup_field)
-                            sample = new_sample(raw_ts, found[0], values, attribution)
+                            sample = Sample(raw_ts, found[0], values, attribution)
                     except (TypeError, ValueError):  # an unhashable label or a bad value
                         sample = None
             if sample is None or found is None:
@@ -173,43 +169,6 @@ def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
     samples = chain.from_iterable(samples for _, samples in batches)
     kept = (numbers[i] for i in range(len(texts)) if i not in dropped)
     return regroup([(s.timestamp, s, number) for s, number in zip(samples, kept, strict=True)], ctx)
-
-
-def _sample_maker() -> Callable[[float, Entity, dict[int, float | None], Attribution | None], Sample]:
-    """Sample itself, or a maker that fills its four slots directly while Sample is still
-    exactly those four slots with no __post_init__.
-
-    The frozen dataclass __init__ costs about 0.5 µs (four object.__setattr__ calls); storing
-    through the slot descriptors costs about 0.3 µs, a tenth of a line's whole budget. The
-    result is the same object (equal, same hash and repr); tests/test_replay.py checks it.
-    """
-    names = ("timestamp", "entity", "values", "attribution")
-    slots = [Sample.__dict__.get(name) for name in names]
-    if (
-        tuple(f.name for f in dataclasses.fields(Sample)) != names
-        or hasattr(Sample, "__post_init__")
-        or not all(isinstance(slot, types.MemberDescriptorType) for slot in slots)
-    ):
-        return Sample
-    set_timestamp, set_entity, set_values, set_attribution = (
-        cast(types.MemberDescriptorType, slot).__set__ for slot in slots
-    )
-    new = object.__new__
-
-    def make(
-        timestamp: float, entity: Entity, values: dict[int, float | None], attribution: Attribution | None
-    ) -> Sample:
-        sample = new(Sample)
-        set_timestamp(sample, timestamp)
-        set_entity(sample, entity)
-        set_values(sample, values)
-        set_attribution(sample, attribution)
-        return sample
-
-    return make
-
-
-_NEW_SAMPLE = _sample_maker()
 
 
 def _decode_chunk(texts: list[str], numbers: Sequence[int], ctx: ParseContext) -> list[object]:
