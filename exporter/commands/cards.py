@@ -46,7 +46,7 @@ def table(entries: list[dict[str, Any]]) -> str:
         name = entry["name"] + (" (ref.)" if entry["reference_only"] else "")
         lines.append(
             f"{entry['key']:<16} {name[:50]:<50} {half:>11} {fp8:>9} "
-            f"{entry['bandwidth_bytes_per_second'] / 1e12:>7.3g} {ridge:>7}"
+            f"{entry['bandwidth_bytes_per_second'] / 1e12:>7g} {ridge:>7}"
         )
     lines.append("* fp16 (the card has no bf16); (ref.) reference only: no DCGM counters")
     return "\n".join(lines) + "\n"
