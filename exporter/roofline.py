@@ -367,10 +367,11 @@ def _latency_lever(gr_engine: float | None, sm_active: float | None, sm_occupanc
 def counter_regime(reading: CounterReading, thresholds: Thresholds) -> tuple[CounterRegime, str]:
     """The per-sample regime and its lever (DESIGN.md, "Regimes, per sample").
 
-    A regime is named after a wall only when that wall is near (its ratio over the wall ≥ θ):
-    memory when DRAM_ACTIVE / d_wall ≥ θ, compute when t·k / t_wall ≥ θ or a CUDA-core FP pipe
-    is near its wall. When both walls are near, the side of the ridge (position t·k / d) decides.
-    Busy with neither wall near is latency-bound.
+    The side of the ridge (position t·k / d) says which wall could bind; the GPU is bound by it
+    only when it is near that wall (its ratio over the wall ≥ θ): memory_bound on the memory side
+    with DRAM_ACTIVE / d_wall ≥ θ, compute_bound on the compute side with t·k / t_wall ≥ θ, or
+    whenever a CUDA-core FP pipe is the busiest thing near its wall. Busy otherwise is
+    latency-bound — including the compute side with DRAM busy but tensors far from their wall.
     """
     r = reading
     return counter_regime_values(
@@ -409,12 +410,11 @@ def counter_regime_values(
     tensor_at_wall = tensor_near >= theta
     if fp_near >= theta and fp_near >= tensor_near and (not memory_at_wall or fp_near >= memory_near):
         return "compute_bound", LEVER_FP_PIPE
-    if memory_at_wall and tensor_at_wall:
-        memory_side = flop_utilization < dram
-        return ("memory_bound", LEVER_MEMORY) if memory_side else ("compute_bound", LEVER_COMPUTE)
-    if memory_at_wall:
-        return "memory_bound", LEVER_MEMORY
-    if tensor_at_wall:
+    # position = t·k / d: below 1 is the memory side of the ridge (d ≈ 0 is the compute side)
+    if flop_utilization < dram:
+        if memory_at_wall:
+            return "memory_bound", LEVER_MEMORY
+    elif tensor_at_wall:
         return "compute_bound", LEVER_COMPUTE
     return "latency_bound", _latency_lever(gr_engine, sm_active, sm_occupancy)
 

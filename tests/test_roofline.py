@@ -195,3 +195,19 @@ def test_dominant_precision_follows_the_busiest_tensor_pipe() -> None:
     assert roofline.dominant_precision("fp8", hmma_active=0.5) == "bf16"
     assert roofline.dominant_precision("bf16", imma_active=0.001) == "bf16"
     assert roofline.dominant_precision("bf16", dfma_active=0.5, available=["fp16", "fp32"]) == "bf16"
+
+
+@pytest.mark.parametrize(
+    ("dram", "tensor", "regime"),
+    [
+        (0.50, 0.45, "memory_bound"),  # memory side, DRAM at 0.625 of its wall
+        (0.50, 0.55, "latency_bound"),  # compute side, tensors at 0.59 of theirs: no wall binds
+        (0.40, 0.30, "latency_bound"),  # memory side, DRAM below 0.6 of its wall
+        (0.30, 0.60, "compute_bound"),  # compute side, tensors at 0.65 of their wall
+    ],
+)
+def test_the_side_of_the_ridge_picks_the_wall_and_theta_says_whether_it_binds(
+    dram: float, tensor: float, regime: str
+) -> None:
+    reading = CounterReading(dram_active=dram, tensor_active=tensor, gr_engine_active=0.95)
+    assert roofline.classify_counters(H100_BF16, reading).regime == regime
