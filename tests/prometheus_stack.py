@@ -1,0 +1,234 @@
+"""A real Prometheus (with rules/ loaded) scraping real `ridgeline serve` daemons, for end-to-end tests.
+
+Shared by tests/test_rules_e2e.py (scenario traces) and tests/test_dashboards_demo.py (the bundled
+demo): starting and stopping the processes, Prometheus' HTTP API, bounded polling, and running a
+dashboard's queries with its template variables resolved through the dashboard's own
+`label_values()` variable queries, as Grafana would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import free_port, stop_process
+
+ROOT = Path(__file__).resolve().parents[1]
+RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yml"))
+DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
+PROMETHEUS = shutil.which("prometheus") or (
+    "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
+)
+# Grafana's built-in interval variables, as Grafana would fill them for a 1 s scrape interval
+# (GPU-hours panel: its panel interval is 1h).
+BUILTINS = {"__rate_interval": "1m", "__interval": "1h"}
+
+
+@dataclass
+class Stack:
+    """The running processes of one test module and the Prometheus they feed."""
+
+    prometheus_url: str
+    tmp: Path
+    targets: dict[str, str] = field(default_factory=dict)
+    processes: list[tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=list)
+
+    def api(self, path: str, **params: str) -> Any:
+        """GET a Prometheus API path; returns `data`, raising AssertionError with the error text."""
+        url = f"{self.prometheus_url}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:
+            body = json.load(exc)
+        assert body.get("status") == "success", (
+            f"{path} {params}: {body.get('errorType')}: {body.get('error')}"
+        )
+        return body["data"]
+
+    def query(self, expr: str) -> list[Any]:
+        """An instant query's samples (a scalar comes back as a one-element list)."""
+        data = self.api("/api/v1/query", query=expr)
+        result = data["result"]
+        if data["resultType"] == "scalar":
+            return [result]
+        assert isinstance(result, list)
+        return result
+
+    def logs(self) -> str:
+        """The tail of every process' log, for failure messages."""
+        parts = []
+        for name, process, log in self.processes:
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            parts.append(f"--- {name} (exit {process.poll()}) ---\n{tail}")
+        return "\n".join(parts)
+
+    def start_ridgeline(self, name: str, *args: str) -> str:
+        """Start `ridgeline serve ARGS --listen` on a free loopback port; returns HOST:PORT."""
+        address = f"127.0.0.1:{free_port()}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        log = self.tmp / f"{name}.log"
+        command = [sys.executable, "-m", "exporter", "serve", *args, "--listen", address]
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.tmp)
+        self.processes.append((f"ridgeline {name}", process, log))
+        self.targets[name] = address
+        return address
+
+    def start_prometheus(self, static_configs: list[dict[str, Any]], job: str = "ridgeline") -> None:
+        """Start Prometheus (1 s scrape and evaluation, rules/ unchanged) and wait until ready."""
+        assert PROMETHEUS is not None
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+            "rule_files": [str(p) for p in RULE_FILES],
+            "scrape_configs": [{"job_name": job, "static_configs": static_configs}],
+        }
+        config_file = self.tmp / "prometheus.yml"
+        config_file.write_text(yaml.safe_dump(config))
+        port = free_port()
+        log = self.tmp / "prometheus.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp,
+            )  # fmt: skip
+        self.processes.append(("prometheus", process, log))
+        self.prometheus_url = f"http://127.0.0.1:{port}"
+
+        def ready() -> str | None:
+            with urllib.request.urlopen(f"{self.prometheus_url}/-/ready", timeout=5) as response:
+                return None if response.status == 200 else f"HTTP {response.status}"
+
+        wait_for(ready, self, "Prometheus ready", 60.0)
+
+
+@contextmanager
+def running_stack(tmp: Path) -> Iterator[Stack]:
+    """A Stack whose processes are all stopped (SIGTERM, then SIGKILL) on the way out."""
+    stack = Stack(prometheus_url="", tmp=tmp)
+    try:
+        yield stack
+    finally:
+        for _name, process, _log in reversed(stack.processes):
+            stop_process(process, timeout=10)
+
+
+def wait_for(check: Callable[[], str | None], stack: Stack, what: str, deadline_seconds: float) -> None:
+    """Poll `check` (None = satisfied, else a description of what is missing) until a deadline."""
+    deadline = time.monotonic() + deadline_seconds
+    missing: str | None = "not checked"
+    while time.monotonic() < deadline:
+        for name, process, _log in stack.processes:
+            if process.poll() is not None:
+                pytest.fail(f"{name} exited early while waiting for {what}\n{stack.logs()}")
+        try:
+            missing = check()
+        except (AssertionError, OSError) as exc:
+            missing = str(exc)
+        if missing is None:
+            return
+        time.sleep(1.0)
+    pytest.fail(f"{what} not reached within {deadline_seconds:.0f} s: {missing}\n{stack.logs()}")
+
+
+def loaded_rules(stack: Stack) -> list[dict[str, Any]]:
+    """Every rule Prometheus has loaded, with its health and last error."""
+    return [rule for group in stack.api("/api/v1/rules")["groups"] for rule in group["rules"]]
+
+
+def active_alerts(stack: Stack) -> set[tuple[str, str | None, str | None]]:
+    """(alertname, node, gpu) of every alert that is pending or firing."""
+    return {
+        (a["labels"]["alertname"], a["labels"].get("node"), a["labels"].get("gpu"))
+        for a in stack.api("/api/v1/alerts")["alerts"]
+        if a["state"] in {"pending", "firing"}
+    }
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+_LABEL_VALUES = re.compile(r"^label_values\((.*),\s*(\w+)\)$", re.DOTALL)
+
+
+def substitute(text: str, values: Mapping[str, str]) -> str:
+    """Replace Grafana template variables ($name, ${name}, ${name:fmt}) that `values` knows."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return values.get(name, match.group(0))  # `$1` in label_replace stays as it is
+
+    return _VARIABLE.sub(replace, text)
+
+
+def variable_assignments(
+    stack: Stack,
+    dashboard: dict[str, Any],
+    preferred: Mapping[str, str],
+    *,
+    every_value: bool = False,
+) -> list[dict[str, str]]:
+    """Values for the dashboard's variables, found by running its own label_values() queries.
+
+    A variable takes its `preferred` value when its query offers it, else "All" when it has one,
+    else its first offered value; with `every_value`, "All" and then each offered value in turn
+    (one assignment per combination: every GPU of the Node dashboard, every namespace/pod of the
+    Workload dashboard).
+    """
+    assignments = [dict(BUILTINS)]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        name = variable["name"]
+        expanded: list[dict[str, str]] = []
+        for values in assignments:
+            query = substitute(variable["query"]["query"], values)
+            match = _LABEL_VALUES.match(query)
+            assert match, f"{dashboard['uid']}: variable {name}: unsupported query {query!r}"
+            selector, label = match.groups()
+            offered = stack.api(f"/api/v1/label/{label}/values", **{"match[]": selector})
+            assert offered, f"{dashboard['uid']}: variable {name} offers no value ({query})"
+            all_value = [variable["allValue"]] if variable.get("includeAll") else []
+            if preferred.get(name) in offered:
+                picks = [preferred[name]]
+            elif every_value:
+                picks = [*all_value, *offered]
+            else:
+                picks = all_value or [offered[0]]
+            expanded.extend({**values, name: pick} for pick in picks)
+        assignments = expanded
+    return assignments
+
+
+def resolve_variables(
+    stack: Stack, dashboard: dict[str, Any], preferred: Mapping[str, str]
+) -> dict[str, str]:
+    """One value per variable (see variable_assignments)."""
+    return variable_assignments(stack, dashboard, preferred)[0]
+
+
+def dashboard_queries(dashboard: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(panel title, refId, expr) of every panel target, collapsed rows included."""
+    panels = [p for top in dashboard["panels"] for p in (top, *top.get("panels", []))]  # rows nest
+    return [
+        (panel["title"], target["refId"], target["expr"])
+        for panel in panels
+        for target in panel.get("targets", [])
+    ]
