@@ -4,10 +4,13 @@
 A synthetic but realistic 10-minute, 1-second trace of one 8-GPU H100 SXM node, in Ridgeline's
 JSON Lines replay format. Every GPU tells a different roofline story:
 
-    GPU 0-3  LLM training (llm-train/trainer-0): 12 s steps of GEMM-heavy forward/backward
-             (tensor 0.65-0.80, DRAM 0.30-0.40, compute side), an all-reduce (NVLink bytes
-             high, SM and tensor low) and a memory-bound optimizer step (DRAM 0.70-0.78,
-             tensor ~0.05). GPU 2 reports a blank DRAM_ACTIVE for 5 s (a DCGM hiccup).
+    GPU 0-3  LLM training (llm-train/trainer-0): 20 s steps of GEMM-heavy forward/backward
+             (16 s, tensor 0.72-0.85, DRAM 0.30-0.40, compute side), an exposed all-reduce
+             (2 s, NVLink bytes high, SM and tensor low) and a memory-bound optimizer step
+             (2 s, DRAM 0.70-0.78, tensor ~0.05). Per second the raw regime follows the phases;
+             smoothed over 10 s and debounced, the step reads compute-bound (the all-reduce and
+             optimizer dip lasts less than the 5 s dwell). GPU 2 reports a blank DRAM_ACTIVE
+             for 5 s (a DCGM hiccup).
     GPU 4-5  batched LLM decode serving (inference/decode-*): DRAM 0.65-0.78, near its wall,
              tensor 0.08-0.15: memory-bound. GPU 5 drops out for 20 s and comes back.
     GPU 6    an input-starved embedding job (data-eng/embed-etl-*): GR_ENGINE_ACTIVE ~0.85 but
@@ -46,8 +49,8 @@ BLANK_GPU, BLANK_FROM, BLANK_TO = 2, 200, 205
 DROP_GPU, DROP_FROM, DROP_TO = 5, 400, 420
 """GPU 5 is missing from the trace for these seconds (e.g. an XID and a driver reset)."""
 
-STEP_SECONDS = 12
-"""Training step: 7 s forward/backward, 2 s all-reduce, 3 s optimizer."""
+STEP_SECONDS = 20
+"""Training step: 16 s forward/backward, 2 s all-reduce, 2 s optimizer."""
 
 PODS = {
     0: ("llm-train", "trainer-0", "pytorch"),
@@ -68,8 +71,8 @@ def _clip(value: float, low: float = 0.0, high: float = 1.0) -> float:
 def _phase_training(second: int, gpu: int, rng: random.Random) -> dict[str, float]:
     # The four ranks run the same step, a little out of phase with one another.
     t = (second + gpu % 2) % STEP_SECONDS
-    if t < 7:  # forward/backward: GEMMs on the tensor cores
-        tensor = rng.uniform(0.65, 0.80)
+    if t < 16:  # forward/backward: GEMMs on the tensor cores
+        tensor = rng.uniform(0.72, 0.85)
         return {
             "gract": rng.uniform(0.95, 0.99),
             "smact": rng.uniform(0.86, 0.93),
@@ -80,7 +83,7 @@ def _phase_training(second: int, gpu: int, rng: random.Random) -> dict[str, floa
             "fp16": rng.uniform(0.02, 0.05),
             "nvl": rng.uniform(8e9, 2.0e10),
         }
-    if t < 9:  # all-reduce over NVLink: the SMs mostly wait on the links
+    if t < 18:  # all-reduce over NVLink: the SMs mostly wait on the links
         return {
             "gract": rng.uniform(0.85, 0.93),
             "smact": rng.uniform(0.15, 0.25),
