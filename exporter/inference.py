@@ -183,6 +183,9 @@ class EntityInference(NamedTuple):
     recent_intervals: tuple[float, ...] = ()
     missing_fields: tuple[str, ...] = ()
     """Why `estimate` is None: the required fields that were blank or absent."""
+    card_key: str | None = None
+    """The catalog key (or "unknown"), known even while `estimate` is None, so that a blank
+    reading does not change the `card` label of the GPU's counters."""
 
 
 def resolve_precision(card: Card, wanted: str) -> tuple[str, str | None]:
@@ -296,6 +299,7 @@ def step(
             totals=base_totals,
             recent_intervals=recent,
             missing_fields=tuple(missing),
+            card_key=_card_profile(card, config).key,
         )
 
     profile = _card_profile(card, config)
@@ -451,6 +455,7 @@ def step(
         new_totals,
         recent,
         (),
+        profile.key,
     )
 
 

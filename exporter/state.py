@@ -37,9 +37,10 @@ class GpuState(NamedTuple):
 
     @property
     def card(self) -> str | None:
-        """The catalog key, "unknown", or None while no reading has arrived."""
+        """The catalog key or "unknown" (kept through blank readings; None only for a state
+        built without a card)."""
         estimate = self.inference.estimate
-        return estimate.card if estimate is not None else None
+        return estimate.card if estimate is not None else self.inference.card_key
 
     @property
     def last_sample_timestamp(self) -> float:

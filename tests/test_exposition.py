@@ -205,3 +205,17 @@ def test_fast_encoder_writes_exactly_what_prometheus_client_writes(openmetrics: 
     registry.register(SnapshotCollector(lambda: snapshot))
     reference = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
     assert encode(build_families(snapshot), openmetrics=openmetrics) == reference
+
+
+def test_counters_keep_their_card_label_through_a_blank_hiccup() -> None:
+    """A blank reading must not relabel a GPU's counters card="unknown": a label change starts a
+    new series (and ends the old one) in Prometheus, so increase() and rate() break."""
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    for i in range(3):
+        sampler.ingest([Sample(1000.0 + i, PLAIN, values(0.7, 0.1))])
+    sampler.ingest([Sample(1003.0, PLAIN, values(None, 0.1))])  # a blank-value hiccup
+    body, _ = MetricsEndpoint(lambda: sampler.snapshot).render(None)
+    found = series(body.decode())
+    (flop_labels,) = [labels for labels, _ in found["ridgeline_flop_total"]]
+    assert flop_labels["card"] == "h100-sxm"
+    assert {labels["card"] for labels, _ in found["ridgeline_regime_seconds_total"]} == {"h100-sxm"}
