@@ -455,7 +455,8 @@ def counter_position(
     achieved_bytes = dram * bandwidth
     intensity: float | None
     position: float | None
-    if dram < DRAM_EPSILON:
+    if dram < DRAM_EPSILON or achieved_bytes <= 0.0:
+        # d·B can underflow to 0 on an absurdly small (custom) bandwidth: undefined, like d ≈ 0
         intensity = None
         position = None
         attainable = peak

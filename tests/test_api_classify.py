@@ -399,3 +399,17 @@ def test_live_router_is_mounted_beside_post_classify(catalog: Catalog) -> None:
 def test_create_app_refuses_an_unknown_default_precision(catalog: Catalog) -> None:
     with pytest.raises(ValueError, match="fp12"):
         create_app(catalog, precision_default="fp12")
+
+
+@pytest.mark.parametrize(
+    ("peak", "bandwidth"), [(1e24, 5e-324), (5e-324, 5e-324)], ids=["ridge-overflow", "subnormal"]
+)
+def test_counter_form_on_a_subnormal_custom_roof_is_never_500(
+    client: TestClient, peak: float, bandwidth: float
+) -> None:
+    response = client.post(
+        "/classify",
+        json={"peak_flops": peak, "bandwidth": bandwidth, "dram_active": 0.5, "tensor_active": 0.5},
+    )
+    assert response.status_code in (200, 422), response.text
+    assert "NaN" not in response.text and "Infinity" not in response.text

@@ -211,3 +211,16 @@ def test_the_side_of_the_ridge_picks_the_wall_and_theta_says_whether_it_binds(
 ) -> None:
     reading = CounterReading(dram_active=dram, tensor_active=tensor, gr_engine_active=0.95)
     assert roofline.classify_counters(H100_BF16, reading).regime == regime
+
+
+@pytest.mark.parametrize(
+    "roof",
+    [Roof(1e24, 5e-324), Roof(5e-324, 5e-324)],
+    ids=["bytes-underflow", "both-underflow"],
+)
+def test_counter_form_survives_achieved_bytes_underflowing_to_zero(roof: Roof) -> None:
+    # d·B rounds to 0.0 for a subnormal bandwidth although d is well above DRAM_EPSILON:
+    # the intensity is then undefined, never a ZeroDivisionError
+    verdict = roofline.classify_counters(roof, CounterReading(dram_active=0.5, tensor_active=0.5))
+    assert verdict.achieved_bandwidth_bytes_per_second == 0.0
+    assert verdict.intensity_flop_per_byte is None
