@@ -8,6 +8,7 @@ so the sample loop and the HTTP API only ever see a consistent catalog.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
@@ -91,7 +92,29 @@ class Card(BaseModel):
             raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
         if not peaks:
             raise ValueError("at least one precision peak is required")
+        for precision, value in peaks.items():
+            if not math.isfinite(from_tera(value)):
+                raise ValueError(f"{precision}: {value} TFLOP/s overflows a float once scaled to FLOP/s")
         return peaks
+
+    @field_validator("bandwidth_tbps")
+    @classmethod
+    def _bandwidth_scales(cls, value: float) -> float:
+        if not math.isfinite(from_tera(value)):
+            raise ValueError(f"{value} TB/s overflows a float once scaled to bytes/s")
+        return value
+
+    @model_validator(mode="after")
+    def _ridges_are_finite(self) -> Card:
+        """Every answer carries the ridge P / B: a pair whose ratio overflows is unusable."""
+        bandwidth = from_tera(self.bandwidth_tbps)
+        for precision, value in self.peak_tflops.items():
+            if not math.isfinite(from_tera(value) / bandwidth):
+                raise ValueError(
+                    f"the {precision} ridge (peak_tflops / bandwidth_tbps) overflows a float; "
+                    "check the units (TFLOP/s and TB/s)"
+                )
+        return self
 
     @field_validator("nvml_patterns")
     @classmethod
@@ -246,7 +269,8 @@ def parse_catalog_text(text: str, origin: str) -> list[Card]:
     try:
         data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader either way
     except yaml.YAMLError as exc:
-        raise CatalogError(f"{origin}: not valid YAML: {exc}") from None
+        # PyYAML's message spans lines (problem, then "in ..., line L, column C"): keep one line
+        raise CatalogError(f"{origin}: not valid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
         raise CatalogError(f"{origin}: expected a mapping with a `cards:` list at the top")
     try:
@@ -269,10 +293,11 @@ def load_catalog(extra_files: Iterable[str | Path] = ()) -> Catalog:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise CatalogError(f"{path}: cannot read cards file: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise CatalogError(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        cards = parse_catalog_text(text, str(path))
         try:
-            catalog = catalog.merged(parse_catalog_text(text, str(path)))
-        except CatalogError:
-            raise
-        except ValueError as exc:
+            catalog = catalog.merged(cards)
+        except ValueError as exc:  # CatalogError included: a clash with a card already loaded
             raise CatalogError(f"{path}: {exc}") from None
     return catalog

@@ -171,3 +171,40 @@ def test_user_file_reusing_another_cards_nvml_name_is_refused(tmp_path: Path) ->
 def test_missing_user_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match=r"nope\.yaml"):
         load_catalog([tmp_path / "nope.yaml"])
+
+
+def test_user_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"cards:\n  - key: x\n    name: \xe9\xff\n")
+    with pytest.raises(CatalogError, match=r"latin1\.yaml"):
+        load_catalog([path])
+
+
+def test_user_file_clashing_with_a_built_in_alias_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "clash.yaml"
+    path.write_text(
+        "cards:\n  - key: h100\n    name: x\n    peak_tflops: {bf16: 1}\n"
+        "    bandwidth_tbps: 1\n    source: https://e.com\n"
+    )
+    with pytest.raises(CatalogError) as caught:
+        load_catalog([path])
+    assert str(path) in str(caught.value) and "'h100'" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("figures", "field"),
+    [
+        ("peak_tflops: {bf16: 1e300}\n    bandwidth_tbps: 1", "peak_tflops"),
+        ("peak_tflops: {bf16: 1e290}\n    bandwidth_tbps: 1e-30", "ridge"),
+        ("peak_tflops: {bf16: 1}\n    bandwidth_tbps: 1e300", "bandwidth_tbps"),
+    ],
+)
+def test_figures_that_overflow_once_scaled_are_refused(tmp_path: Path, figures: str, field: str) -> None:
+    # finite in TFLOP/s and TB/s, but FLOP/s, bytes/s or the ridge overflow a float: every answer
+    # (GET /cards, `ridgeline cards --json`) would carry an Infinity
+    path = tmp_path / "huge.yaml"
+    path.write_text(f"cards:\n  - key: huge\n    name: x\n    {figures}\n    source: https://e.com\n")
+    with pytest.raises(CatalogError) as caught:
+        load_catalog([path])
+    message = str(caught.value)
+    assert str(path) in message and "entry 'huge'" in message and field in message

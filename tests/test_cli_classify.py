@@ -218,3 +218,19 @@ def test_the_console_script_prints_no_traceback() -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "unknown card 'nope'" in result.stderr
+
+
+def test_invalid_yaml_user_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("cards: [1\n")
+    status, _, err = run_cli(capsys, "cards", "--cards", str(path))
+    assert status == 2
+    assert str(path) in err and "not valid YAML" in err
+    assert err.count("\n") == 1
+
+
+def test_counter_form_on_a_subnormal_custom_roof_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--peak-flops", "1e24", "--bandwidth", "5e-324", "--dram-active", "0.5", "--tensor-active", "0.5"]
+    status, out, err = run_cli(capsys, "classify", *argv)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1
