@@ -195,3 +195,23 @@ def test_close_frees_samples_and_shuts_nvml_down(nvml: ModuleType) -> None:
     source.close()
     assert nvml.FAKE.initialized == 0
     assert nvml.FAKE.freed == 4
+
+
+def test_a_gpu_lost_before_open_is_skipped_and_the_others_are_sampled(nvml: ModuleType) -> None:
+    """Reopening after a GPU fell off the bus meets it again in nvmlDeviceGetCount; NVML's
+    GPU_IS_LOST there must not escape open() as a raw NVMLError (it would kill the sampler)."""
+    _two_h100(nvml)
+    nvml.FAKE.devices[1].lost = True
+    source = _open()
+    assert [s.entity.gpu for s in source.read()] == [0]
+    assert "fell off the bus" in source.dropped[1]
+
+
+def test_every_gpu_lost_at_open_is_a_source_error(nvml: ModuleType) -> None:
+    _two_h100(nvml)
+    for device in nvml.FAKE.devices:
+        device.lost = True
+    with pytest.raises(SourceUnavailable) as caught:
+        _open()
+    assert "GPU 0" in caught.value.message and "GPU 1" in caught.value.message
+    assert nvml.FAKE.initialized == 0

@@ -86,6 +86,9 @@ class NvmlSource:
         self._nvml = nvml
         try:
             self._open_targets(nvml)
+        except nvml.NVMLError as exc:
+            self.close()
+            raise SourceUnavailable("nvml_error", f"NVML failed while listing the GPUs: {exc}") from exc
         except BaseException:
             self.close()
             raise
@@ -156,21 +159,34 @@ class NvmlSource:
         for index in range(count):
             if self._options.gpus is not None and index not in self._options.gpus:
                 continue
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            entity = Entity(
-                gpu=index,
-                uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                model=_text(nvml.nvmlDeviceGetName(handle)),
-            )
-            if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
-                unsupported.append(f"GPU {index} ({entity.model})")
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                entity = Entity(
+                    gpu=index,
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    model=_text(nvml.nvmlDeviceGetName(handle)),
+                )
+                if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+                    unsupported.append(f"GPU {index} ({entity.model})")
+                    continue
+                targets = [self._target(nvml, handle, entity)]
+                for gi in self._gpu_instances(nvml, handle):
+                    mig_entity = Entity(gpu=index, uuid=entity.uuid, model=entity.model, gpu_instance=gi)
+                    targets.append(self._target(nvml, handle, mig_entity))
+            except nvml.NVMLError as exc:
+                if exc.value != nvml.NVML_ERROR_GPU_IS_LOST:
+                    raise SourceUnavailable("nvml_error", f"NVML failed on GPU {index}: {exc}") from exc
+                # Still counted by nvmlDeviceGetCount after it fell off the bus (a reopen after
+                # "gpu_lost" meets it again): sample the others.
+                self.dropped[index] = f"fell off the bus ({exc})"
+                log.error("NVML: GPU %d fell off the bus (%s); it is not sampled", index, exc)
                 continue
-            self._targets.append(self._target(nvml, handle, entity))
-            for gi in self._gpu_instances(nvml, handle):
-                mig_entity = Entity(gpu=index, uuid=entity.uuid, model=entity.model, gpu_instance=gi)
-                self._targets.append(self._target(nvml, handle, mig_entity))
+            self._targets.extend(targets)
         if unsupported:
             log.warning("NVML GPM is not supported on %s; those GPUs are not sampled", ", ".join(unsupported))
+        if not self._targets and self.dropped and not unsupported:
+            lost = "; ".join(f"GPU {g}: {why}" for g, why in sorted(self.dropped.items()))
+            raise SourceUnavailable("gpu_lost", f"no GPU left to sample ({lost})")
         if not self._targets:
             which = ", ".join(unsupported) if unsupported else "no NVIDIA GPU found"
             raise SourceUnavailable(
