@@ -231,9 +231,16 @@ class Sampler:
             log.exception("source %s failed unexpectedly", self.source_name)
             self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
             self._close_source()
+            self._expire_while_down()
             self._publish()
             return False
-        self._fold(batch)
+        try:
+            self._fold(batch)
+        except Exception as exc:  # a bad value or a failing attributor must not kill the thread
+            log.exception("folding a batch from %s failed", self.source_name)
+            self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
+            self._publish()
+            return False
         if publish:
             self._collect_replay_stats(source)
             self._publish()
@@ -304,6 +311,10 @@ class Sampler:
             self._source = self._opener(self._requested_name, self._options)
         except SourceError as exc:
             self._record_error(exc.reason, exc.message)
+            return False
+        except Exception as exc:  # a GPU library's own exception out of open(): retry, don't die
+            log.exception("opening source %s failed unexpectedly", self._requested_name)
+            self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
             return False
         self.source_name = self._source.name
         log.info("source %s opened", self.source_name)

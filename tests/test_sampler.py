@@ -274,3 +274,46 @@ def test_stop_interrupts_a_slow_paced_replay(tmp_path: Path) -> None:
     sampler.stop(timeout=20.0)
     assert not sampler.running
     assert not sampler.snapshot.source.finished
+
+
+def test_an_unexpected_exception_while_reopening_is_counted_not_fatal() -> None:
+    """A GPU library's own exception out of open() (not a SourceError) must not escape the
+    sampler thread: the source stays down, the error is counted and the GPUs expire."""
+    clock = [100.0]
+    calls: list[int] = []
+
+    def broken_opener(name: str, options: SourceOptions) -> Source:
+        calls.append(1)
+        raise RuntimeError("NVML: GPU is lost")
+
+    source = ScriptedSource([[reading(0.0, GPU0)], SourceError("lost", "GPU fell off the bus")])
+    sampler = Sampler(
+        "scripted",
+        SourceOptions(interval_seconds=1.0),
+        CATALOG,
+        InferenceConfig(),
+        source=source,
+        opener=broken_opener,
+        wall_clock=lambda: clock[0],
+    )
+    assert sampler.run_once()
+    clock[0] += 1
+    assert not sampler.run_once()
+    clock[0] += 10
+    assert not sampler.run_once()
+    assert calls
+    snapshot = sampler.snapshot
+    assert not snapshot.source.up and snapshot.source.reason == "internal_error"
+    assert snapshot.source.errors_total["internal_error"] == 1
+    assert snapshot.gpus == ()
+
+
+def test_an_exception_while_folding_a_batch_is_counted_not_fatal() -> None:
+    class BrokenAttributor:
+        def lookup(self, uuid: str, gpu_instance: int | None) -> Attribution | None:
+            raise OSError("kubelet socket vanished")
+
+    sampler = make_sampler(ScriptedSource([[reading(0.0, GPU0)]]), attributor=BrokenAttributor())
+    assert not sampler.run_once()
+    health = sampler.snapshot.source
+    assert not health.up and health.errors_total["internal_error"] == 1
