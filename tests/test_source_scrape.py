@@ -243,3 +243,17 @@ def test_source_keeps_working_after_a_failed_read(exporter_url: str) -> None:
 )
 def test_metric_names_map_to_fields(name: str, expected: tuple[int, float] | None) -> None:
     assert metric_field(name) == expected
+
+
+def test_gpus_without_a_uuid_label_stay_distinct() -> None:
+    """The sampler keys GPUs by (uuid, GPU instance): a page whose series lack UUID (relabelled
+    away) must not give every GPU the same empty uuid, or all but one are dropped as duplicates."""
+    from exporter.sources.scrape import parse_page
+
+    page = (
+        'DCGM_FI_PROF_DRAM_ACTIVE{gpu="0",modelName="NVIDIA H100 80GB HBM3"} 0.5\n'
+        'DCGM_FI_PROF_DRAM_ACTIVE{gpu="1",modelName="NVIDIA H100 80GB HBM3"} 0.6\n'
+    )
+    samples = parse_page(page, 1.0)
+    uuids = [s.entity.uuid for s in samples]
+    assert len(set(uuids)) == 2 and all(uuids)

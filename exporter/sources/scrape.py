@@ -107,9 +107,13 @@ def _entity(labels: Mapping[str, str]) -> Entity | None:
         gpu_text = match.group(1)
     instance_text = labels.get("GPU_I_ID", "")
     gpu_instance = int(instance_text) if instance_text.isdigit() else None
+    gpu = int(gpu_text)
+    uuid = _label(labels, "UUID", "uuid")
+    if not uuid:  # the sampler keys GPUs by uuid: without one, every GPU would collide
+        uuid = f"GPU-scrape-{gpu}"
     return Entity(
-        gpu=int(gpu_text),
-        uuid=_label(labels, "UUID", "uuid"),
+        gpu=gpu,
+        uuid=uuid,
         model=_label(labels, "modelName", "model_name", "model"),
         gpu_instance=gpu_instance,
     )
