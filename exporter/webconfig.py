@@ -145,11 +145,15 @@ class WebConfig(BaseModel):
                 raise ValueError("empty user name")
             if ":" in user:
                 raise ValueError(f"user {user!r}: a basic-auth user name cannot contain ':'")
-            if not _BCRYPT_HASH.match(hashed):
+            match = _BCRYPT_HASH.match(hashed)
+            if match is None:
                 raise ValueError(
                     f"user {user!r}: expected a bcrypt hash like $2b$10$... (60 characters), "
                     "e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
                 )
+            cost = int(match.group(1))
+            if not 4 <= cost <= 31:
+                raise ValueError(f"user {user!r}: bcrypt cost {cost} is outside bcrypt's 4..31")
         return users
 
     def uvicorn_ssl_kwargs(self) -> dict[str, Any]:

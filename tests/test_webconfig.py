@@ -386,3 +386,13 @@ def test_password_with_colon_and_custom_exempt_paths(serve: Callable[..., Served
 def test_no_users_means_no_auth(serve: Callable[..., Served]) -> None:
     served = serve(BasicAuthMiddleware(_app(), {}))
     assert httpx.get(f"{served.base_url}/metrics").status_code == 200
+
+
+@pytest.mark.parametrize("cost", ["03", "32", "99"])
+def test_bcrypt_cost_out_of_range_is_refused_at_load(tmp_path: Path, cost: str) -> None:
+    # the regex alone let these through and BasicAuthMiddleware then died on bcrypt's
+    # "Invalid rounds" at start-up, a traceback instead of a message naming the user
+    path = _write_config(tmp_path, f"basic_auth_users:\n  prometheus: '$2b${cost}${HASH[7:]}'\n")
+    with pytest.raises(WebConfigError, match=r"prometheus.*cost") as caught:
+        load_web_config(path)
+    assert str(path) in str(caught.value)
