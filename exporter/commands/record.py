@@ -49,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         stop.set()
-        source.close()  # wakes a replay read that is pacing
+        if source.paced:
+            # wakes a replay read that is pacing; a live source may be inside a library call on
+            # this very thread (the handler runs between bytecodes), so it is closed below instead
+            source.close()
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
