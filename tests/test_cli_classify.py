@@ -234,3 +234,35 @@ def test_counter_form_on_a_subnormal_custom_roof_is_one_line(capsys: pytest.Capt
     status, out, err = run_cli(capsys, "classify", *argv)
     assert status == 2 and out == ""
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("RIDGELINE_PRECISION", "BF16"), ("RIDGELINE_SOURCE", "bogus"), ("RIDGELINE_OP", "conv")],
+)
+def test_environment_values_outside_a_flags_choices_are_refused_naming_the_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    # argparse checks `choices` only for values typed on the command line, never for defaults:
+    # RIDGELINE_PRECISION=BF16 reached create_app and `serve` died with a traceback
+    from exporter.cli import build_parser
+
+    monkeypatch.setenv(variable, value)
+    command = "classify" if variable == "RIDGELINE_OP" else "serve"
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args([command])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert variable in err and repr(value) in err
+
+
+def test_an_empty_environment_variable_counts_as_unset(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `RIDGELINE_X=` in an EnvironmentFile or a pod spec: the flag keeps its default, as
+    # kingpin-based exporters treat it, rather than failing to parse "" as a number
+    for variable in ("RIDGELINE_DRAM_ACTIVE", "RIDGELINE_CARD", "RIDGELINE_PRECISION", "RIDGELINE_JSON"):
+        monkeypatch.setenv(variable, "")
+    status, out, err = run_cli(capsys, "classify", "--card", "h100", "--flops", "1", "--bytes", "1")
+    assert (status, err) == (0, "")
+    assert "verdict: memory-bound" in out

@@ -19,11 +19,16 @@ def add_flag(parser: argparse.ArgumentParser | Any, flag: str, *, help: str, **k
     """add_argument whose default comes from RIDGELINE_<FLAG> when that variable is set.
 
     The help text names the variable, so `--help` documents both spellings. Boolean flags
-    (action="store_true") accept 1/true/yes/on and 0/false/no/off.
+    (action="store_true") accept 1/true/yes/on and 0/false/no/off. An empty variable counts as
+    unset (as kingpin-based exporters treat it). argparse checks `choices` only on the command
+    line, so a variable's value is checked against them here.
     """
     variable = env_name(flag)
     raw = os.environ.get(variable)
-    if raw is not None:
+    if raw is not None and raw.strip():
+        choices = kwargs.get("choices")
+        if choices is not None and raw not in choices:
+            parser.error(f"{variable}={raw!r}: expected one of {', '.join(map(str, choices))}")
         if kwargs.get("action") == "store_true":
             word = raw.strip().lower()
             if word not in TRUE_WORDS | FALSE_WORDS:
