@@ -193,7 +193,10 @@ def test_web_config_basic_auth_protects_metrics_but_not_healthz(tmp_path: Path) 
             assert b"ridgeline_source_up" in response.read()
 
 
-def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kubelet_up_first", [True, False], ids=["kubelet-up", "kubelet-restarting"])
+def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path, kubelet_up_first: bool) -> None:
+    """Attribution works whether the kubelet's socket is there at start-up or only appears later
+    (a kubelet restarting while Ridgeline starts)."""
     from concurrent import futures
 
     import grpc
@@ -213,8 +216,13 @@ def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path) -> None:
     socket_path = tmp_path / "kubelet.sock"
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     pb_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
-    server.add_insecure_port(f"unix://{socket_path}")
-    server.start()
+
+    def start_kubelet() -> None:
+        server.add_insecure_port(f"unix://{socket_path}")  # binding creates the socket file
+        server.start()
+
+    if kubelet_up_first:
+        start_kubelet()
     lines = [
         json.dumps(
             {
@@ -231,7 +239,11 @@ def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path) -> None:
     trace.write_text("\n".join(lines) + "\n")
     try:
         with serving("--replay", str(trace), "--loop", "--kubelet-socket", str(socket_path)) as (base, _):
-            deadline = time.monotonic() + 20
+            if not kubelet_up_first:
+                poll(base, "/readyz", 200)
+                assert not socket_path.exists()
+                start_kubelet()
+            deadline = time.monotonic() + 30
             metrics = ""
             while 'namespace="llm"' not in metrics and time.monotonic() < deadline:
                 metrics = get(base + "/metrics")[1]

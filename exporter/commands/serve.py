@@ -336,11 +336,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_attributor(socket_path: str | None) -> Any:
-    """A running PodAttributor when the kubelet socket exists, else None (attribution off)."""
-    if not socket_path or not os.path.exists(socket_path):
+    """A running PodAttributor when the kubelet socket (or its directory) exists, else None.
+
+    A missing socket in an existing directory is a kubelet that is restarting: the attributor
+    starts anyway and connects once the socket is back, instead of staying off until the next
+    restart of Ridgeline.
+    """
+    if not socket_path or not os.path.isdir(os.path.dirname(os.path.abspath(socket_path))):
         log.debug("kubelet socket %s not found; pod attribution off", socket_path)
         return None
-    if not os.access(socket_path, os.W_OK):
+    if os.path.exists(socket_path) and not os.access(socket_path, os.W_OK):
         # Connecting to a unix socket needs write permission; the kubelet's is root-only.
         log.warning(
             "kubelet socket %s is not writable by uid %d; pod attribution from the kubelet is off "
