@@ -15,6 +15,27 @@ import pytest
 
 from exporter.catalog import Catalog, load_catalog
 
+# The answer fields DESIGN.md names for /classify (POST forms and the live GET).
+COMMON_FIELDS = {
+    "card",
+    "precision",
+    "peak_flop_per_second",
+    "bandwidth_bytes_per_second",
+    "ridge_flop_per_byte",
+    "intensity_flop_per_byte",
+    "regime",
+    "attainable_flop_per_second",
+    "fraction_of_peak",
+    "lever",
+}
+KERNEL_FIELDS = {"flops", "bytes", "memory_time_seconds", "compute_time_seconds", "floor_time_seconds"}
+COUNTER_FIELDS = {
+    "achieved_flop_per_second",
+    "achieved_bandwidth_bytes_per_second",
+    "flop_utilization",
+    "roofline_efficiency",
+}
+
 
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:

@@ -38,6 +38,14 @@ PROMETHEUS = shutil.which("prometheus") or (
 # (GPU-hours panel: its panel interval is 1h).
 BUILTINS = {"__rate_interval": "1m", "__interval": "1h"}
 
+REQUIRES_PROMETHEUS = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        PROMETHEUS is None, reason="prometheus binary not found (Debian package `prometheus`)"
+    ),
+]
+"""pytestmark for a module that runs the real Prometheus against `ridgeline serve`."""
+
 
 @dataclass
 class Stack:

@@ -5,32 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import COMMON_FIELDS, COUNTER_FIELDS, KERNEL_FIELDS
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
 
 from exporter.catalog import Catalog
 from exporter.roofline import Thresholds
 from exporter.web.app import create_app
-
-COMMON_FIELDS = {
-    "card",
-    "precision",
-    "peak_flop_per_second",
-    "bandwidth_bytes_per_second",
-    "ridge_flop_per_byte",
-    "intensity_flop_per_byte",
-    "regime",
-    "attainable_flop_per_second",
-    "fraction_of_peak",
-    "lever",
-}
-KERNEL_FIELDS = {"flops", "bytes", "memory_time_seconds", "compute_time_seconds", "floor_time_seconds"}
-COUNTER_FIELDS = {
-    "achieved_flop_per_second",
-    "achieved_bandwidth_bytes_per_second",
-    "flop_utilization",
-    "roofline_efficiency",
-}
 
 
 @pytest.fixture(scope="module")

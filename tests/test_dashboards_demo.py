@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from prometheus_stack import (
     DASHBOARDS,
-    PROMETHEUS,
+    REQUIRES_PROMETHEUS,
     Stack,
     active_alerts,
     dashboard_queries,
@@ -39,22 +39,7 @@ from prometheus_stack import (
     wait_for,
 )
 
-try:
-    import exporter.cli  # noqa: F401  (the daemon under test)
-
-    DAEMON_IMPORT_ERROR = ""
-except ImportError as exc:  # pragma: no cover - only while the daemon is missing
-    DAEMON_IMPORT_ERROR = str(exc)
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        PROMETHEUS is None, reason="prometheus binary not found (Debian package `prometheus`)"
-    ),
-    pytest.mark.skipif(
-        bool(DAEMON_IMPORT_ERROR), reason=f"exporter.cli cannot be imported: {DAEMON_IMPORT_ERROR}"
-    ),
-]
+pytestmark = REQUIRES_PROMETHEUS
 
 NODE = "demo-node"
 CLUSTER = "demo"

@@ -28,6 +28,7 @@ from conftest import free_port
 from prometheus_stack import (
     DASHBOARDS,
     PROMETHEUS,
+    REQUIRES_PROMETHEUS,
     RULE_FILES,
     Stack,
     active_alerts,
@@ -44,22 +45,7 @@ SCENARIOS = ROOT / "tests" / "data" / "scenarios"
 SPEED = 10
 DEADLINE_SECONDS = 120.0
 
-try:
-    import exporter.cli  # noqa: F401  (the daemon under test)
-
-    DAEMON_IMPORT_ERROR = ""
-except ImportError as exc:  # pragma: no cover - only while the daemon is missing
-    DAEMON_IMPORT_ERROR = str(exc)
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        PROMETHEUS is None, reason="prometheus binary not found (Debian package `prometheus`)"
-    ),
-    pytest.mark.skipif(
-        bool(DAEMON_IMPORT_ERROR), reason=f"exporter.cli cannot be imported: {DAEMON_IMPORT_ERROR}"
-    ),
-]
+pytestmark = REQUIRES_PROMETHEUS
 
 # (alertname, node, gpu) that must be pending or firing; gpu None for target-level alerts.
 EXPECTED_ALERTS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from conftest import COMMON_FIELDS, COUNTER_FIELDS
 from fastapi.testclient import TestClient
 
 from exporter import fields
@@ -22,22 +23,7 @@ GPU0 = Entity(0, "GPU-0a", H100)
 GPU1 = Entity(1, "GPU-1b", H100)
 POD = Attribution("llm", "decode-0", "server")
 
-COUNTER_FORM_FIELDS = {
-    "card",
-    "precision",
-    "peak_flop_per_second",
-    "bandwidth_bytes_per_second",
-    "ridge_flop_per_byte",
-    "intensity_flop_per_byte",
-    "regime",
-    "attainable_flop_per_second",
-    "fraction_of_peak",
-    "lever",
-    "achieved_flop_per_second",
-    "achieved_bandwidth_bytes_per_second",
-    "flop_utilization",
-    "roofline_efficiency",
-}
+COUNTER_FORM_FIELDS = COMMON_FIELDS | COUNTER_FIELDS
 
 
 class Clock:
