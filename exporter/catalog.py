@@ -65,6 +65,19 @@ class UnknownPrecision(LookupError):
         )
 
 
+STAND_IN_PRECISIONS: dict[str, tuple[str, ...]] = {
+    "bf16": ("fp16",),
+    "fp16": ("bf16",),
+    "fp8": ("int8",),
+    "int8": ("fp8",),
+}
+"""Same-width peaks that stand in for a default precision a card lacks: V100/T4 tensor cores run
+fp16 at the rate bf16 would be quoted at; fp8 and int8 share the tensor rate on every card."""
+
+GENERAL_STAND_INS: tuple[str, ...] = ("bf16", "fp16", "fp32")
+"""Tried next, in order, before whatever the card lists first."""
+
+
 class Card(BaseModel):
     """One card: dense peaks per precision (TFLOP/s) and memory bandwidth (TB/s), as datasheets say."""
 
@@ -141,6 +154,18 @@ class Card(BaseModel):
             return from_tera(self.peak_tflops[precision])
         except KeyError:
             raise UnknownPrecision(self.key, precision, self.precisions) from None
+
+    def stand_in_precision(self, wanted: str) -> str:
+        """The precision to use when `wanted` is a default (not an explicit ask) the card lacks.
+
+        `wanted` itself when the card has it; else a same-width substitute; else bf16, fp16,
+        fp32; else the card's first precision. One rule for the API and the daemon.
+        """
+        available = self.peak_tflops
+        for candidate in (wanted, *STAND_IN_PRECISIONS.get(wanted, ()), *GENERAL_STAND_INS):
+            if candidate in available:
+                return candidate
+        return self.precisions[0]
 
     def roof(self, precision: str) -> Roof:
         """The roof this card offers at one precision."""

@@ -35,16 +35,6 @@ INTERVAL_NOTE = (
     "not one kernel"
 )
 
-PRECISION_SUBSTITUTES: dict[str, tuple[str, ...]] = {
-    "bf16": ("fp16",),
-    "fp16": ("bf16",),
-    "fp8": ("int8",),
-    "int8": ("fp8",),
-}
-"""When the precision was not asked for and the card lacks the default (a V100 has no bf16),
-the same-width peak stands in: V100/T4 tensor cores run fp16 at the peak bf16 would be quoted at."""
-
-
 @dataclass(frozen=True, slots=True)
 class ResolvedCard:
     """The card a body names: a catalog Card, or a custom roof given as peak_flops + bandwidth."""
@@ -84,11 +74,9 @@ def resolve_card(catalog: Catalog, body: BodyCommon) -> ResolvedCard:
     )
 
 
-def resolve_precision(
-    card: ResolvedCard, asked: str | None, default: str, field: str = "precision"
-) -> tuple[str, str]:
+def resolve_precision(card: ResolvedCard, asked: str | None, default: str) -> tuple[str, str]:
     """(precision, where it came from). An asked-for precision the card lacks is an error; the
-    default falls back to a same-width substitute before giving up."""
+    default falls back to the card's stand-in (Card.stand_in_precision), as the daemon does."""
     if card.card is not None and (asked or default) in card.card.peak_tflops:
         return (asked, "body") if asked is not None else (default, "default")  # the common case, fast
     available = card.precisions
@@ -96,12 +84,9 @@ def resolve_precision(
         if asked not in available:
             raise UnknownPrecision(card.key, asked, available)
         return asked, "body"
-    if default in available:
+    if default in available or card.card is None:
         return default, "default"
-    for substitute in PRECISION_SUBSTITUTES.get(default, ()):
-        if substitute in available:
-            return substitute, "default_substitute"
-    raise UnknownPrecision(card.key, default, available)
+    return card.card.stand_in_precision(default), "default_substitute"
 
 
 def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> dict[str, Any]:
@@ -250,7 +235,7 @@ def classify_kernel(catalog: Catalog, body: KernelBody, precision_default: str) 
 def classify_operation(catalog: Catalog, body: OperationBody, precision_default: str) -> dict[str, Any]:
     card = resolve_card(catalog, body)
     asked = body.precision if body.precision is not None else body.dtype
-    precision, source = resolve_precision(card, asked, precision_default, "dtype")
+    precision, source = resolve_precision(card, asked, precision_default)
     dtype = body.dtype if body.dtype is not None else precision
     element_bytes = roofline.ELEMENT_BYTES[dtype]
     work = operation_work(body, element_bytes)

@@ -45,9 +45,6 @@ log = logging.getLogger(__name__)
 UNKNOWN_CARD = "unknown"
 """The `card` label of a GPU whose model the catalog does not know."""
 
-FALLBACK_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32")
-"""Tried in order when the configured precision is missing on a card (V100/T4 have no bf16)."""
-
 DEFAULT_PRECISION = "bf16"
 
 RECENT_INTERVALS = 8
@@ -190,13 +187,10 @@ class EntityInference(NamedTuple):
 
 def resolve_precision(card: Card, wanted: str) -> tuple[str, str | None]:
     """The precision to use on `card` and, when it differs from `wanted`, a note saying why."""
-    available = card.precisions
-    if wanted in available:
+    precision = card.stand_in_precision(wanted)
+    if precision == wanted:
         return wanted, None
-    for candidate in (*FALLBACK_PRECISIONS, *available):
-        if candidate in available:
-            return candidate, f"card {card.key} has no {wanted} peak; using {candidate}"
-    raise AssertionError("a catalog card always has at least one peak")  # pragma: no cover
+    return precision, f"card {card.key} has no {wanted} peak; using {precision}"
 
 
 def integration_cap(config: InferenceConfig, recent: tuple[float, ...]) -> float:
