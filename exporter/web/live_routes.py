@@ -25,6 +25,31 @@ def _json(payload: Any, status_code: int = 200) -> Response:
     return Response(body, status_code=status_code, media_type=JSON_MEDIA_TYPE)
 
 
+_ESTIMATE_FIELDS: tuple[str, ...] = (
+    "intensity_flop_per_byte",
+    "regime",
+    "raw_regime",
+    "smoothed_regime",
+    "attainable_flop_per_second",
+    "fraction_of_peak",
+    "lever",
+    "achieved_flop_per_second",
+    "achieved_bandwidth_bytes_per_second",
+    "flop_utilization",
+    "roofline_efficiency",
+    "dram_active",
+    "tensor_active",
+    "clock_ratio",
+    "gr_engine_active",
+)
+"""Estimate attributes a live verdict carries under the same names (null without a reading)."""
+
+
+def _fields_of(record: object | None, names: tuple[str, ...]) -> dict[str, Any]:
+    """`names` read off `record`, or all null when there is no record (a blank reading)."""
+    return {name: None if record is None else getattr(record, name) for name in names}
+
+
 def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     """One GPU's live verdict: the counter form of POST /classify plus entity, pod and smoothing.
 
@@ -54,28 +79,9 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
         "timestamp": gpu.last_sample_timestamp,
         "reading": "ok" if estimate is not None else "blank: " + ", ".join(gpu.inference.missing_fields),
         "card": gpu.card,
-        "precision": estimate.precision if estimate is not None else None,
-        "precision_note": estimate.precision_note if estimate is not None else None,
-        "peak_flop_per_second": roof.peak_flop_per_second if roof else None,
-        "bandwidth_bytes_per_second": roof.bandwidth_bytes_per_second if roof else None,
-        "ridge_flop_per_byte": roof.ridge_flop_per_byte if roof else None,
-        "intensity_flop_per_byte": estimate.intensity_flop_per_byte if estimate else None,
-        "regime": estimate.regime if estimate else None,
-        "raw_regime": estimate.raw_regime if estimate else None,
-        "smoothed_regime": estimate.smoothed_regime if estimate else None,
-        "attainable_flop_per_second": estimate.attainable_flop_per_second if estimate else None,
-        "fraction_of_peak": estimate.fraction_of_peak if estimate else None,
-        "lever": estimate.lever if estimate else None,
-        "achieved_flop_per_second": estimate.achieved_flop_per_second if estimate else None,
-        "achieved_bandwidth_bytes_per_second": estimate.achieved_bandwidth_bytes_per_second
-        if estimate
-        else None,
-        "flop_utilization": estimate.flop_utilization if estimate else None,
-        "roofline_efficiency": estimate.roofline_efficiency if estimate else None,
-        "dram_active": estimate.dram_active if estimate else None,
-        "tensor_active": estimate.tensor_active if estimate else None,
-        "clock_ratio": estimate.clock_ratio if estimate else None,
-        "gr_engine_active": estimate.gr_engine_active if estimate else None,
+        **_fields_of(estimate, ("precision", "precision_note")),
+        **_fields_of(roof, ("peak_flop_per_second", "bandwidth_bytes_per_second", "ridge_flop_per_byte")),
+        **_fields_of(estimate, _ESTIMATE_FIELDS),
         "smoothing": {
             "time_constant_seconds": snapshot.smoothing_seconds,
             "dwell_seconds": snapshot.dwell_seconds,
