@@ -13,13 +13,10 @@ import sys
 from collections.abc import Sequence
 
 from exporter import __version__
+from exporter.commands.options import UserError
 
 COMMANDS: tuple[str, ...] = ("serve", "classify", "record", "cards")
 """Subcommand modules under exporter/commands/, in the order `--help` lists them."""
-
-
-class UserError(Exception):
-    """An error caused by input; the message is the whole story (no traceback)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,8 +1,11 @@
-"""DESIGN.md's layers, kept by parsing every module's imports (including ones inside functions).
+"""The layers of docs/design.md, kept by parsing every module's imports (including ones inside
+functions).
 
 roofline math (stdlib only) <- card catalog <- inference; sources import no HTTP server code; the
-HTTP API, CLI and exposition sit on top. A lower layer importing a higher one fails here, naming
-the file, the line and the import.
+classify service and its bodies import no web code; the HTTP API, CLI and exposition sit on top;
+commands share exporter/commands/options.py and never import each other or the CLI. A lower layer
+importing a higher one fails here, naming the file, the line and the import; a guarded module that
+does not exist fails too (a rename must move its rule with it).
 """
 
 from __future__ import annotations
@@ -64,13 +67,15 @@ def violations(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
 
 
 def modules(*relative: str) -> list[Path]:
+    """The module files under each relative path (a file, or every .py below a directory).
+
+    A path that does not exist fails the test: a rule over a module that is gone guards nothing.
+    """
     paths: list[Path] = []
     for rel in relative:
         target = PACKAGE / rel
-        if target.is_dir():
-            paths.extend(sorted(target.rglob("*.py")))
-        elif target.exists():
-            paths.append(target)
+        assert target.exists(), f"exporter/{rel} is guarded by a layer rule but does not exist"
+        paths.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target])
     return paths
 
 
@@ -93,10 +98,7 @@ def test_roofline_math_imports_only_the_standard_library() -> None:
 
 @pytest.mark.parametrize("layer", ["roofline.py", "catalog.py", "inference.py"])
 def test_math_catalog_and_inference_import_no_http_or_gpu_library(layer: str) -> None:
-    paths = modules(layer)
-    if not paths:
-        pytest.skip(f"exporter/{layer} does not exist yet")
-    assert violations(paths, HTTP_AND_GPU) == []
+    assert violations(modules(layer), HTTP_AND_GPU) == []
 
 
 @pytest.mark.parametrize(
@@ -114,21 +116,42 @@ def test_math_catalog_and_inference_import_no_http_or_gpu_library(layer: str) ->
     ],
 )
 def test_lower_layers_do_not_import_higher_ones(layer: str, higher: tuple[str, ...]) -> None:
-    paths = modules(layer)
-    if not paths:
-        pytest.skip(f"exporter/{layer} does not exist yet")
-    assert violations(paths, higher) == []
+    assert violations(modules(layer), higher) == []
 
 
 def test_sources_import_no_http_server_code() -> None:
     assert violations(modules("sources"), HTTP_SERVER) == []
 
 
-def test_classify_service_and_bodies_stay_free_of_fastapi() -> None:
+def test_classify_service_and_bodies_import_no_web_code() -> None:
     """The CLI shares them; pulling FastAPI in would cost every `ridgeline classify` its start-up."""
-    paths = modules("classify_service.py", "web/classify_models.py")
-    assert len(paths) == 2
-    assert violations(paths, ("fastapi", "starlette", "uvicorn")) == []
+    paths = modules("classify")
+    assert {p.name for p in paths} >= {"models.py", "service.py"}
+    assert violations(paths, (*HTTP_SERVER, "exporter.commands", "exporter.cli")) == []
+
+
+def test_web_config_lives_in_the_http_layer() -> None:
+    """It imports starlette and anyio: outside web/ it would put HTTP code below the commands."""
+    assert violations(modules("web/webconfig.py"), ("exporter.commands", "exporter.cli")) == []
+    outside_web = [p for p in modules(".") if "web" not in p.relative_to(PACKAGE).parts]
+    assert [v for v in violations(outside_web, ("starlette", "anyio")) if "commands/" not in v] == []
+
+
+def test_state_sampler_and_exposition_import_no_web_or_commands() -> None:
+    paths = modules("state.py", "sampler.py", "exposition.py", "recorder.py")
+    assert violations(paths, (*HTTP_SERVER, "exporter.commands", "exporter.cli")) == []
+
+
+def test_no_command_imports_another_or_the_cli() -> None:
+    """Commands share exporter/commands/options.py; `cli.py` is imported only by `__main__`."""
+    bad = []
+    for path in modules("commands"):
+        own = module_name(path)
+        for line, name in imports(path):
+            if name.startswith("exporter.commands.") and name not in (own, "exporter.commands.options"):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}")
+    others = [p for p in modules(".") if p.name not in ("__main__.py", "cli.py")]
+    assert bad + violations(others, ("exporter.cli",)) == []
 
 
 def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
@@ -139,4 +162,4 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     found = imports(probe, package=["exporter", "sources"])
     assert found == [(2, "fastapi"), (3, "exporter.web")]
     assert all(within(name, HTTP_SERVER) for _, name in found)
-    assert not within("exporter.webconfig", HTTP_SERVER)
+    assert not within("exporter.website", HTTP_SERVER)

@@ -20,7 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from exporter.webconfig import BasicAuthMiddleware, WebConfigError, load_web_config
+from exporter.web.webconfig import BasicAuthMiddleware, WebConfigError, load_web_config
 
 OPENSSL = shutil.which("openssl")
 needs_openssl = pytest.mark.skipif(

@@ -54,7 +54,7 @@ def table(entries: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from exporter.catalog import load_catalog
-    from exporter.classify_service import card_summary
+    from exporter.classify.service import card_summary
 
     entries = [card_summary(card) for card in load_catalog(args.cards)]
     if args.json:

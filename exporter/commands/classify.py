@@ -1,7 +1,7 @@
 """`ridgeline classify`: the three POST /classify forms as flags, answered in prose or as JSON.
 
 The flags become the same body dict the HTTP API takes and go through the same validation
-(exporter.web.classify_models) and service (exporter.classify_service), so `--json` prints
+(exporter.classify.models) and service (exporter.classify.service), so `--json` prints
 exactly what `POST /classify` answers. Heavy imports (pydantic, the catalog) wait until `run`,
 so `ridgeline --help` stays quick.
 """
@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from exporter.commands.options import add_flag
+from exporter.commands.options import UserError, add_flag
 
 NUMBER_FLAGS: tuple[tuple[str, str], ...] = (
     ("--flops", "kernel: FLOPs the kernel executes"),
@@ -111,7 +111,6 @@ def flag_name(field: str | None) -> str | None:
 
 def body_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The POST /classify body the flags describe (only the flags given)."""
-    from exporter.cli import UserError
 
     body: dict[str, Any] = {}
     for name in ("card", "precision", "op", "dtype"):
@@ -144,9 +143,8 @@ def body_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from exporter.catalog import load_catalog
-    from exporter.classify_service import classify
-    from exporter.cli import UserError
-    from exporter.web.classify_models import BodyError, parse_classify_body
+    from exporter.classify.models import BodyError, parse_classify_body
+    from exporter.classify.service import classify
 
     catalog = load_catalog(args.cards)
     body = body_from_args(args)

@@ -1,10 +1,26 @@
-"""Flags that also read from RIDGELINE_* environment variables, as DESIGN.md asks of every flag."""
+"""What the commands share: the user-error type, flags that also read RIDGELINE_* variables, the
+flag value parsers, and the source flags of `serve` and `record`.
+
+Commands import this module and never each other (docs/design.md, "CLI"), so one definition of
+each flag serves every command that takes it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from exporter.sources import SOURCE_NAMES
+from exporter.sources.base import REPLAY_FORMATS, SourceOptions
+
+
+class UserError(Exception):
+    """An error caused by input; the message is the whole story (no traceback)."""
+
 
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
@@ -39,3 +55,128 @@ def add_flag(parser: argparse.ArgumentParser | Any, flag: str, *, help: str, **k
         else:
             kwargs["default"] = raw
     parser.add_argument(flag, help=f"{help} [env {variable}]", **kwargs)
+
+
+# -- flag value parsers ---------------------------------------------------------------------
+
+
+def parse_speed(text: str) -> float | None:
+    """--speed: a positive multiplier, or "max" (None: as fast as possible)."""
+    word = str(text).strip().lower()
+    if word == "max":
+        return None
+    try:
+        value = float(word)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}")
+    return value
+
+
+def _finite_number(text: str, accept: Callable[[float], bool], expected: str) -> float:
+    """A flag value that must parse as a finite float and pass `accept`; else a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not (math.isfinite(value) and accept(value)):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    return _finite_number(text, lambda v: v > 0, "a positive number of seconds")
+
+
+def non_negative_seconds(text: str) -> float:
+    return _finite_number(text, lambda v: v >= 0, "a number of seconds >= 0")
+
+
+def unit_ratio(text: str) -> float:
+    return _finite_number(text, lambda v: 0 < v <= 1, "a ratio in (0, 1]")
+
+
+def gpu_list(text: str) -> tuple[int, ...]:
+    try:
+        indexes = tuple(int(part) for part in str(text).split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}") from None
+    if not indexes or any(i < 0 for i in indexes):
+        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}")
+    return indexes
+
+
+# -- the source flags of serve and record --------------------------------------------------
+
+
+def add_source_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that choose and configure a source; shared by `serve` and `record`."""
+    add_flag(
+        parser,
+        "--source",
+        choices=SOURCE_NAMES,
+        default=None,
+        help="where samples come from (default: replay when --replay is given, else auto: dcgm, then nvml)",
+    )
+    add_flag(
+        parser, "--replay", metavar="PATH|demo", help="replay a recorded file, or the bundled demo trace"
+    )
+    add_flag(
+        parser,
+        "--replay-format",
+        choices=REPLAY_FORMATS,
+        help="format of the --replay file (detected from its content when omitted)",
+    )
+    add_flag(
+        parser, "--model", metavar="NAME", help="NVML model name, for replay formats that lack it (dmon)"
+    )
+    add_flag(
+        parser,
+        "--speed",
+        type=parse_speed,
+        default=1.0,
+        metavar="N|max",
+        help="replay speed multiplier or max",
+    )
+    add_flag(parser, "--loop", action="store_true", default=False, help="replay the file over and over")
+    add_flag(parser, "--scrape-url", metavar="URL", help="dcgm-exporter /metrics URL for --source scrape")
+    add_flag(
+        parser,
+        "--interval",
+        type=positive_seconds,
+        default=1.0,
+        metavar="S",
+        help="seconds between samples of a live source (default 1)",
+    )
+    add_flag(
+        parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
+    )
+    add_flag(parser, "--dcgm-bindings", metavar="DIR", help="directory holding DCGM's Python bindings")
+    add_flag(parser, "--gpus", type=gpu_list, metavar="0,1,...", help="sample only these GPU indexes")
+
+
+def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
+    """(source name, SourceOptions) from the shared source flags."""
+    name: str | None = args.source
+    if name is None:
+        name = "replay" if args.replay else "auto"
+    if name == "replay" and not args.replay:
+        raise UserError("--source replay needs --replay PATH (or --replay demo)")
+    if name == "scrape" and not args.scrape_url:
+        raise UserError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
+    if args.replay and name != "replay":
+        raise UserError(f"--replay is only used with --source replay, not --source {name}")
+    options = SourceOptions(
+        interval_seconds=args.interval,
+        replay=args.replay,
+        replay_format=args.replay_format,
+        model=args.model,
+        speed=args.speed,
+        loop=bool(args.loop),
+        scrape_url=args.scrape_url,
+        dcgm_address=args.dcgm_address,
+        dcgm_bindings=Path(args.dcgm_bindings) if args.dcgm_bindings else None,
+        gpus=args.gpus,
+    )
+    return name, options

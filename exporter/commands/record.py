@@ -1,6 +1,6 @@
 """`ridgeline record`: copy a source's samples into a JSON Lines file that `serve --replay` plays.
 
-The source flags are the same as `ridgeline serve`'s (one definition, in commands/serve.py).
+The source flags are the same as `ridgeline serve`'s (one definition, in commands/options.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from exporter.commands.options import add_flag
-from exporter.commands.serve import add_source_flags, positive_seconds, source_choice
+from exporter.commands.options import UserError, add_flag, add_source_flags, positive_seconds, source_choice
 
 log = logging.getLogger("exporter.record")
 
@@ -37,7 +36,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exporter.cli import UserError
     from exporter.recorder import RecordError, record
     from exporter.sources import open_source
 

@@ -3,20 +3,25 @@
 This module only wires things: it parses flags, opens the source once in the foreground (so a
 missing replay file, a wrong format, an unknown --model or "no GPU source" fails at start-up
 with one line and exit 2), then hands the open source to the sampler and runs uvicorn.
-The source flags are shared with `ridgeline record` through `add_source_flags`.
+The source flags are shared with `ridgeline record` (exporter/commands/options.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import signal
-from collections.abc import Callable
 from typing import Any
 
-from exporter.commands.options import add_flag
+from exporter.commands.options import (
+    UserError,
+    add_flag,
+    add_source_flags,
+    non_negative_seconds,
+    source_choice,
+    unit_ratio,
+)
 from exporter.roofline import PRECISIONS, Thresholds
 
 log = logging.getLogger("exporter.serve")
@@ -28,57 +33,8 @@ DEFAULT_LISTEN = ":10295"
 # -- flag parsing helpers -------------------------------------------------------------------
 
 
-def parse_speed(text: str) -> float | None:
-    """--speed: a positive multiplier, or "max" (None: as fast as possible)."""
-    word = str(text).strip().lower()
-    if word == "max":
-        return None
-    try:
-        value = float(word)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}")
-    return value
-
-
-def _finite_number(text: str, accept: Callable[[float], bool], expected: str) -> float:
-    """A flag value that must parse as a finite float and pass `accept`; else a usage error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-    if not (math.isfinite(value) and accept(value)):
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    return _finite_number(text, lambda v: v > 0, "a positive number of seconds")
-
-
-def non_negative_seconds(text: str) -> float:
-    return _finite_number(text, lambda v: v >= 0, "a number of seconds >= 0")
-
-
-def unit_ratio(text: str) -> float:
-    return _finite_number(text, lambda v: 0 < v <= 1, "a ratio in (0, 1]")
-
-
-def gpu_list(text: str) -> tuple[int, ...]:
-    try:
-        indexes = tuple(int(part) for part in str(text).split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}") from None
-    if not indexes or any(i < 0 for i in indexes):
-        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}")
-    return indexes
-
-
 def parse_listen(text: str) -> tuple[str, int]:
     """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port)."""
-    from exporter.cli import UserError
-
     raw = text.strip()
     host, sep, port_text = raw.rpartition(":")
     if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
@@ -89,85 +45,6 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 # -- flags ----------------------------------------------------------------------------------
-
-
-def add_source_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags that choose and configure a source; shared by `serve` and `record`."""
-    from exporter.sources import SOURCE_NAMES
-
-    add_flag(
-        parser,
-        "--source",
-        choices=SOURCE_NAMES,
-        default=None,
-        help="where samples come from (default: replay when --replay is given, else auto: dcgm, then nvml)",
-    )
-    add_flag(
-        parser, "--replay", metavar="PATH|demo", help="replay a recorded file, or the bundled demo trace"
-    )
-    add_flag(
-        parser,
-        "--replay-format",
-        choices=("jsonl", "csv", "dmon"),
-        help="format of the --replay file (detected from its content when omitted)",
-    )
-    add_flag(
-        parser, "--model", metavar="NAME", help="NVML model name, for replay formats that lack it (dmon)"
-    )
-    add_flag(
-        parser,
-        "--speed",
-        type=parse_speed,
-        default=1.0,
-        metavar="N|max",
-        help="replay speed multiplier or max",
-    )
-    add_flag(parser, "--loop", action="store_true", default=False, help="replay the file over and over")
-    add_flag(parser, "--scrape-url", metavar="URL", help="dcgm-exporter /metrics URL for --source scrape")
-    add_flag(
-        parser,
-        "--interval",
-        type=positive_seconds,
-        default=1.0,
-        metavar="S",
-        help="seconds between samples of a live source (default 1)",
-    )
-    add_flag(
-        parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
-    )
-    add_flag(parser, "--dcgm-bindings", metavar="DIR", help="directory holding DCGM's Python bindings")
-    add_flag(parser, "--gpus", type=gpu_list, metavar="0,1,...", help="sample only these GPU indexes")
-
-
-def source_choice(args: argparse.Namespace) -> tuple[str, Any]:
-    """(source name, SourceOptions) from the shared source flags."""
-    from pathlib import Path
-
-    from exporter.cli import UserError
-    from exporter.sources import SourceOptions
-
-    name: str | None = args.source
-    if name is None:
-        name = "replay" if args.replay else "auto"
-    if name == "replay" and not args.replay:
-        raise UserError("--source replay needs --replay PATH (or --replay demo)")
-    if name == "scrape" and not args.scrape_url:
-        raise UserError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
-    if args.replay and name != "replay":
-        raise UserError(f"--replay is only used with --source replay, not --source {name}")
-    options = SourceOptions(
-        interval_seconds=args.interval,
-        replay=args.replay,
-        replay_format=args.replay_format,
-        model=args.model,
-        speed=args.speed,
-        loop=bool(args.loop),
-        scrape_url=args.scrape_url,
-        dcgm_address=args.dcgm_address,
-        dcgm_bindings=Path(args.dcgm_bindings) if args.dcgm_bindings else None,
-        gpus=args.gpus,
-    )
-    return name, options
 
 
 def register(subparsers: Any) -> None:
@@ -245,7 +122,6 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from exporter.catalog import load_catalog
-    from exporter.cli import UserError
     from exporter.inference import InferenceConfig
     from exporter.sampler import Sampler
     from exporter.sources import open_source
@@ -272,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     ssl_kwargs: dict[str, Any] = {}
     web_config = None
     if args.web_config:
-        from exporter.webconfig import WebConfigError, load_web_config
+        from exporter.web.webconfig import WebConfigError, load_web_config
 
         try:
             web_config = load_web_config(args.web_config)
@@ -292,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
             thresholds=thresholds,
         )
         if web_config is not None and web_config.basic_auth_users:
-            from exporter.webconfig import BasicAuthMiddleware
+            from exporter.web.webconfig import BasicAuthMiddleware
 
             # Probes carry no credentials: /healthz and /readyz say only "alive" and "ready".
             app = BasicAuthMiddleware(

@@ -34,6 +34,10 @@ class EndOfStream(Exception):
     """A non-looping replay has played its last sample."""
 
 
+REPLAY_FORMATS: tuple[str, ...] = ("jsonl", "csv", "dmon")
+"""The replay file formats (docs/replay-formats.md): `--replay-format` choices, one parser each."""
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     """Everything a source factory may need, straight from the CLI flags."""

@@ -23,8 +23,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from exporter import __version__
 from exporter.catalog import Catalog, UnknownCard, UnknownPrecision
+from exporter.classify.models import BodyError
 from exporter.roofline import PRECISIONS, RooflineInputError, Thresholds
-from exporter.web.classify_models import BodyError
 from exporter.web.classify_routes import classify_router, json_response
 from exporter.web.landing import landing_html
 

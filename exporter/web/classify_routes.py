@@ -1,8 +1,8 @@
 """`POST /classify`, `GET /cards` and `GET /cards/{key}`: the roofline as a service.
 
 The route reads the raw body itself (the size limit is enforced by the app's middleware before
-any parsing), decodes it with the stdlib JSON parser, lets exporter.web.classify_models decide
-the form and validate it, and returns exporter.classify_service's dict as JSON. Doing the body
+any parsing), decodes it with the stdlib JSON parser, lets exporter.classify.models decide
+the form and validate it, and returns exporter.classify.service's dict as JSON. Doing the body
 by hand keeps the error messages ours (field + rule) and the hot path short; the OpenAPI schema
 still documents all three forms with examples.
 """
@@ -17,9 +17,7 @@ from fastapi.responses import Response
 from pydantic import TypeAdapter
 
 from exporter.catalog import Catalog
-from exporter.classify_service import card_summary, classify, require_finite
-from exporter.roofline import Thresholds
-from exporter.web.classify_models import (
+from exporter.classify.models import (
     BodyError,
     ClassifyBody,
     CounterBody,
@@ -27,6 +25,8 @@ from exporter.web.classify_models import (
     OperationBody,
     parse_classify_body,
 )
+from exporter.classify.service import card_summary, classify, require_finite
+from exporter.roofline import Thresholds
 
 JSON_MEDIA_TYPE = "application/json"
 

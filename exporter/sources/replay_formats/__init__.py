@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from exporter.sources.base import REPLAY_FORMATS
 from exporter.sources.replay_formats.common import (
     Batch,
     ParseContext,
@@ -18,13 +19,14 @@ from exporter.sources.replay_formats.csv_table import parse_csv
 from exporter.sources.replay_formats.dmon import is_header, looks_like_row, parse_dmon
 from exporter.sources.replay_formats.jsonl import parse_jsonl
 
-FORMATS = ("jsonl", "csv", "dmon")
+FORMATS = REPLAY_FORMATS
 
 PARSERS: dict[str, Callable[[Sequence[str], ParseContext], list[Batch]]] = {
     "jsonl": parse_jsonl,
     "csv": parse_csv,
     "dmon": parse_dmon,
 }
+assert tuple(PARSERS) == FORMATS
 
 _DETECT_LINES = 200
 """How many non-blank lines detection looks at before giving up."""

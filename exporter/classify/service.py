@@ -6,7 +6,7 @@ exporter.roofline's; this layer only resolves the card and precision, derives th
 the numbers as DESIGN.md does.
 
 Errors are raised as catalog.UnknownCard (404 with near matches), catalog.UnknownPrecision
-(422 listing what the card has) and web.classify_models.BodyError (4xx naming the field).
+(422 listing what the card has) and classify.models.BodyError (4xx naming the field).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import Any
 
 from exporter import roofline
 from exporter.catalog import Card, Catalog, UnknownCard, UnknownPrecision
-from exporter.roofline import CounterReading, KernelVerdict, Roof, Thresholds, Work
-from exporter.web.classify_models import (
+from exporter.classify.models import (
     MAX_BYTES,
     MAX_FLOPS,
     BodyCommon,
@@ -28,6 +27,7 @@ from exporter.web.classify_models import (
     KernelBody,
     OperationBody,
 )
+from exporter.roofline import CounterReading, KernelVerdict, Roof, Thresholds, Work
 
 CUSTOM_CARD_KEY = "custom"
 INTERVAL_NOTE = (
