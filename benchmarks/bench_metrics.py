@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import shutil
 import statistics
@@ -34,6 +33,7 @@ from exporter.inference import InferenceConfig
 from exporter.sample import Attribution, Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
+from exporter.sources.replay_formats.jsonl import sample_to_json
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
 MODEL = "NVIDIA H100 80GB HBM3"
@@ -68,19 +68,14 @@ def entities(n: int) -> list[tuple[Entity, Attribution]]:
 def write_trace(path: Path, n: int, seconds: int) -> None:
     with path.open("w") as out:
         for step in range(seconds):
-            for i, (e, a) in enumerate(entities(n)):
-                line = {
-                    "ts": 1_764_432_000.0 + step,
-                    "gpu": e.gpu,
-                    "uuid": e.uuid,
-                    "model": e.model,
-                    "gpu_instance": e.gpu_instance,
-                    "fields": {str(k): v for k, v in entity_values(i, step).items()},
-                    "namespace": a.namespace,
-                    "pod": a.pod,
-                    "container": a.container,
-                }
-                out.write(json.dumps(line) + "\n")
+            for i, (entity, pod) in enumerate(entities(n)):
+                sample = Sample(
+                    timestamp=1_764_432_000.0 + step,
+                    entity=entity,
+                    values=entity_values(i, step),
+                    attribution=pod,
+                )
+                out.write(sample_to_json(sample) + "\n")
 
 
 def scrape_latencies(port: int, path: str, requests: int) -> tuple[list[float], int]:

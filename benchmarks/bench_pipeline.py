@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import importlib.util
-import json
 import pstats
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from exporter.sample import Sample
 from exporter.sampler import Sampler
 from exporter.sources.base import EndOfStream, SourceOptions
 from exporter.sources.replay import ReplaySource
+from exporter.sources.replay_formats.jsonl import sample_to_json
 
 GPUS = 8
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,12 +52,11 @@ def _demo_generator() -> ModuleType:
 
 def write_trace(path: Path, batches: int) -> int:
     """`batches` seconds of the demo node as JSON Lines; returns the number of lines (samples)."""
-    lines: Iterator[dict[str, object]] = _demo_generator().generate(seconds=batches)
+    samples: Iterator[Sample] = _demo_generator().generate(seconds=batches)
     count = 0
     with path.open("w") as out:
-        for line in lines:
-            out.write(json.dumps(line, separators=(",", ":")))
-            out.write("\n")
+        for sample in samples:
+            out.write(sample_to_json(sample) + "\n")
             count += 1
     return count
 

@@ -13,15 +13,16 @@ JSON Lines.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 import time
 from pathlib import Path
 
-from exporter.sources.base import EndOfStream, SourceOptions
+from exporter.sample import Entity, Sample
+from exporter.sources.base import REPLAY_FORMATS, EndOfStream, SourceOptions
 from exporter.sources.replay import ReplaySource
 from exporter.sources.replay_formats import jsonl as jsonl_format
+from exporter.sources.replay_formats.jsonl import sample_to_json
 
 MODEL = "NVIDIA H100 80GB HBM3"
 GPUS = 8
@@ -71,13 +72,12 @@ def write_traces(directory: Path, samples: int) -> dict[str, Path]:
         for gpu in range(GPUS):
             values = {fid: _value(fid, rng) for fid in FIELDS}
             uuid = f"GPU-00000000-0000-0000-0000-00000000000{gpu}"
-            fields = {str(fid): value for fid, value in values.items()}
-            line = {"ts": ts, "gpu": gpu, "uuid": uuid, "model": MODEL, "fields": fields}
-            jsonl.append(json.dumps(line, separators=(",", ":")))
+            entity = Entity(gpu=gpu, uuid=uuid, model=MODEL)
+            jsonl.append(sample_to_json(Sample(timestamp=ts, entity=entity, values=values)))
             csv_rows.append(",".join([str(ts), str(gpu), uuid, MODEL] + [f"{values[f]:g}" for f in FIELDS]))
             cells = "".join(f"{values[f]:<{widths[f]}.3f}" for f in FIELDS)
             dmon.append(f"{'GPU ' + str(gpu):<10}" + cells)
-    paths = {fmt: directory / f"trace.{fmt}" for fmt in ("jsonl", "csv", "dmon")}
+    paths = {fmt: directory / f"trace.{fmt}" for fmt in REPLAY_FORMATS}
     paths["jsonl"].write_text("\n".join(jsonl) + "\n")
     paths["csv"].write_text("\n".join(csv_rows) + "\n")
     paths["dmon"].write_text("\n".join(dmon) + "\n")

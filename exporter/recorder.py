@@ -9,7 +9,6 @@ cut-short .gz still replays (the replay reader keeps what the stream holds).
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import os
 import threading
@@ -18,32 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from exporter.sample import Sample
 from exporter.sources.base import EndOfStream, Source, SourceError
+from exporter.sources.replay_formats.jsonl import sample_to_json
 
 log = logging.getLogger("exporter.recorder")
 
 
 class RecordError(Exception):
     """The output file cannot be written (bad directory, no permission, disk full)."""
-
-
-def sample_to_json(sample: Sample) -> str:
-    """One replay line for a sample: fields keyed by DCGM id strings, blanks as null."""
-    entity = sample.entity
-    line: dict[str, object] = {
-        "ts": sample.timestamp,
-        "gpu": entity.gpu,
-        "uuid": entity.uuid,
-        "model": entity.model,
-        "gpu_instance": entity.gpu_instance,
-        "fields": {str(fid): value for fid, value in sorted(sample.values.items())},
-    }
-    if sample.attribution is not None:
-        line["namespace"] = sample.attribution.namespace
-        line["pod"] = sample.attribution.pod
-        line["container"] = sample.attribution.container
-    return json.dumps(line, separators=(",", ":"), allow_nan=False)
 
 
 def record(

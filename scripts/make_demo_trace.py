@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import random
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from exporter.sample import Attribution, Entity, Sample
+from exporter.sources.replay_formats.jsonl import sample_to_json
 
 SEED = 20251129
 START_TS = 1764432000.0
@@ -159,8 +161,8 @@ def _phase(gpu: int) -> Phase:
     return _phase_idle
 
 
-def generate(seconds: int = SECONDS, seed: int = SEED) -> Iterator[dict[str, object]]:
-    """The trace's lines, in time order, GPU by GPU within each second."""
+def generate(seconds: int = SECONDS, seed: int = SEED) -> Iterator[Sample]:
+    """The trace's samples, in time order, GPU by GPU within each second."""
     rng = random.Random(seed)
     uuids = [f"GPU-{uuid.UUID(int=rng.getrandbits(128), version=4)}" for _ in range(GPUS)]
     for second in range(seconds):
@@ -176,32 +178,27 @@ def generate(seconds: int = SECONDS, seed: int = SEED) -> Iterator[dict[str, obj
                 dram = None
             nvl_tx = phase["nvl"] * rng.uniform(0.97, 1.03)
             nvl_rx = phase["nvl"] * rng.uniform(0.97, 1.03)
-            fields: dict[str, float | int | None] = {
-                "1001": round(phase["gract"], 3),
-                "1002": round(phase["smact"], 3),
-                "1003": round(phase["smocc"], 3),
-                "1004": round(phase["tensor"], 3),
-                "1005": dram,
-                "1006": 0.0,
-                "1007": round(phase["fp32"], 3),
-                "1008": round(phase["fp16"], 3),
-                "1011": int(nvl_tx),
-                "1012": int(nvl_rx),
-                "100": clock,
-                "203": 0 if idle else round(_clip(phase["gract"]) * 100),
+            fields: dict[int, float | None] = {
+                1001: round(phase["gract"], 3),
+                1002: round(phase["smact"], 3),
+                1003: round(phase["smocc"], 3),
+                1004: round(phase["tensor"], 3),
+                1005: dram,
+                1006: 0.0,
+                1007: round(phase["fp32"], 3),
+                1008: round(phase["fp16"], 3),
+                1011: int(nvl_tx),
+                1012: int(nvl_rx),
+                100: clock,
+                203: 0 if idle else round(_clip(phase["gract"]) * 100),
             }
             namespace, pod, container = PODS[gpu]
-            yield {
-                "ts": ts,
-                "gpu": gpu,
-                "uuid": uuids[gpu],
-                "model": MODEL,
-                "gpu_instance": None,
-                "fields": fields,
-                "namespace": namespace,
-                "pod": pod,
-                "container": container,
-            }
+            yield Sample(
+                timestamp=ts,
+                entity=Entity(gpu=gpu, uuid=uuids[gpu], model=MODEL),
+                values=fields,
+                attribution=Attribution(namespace=namespace, pod=pod, container=container),
+            )
 
 
 def main() -> None:
@@ -211,8 +208,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=SECONDS, help="trace length in seconds")
     parser.add_argument("--seed", type=int, default=SEED, help="random seed")
     args = parser.parse_args()
-    lines = generate(args.seconds, args.seed)
-    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    text = "".join(sample_to_json(sample) + "\n" for sample in generate(args.seconds, args.seed))
     data = text.encode("utf-8")
     if args.out.suffix == ".gz":
         data = gzip.compress(data, compresslevel=9, mtime=0)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from replay_lines import replay_line
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -105,14 +105,8 @@ def _write_trace(path: Path, batches: int) -> None:
     for b in range(batches):
         for gpu in range(3):
             phase = (b * 7 + gpu * 3) % 11 / 10
-            line = {
-                "ts": 1000.0 + b,
-                "gpu": gpu,
-                "uuid": f"GPU-{gpu}",
-                "model": MODEL,
-                "fields": {"1005": round(phase, 3), "1004": round(1 - phase, 3), "1001": 0.9, "100": 1900},
-            }
-            lines.append(json.dumps(line))
+            values = {1005: round(phase, 3), 1004: round(1 - phase, 3), 1001: 0.9, 100: 1900.0}
+            lines.append(replay_line(1000.0 + b, gpu, values, model=MODEL))
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -9,9 +9,10 @@ import logging
 from pathlib import Path
 
 import pytest
+from replay_lines import read_samples, write_samples
 
 from exporter.fields import DRAM_ACTIVE, GR_ENGINE_ACTIVE, PIPE_TENSOR_ACTIVE, SM_ACTIVE, SM_CLOCK
-from exporter.sample import Sample
+from exporter.sample import Attribution, Entity, Sample
 from exporter.sources import create_source
 from exporter.sources.base import EndOfStream, SourceOptions, SourceUnavailable
 from exporter.sources.replay import ReplaySource
@@ -538,3 +539,17 @@ def test_jsonl_duplicate_after_skipped_lines_names_the_right_line(
     assert [[s.values[DRAM_ACTIVE] for s in b] for b in batches] == [[0.5], [0.7]]
     assert "dup.jsonl:5: second sample for GPU 0" in caplog.text
     assert "dup.jsonl:2:" in caplog.text
+
+
+def test_the_one_line_writer_round_trips_mig_pods_and_blanks(tmp_path: Path) -> None:
+    pod = Attribution(namespace="llm", pod="decode-0", container="server")
+    written = [
+        Sample(
+            timestamp=10.0,
+            entity=Entity(gpu=0, uuid="MIG-a", model=H100, gpu_instance=3),
+            values={1005: 0.5, 1004: None, 100: 1980.0},
+            attribution=pod,
+        ),
+        Sample(timestamp=10.0, entity=Entity(gpu=1, uuid="GPU-b", model=H100), values={1005: 0.25}),
+    ]
+    assert read_samples(write_samples(tmp_path / "t.jsonl", written)) == written

@@ -39,6 +39,7 @@ from prometheus_stack import (
     substitute,
     wait_for,
 )
+from replay_lines import read_samples, write_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "tests" / "data" / "scenarios"
@@ -65,9 +66,9 @@ PREFERRED = {"cluster": "e2e", "node": "decode-serving", "namespace": "llm", "po
 
 def _rebased_trace(source: Path, target: Path, now: float) -> None:
     """Copy a JSON Lines trace with its timestamps shifted so that its first sample is `now`."""
-    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
-    shift = now - min(r["ts"] for r in records)
-    target.write_text("".join(json.dumps({**r, "ts": r["ts"] + shift}) + "\n" for r in records))
+    samples = read_samples(source)
+    shift = now - min(s.timestamp for s in samples)
+    write_samples(target, (s._replace(timestamp=s.timestamp + shift) for s in samples))
 
 
 def _wait_for(check: Callable[[], str | None], stack: Stack, what: str) -> None:

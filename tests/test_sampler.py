@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from replay_lines import replay_line as write_line
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -223,9 +223,7 @@ def write_replay(path: Path, lines: list[str]) -> Path:
 
 
 def replay_line(ts: float, gpu: int, d: float, t: float) -> str:
-    return json.dumps(
-        {"ts": ts, "gpu": gpu, "uuid": f"GPU-{gpu:04d}", "model": MODEL, "fields": {"1005": d, "1004": t}}
-    )
+    return write_line(ts, gpu, {1005: d, 1004: t}, uuid=f"GPU-{gpu:04d}", model=MODEL)
 
 
 def test_skipped_replay_lines_become_corrupt_line_errors(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port, stop_process
+from replay_lines import replay_line
 
 pytestmark = pytest.mark.slow
 
@@ -119,18 +120,7 @@ def test_serve_replays_the_demo_and_answers_every_live_route() -> None:
 
 
 def test_end_of_a_non_looping_replay_keeps_serving_the_last_state(tmp_path: Path) -> None:
-    lines = [
-        json.dumps(
-            {
-                "ts": 1000.0 + i,
-                "gpu": 0,
-                "uuid": "GPU-x",
-                "model": "NVIDIA H100 80GB HBM3",
-                "fields": {"1005": 0.7, "1004": 0.1},
-            }
-        )
-        for i in range(20)
-    ]
+    lines = [replay_line(1000.0 + i, 0, {1005: 0.7, 1004: 0.1}, uuid="GPU-x") for i in range(20)]
     trace = tmp_path / "short.jsonl"
     trace.write_text("\n".join(lines) + "\n")
     with serving("--replay", str(trace), "--speed", "max") as (base, _):
@@ -223,18 +213,7 @@ def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path, kubelet_up_first
 
     if kubelet_up_first:
         start_kubelet()
-    lines = [
-        json.dumps(
-            {
-                "ts": 1000.0 + i,
-                "gpu": 0,
-                "uuid": uuid,
-                "model": "NVIDIA H100 80GB HBM3",
-                "fields": {"1005": 0.7, "1004": 0.1},
-            }
-        )
-        for i in range(5)
-    ]
+    lines = [replay_line(1000.0 + i, 0, {1005: 0.7, 1004: 0.1}, uuid=uuid) for i in range(5)]
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join(lines) + "\n")
     try:

@@ -62,6 +62,30 @@ _Found = tuple[Entity, int]
 """A known entity and its batching slot (one slot per GPU index and GPU instance)."""
 
 
+def sample_to_json(sample: Sample) -> str:
+    """The one writer of a replay line: what `parse_jsonl` reads back as an equal Sample.
+
+    Fields are keyed by DCGM id strings in id order and a blank is null; the pod labels appear
+    only when attributed. `ridgeline record`, the demo-trace and scenario generators, the
+    benchmarks and the tests all write lines with it. NaN or infinity raise ValueError (JSON has
+    no such numbers; the recorder counts and skips that sample).
+    """
+    entity = sample.entity
+    line: dict[str, object] = {
+        "ts": sample.timestamp,
+        "gpu": entity.gpu,
+        "uuid": entity.uuid,
+        "model": entity.model,
+        "gpu_instance": entity.gpu_instance,
+        "fields": {str(fid): value for fid, value in sorted(sample.values.items())},
+    }
+    if sample.attribution is not None:
+        line["namespace"] = sample.attribution.namespace
+        line["pod"] = sample.attribution.pod
+        line["container"] = sample.attribution.container
+    return json.dumps(line, separators=(",", ":"), allow_nan=False)
+
+
 def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
     """Parse every line; corrupt ones are skipped and counted (see ParseContext.skip).
 

@@ -14,10 +14,12 @@ seed makes the output identical every time.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from pathlib import Path
+
+from exporter.sample import Attribution, Entity, Sample
+from exporter.sources.replay_formats.jsonl import sample_to_json
 
 HERE = Path(__file__).resolve().parent
 SEED = 20251129
@@ -95,22 +97,25 @@ SCENARIOS: dict[str, list[tuple[Profile, tuple[str, str, str] | None]]] = {
 }
 
 
+def _pod(labels: tuple[str, str, str] | None) -> Attribution | None:
+    if labels is None:
+        return None
+    namespace, pod, container = labels
+    return Attribution(namespace=namespace, pod=pod, container=container)
+
+
 def trace(name: str, rng: random.Random) -> list[str]:
     lines: list[str] = []
     gpus = SCENARIOS[name]
     for t in range(SAMPLES):
         for gpu, (profile, attribution) in enumerate(gpus):
-            record: dict[str, object] = {
-                "ts": START + t,
-                "gpu": gpu,
-                "uuid": f"GPU-{name}-{gpu}",
-                "model": MODEL,
-                "gpu_instance": None,
-                "fields": profile(rng, t),
-            }
-            if attribution is not None:
-                record.update(zip(("namespace", "pod", "container"), attribution, strict=True))
-            lines.append(json.dumps(record, sort_keys=True))
+            sample = Sample(
+                timestamp=START + t,
+                entity=Entity(gpu=gpu, uuid=f"GPU-{name}-{gpu}", model=MODEL),
+                values={int(fid): value for fid, value in profile(rng, t).items()},
+                attribution=_pod(attribution),
+            )
+            lines.append(sample_to_json(sample))
     return lines
 
 
