@@ -53,6 +53,11 @@ class UnknownCard(LookupError):
         super().__init__(f"unknown card {name!r}{hint}")
 
 
+PrecisionSource = Literal["body", "default", "default_substitute", "tensor_pipes"]
+"""Where a precision came from: the request, the configured default, the default's stand-in, or
+the dominant tensor pipe of a counter reading."""
+
+
 class UnknownPrecision(LookupError):
     """The card has no peak for the asked precision; `available` lists the ones it has."""
 
@@ -166,6 +171,20 @@ class Card(BaseModel):
             if candidate in available:
                 return candidate
         return self.precisions[0]
+
+    def resolve_precision(self, asked: str | None, default: str) -> tuple[str, PrecisionSource]:
+        """(precision, where it came from): the one rule the API and the daemon share.
+
+        An explicit ask the card lacks is UnknownPrecision (the API answers 422 listing what the
+        card has); a default the card lacks takes its stand-in (`stand_in_precision`).
+        """
+        if asked is not None:
+            if asked not in self.peak_tflops:
+                raise UnknownPrecision(self.key, asked, self.precisions)
+            return asked, "body"
+        if default in self.peak_tflops:
+            return default, "default"
+        return self.stand_in_precision(default), "default_substitute"
 
     def roof(self, precision: str) -> Roof:
         """The roof this card offers at one precision."""

@@ -185,12 +185,17 @@ class EntityInference(NamedTuple):
     reading does not change the `card` label of the GPU's counters."""
 
 
-def resolve_precision(card: Card, wanted: str) -> tuple[str, str | None]:
-    """The precision to use on `card` and, when it differs from `wanted`, a note saying why."""
-    precision = card.stand_in_precision(wanted)
-    if precision == wanted:
-        return wanted, None
-    return precision, f"card {card.key} has no {wanted} peak; using {precision}"
+def precision_on(card: Card, wanted: str) -> tuple[str, str | None]:
+    """The precision the daemon uses on `card` for the configured `wanted` and, when the card
+    lacks it and a stand-in is used (Card.resolve_precision), a note saying so.
+
+    The configured precision is a default, not a request: one --precision serves every GPU on
+    the node, so a card without it gets its stand-in rather than no verdict.
+    """
+    precision, source = card.resolve_precision(None, wanted)
+    if source == "default_substitute":
+        return precision, f"card {card.key} has no {wanted} peak; using {precision}"
+    return precision, None
 
 
 def integration_cap(config: InferenceConfig, recent: tuple[float, ...]) -> float:
@@ -493,7 +498,7 @@ def _card_profile(card: Card | None, config: InferenceConfig) -> _CardProfile:
     if card is None:
         profile = _CardProfile(UNKNOWN_CARD, config.precision, None, None, (), None, False)
     else:
-        precision, note = resolve_precision(card, config.precision or DEFAULT_PRECISION)
+        precision, note = precision_on(card, config.precision or DEFAULT_PRECISION)
         profile = _CardProfile(
             key=card.key,
             precision=precision,

@@ -13,11 +13,15 @@ its memory traffic or its arithmetic, whichever takes longer.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from types import MappingProxyType
+from typing import Literal, get_args
 
-PRECISIONS: tuple[str, ...] = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
-"""Precisions a card may list a dense peak for (DESIGN.md, "Card catalog")."""
+Precision = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+"""Precisions a card may list a dense peak for (docs/design.md, "Card catalog"): the one list the
+catalog, the request bodies and the `--precision` flag all read."""
 
 ELEMENT_BYTES: dict[str, float] = {
     "fp64": 8.0,
@@ -37,7 +41,8 @@ BALANCED_BAND = 0.02
 
 KernelRegime = Literal["memory_bound", "compute_bound", "balanced"]
 CounterRegime = Literal["idle", "memory_bound", "compute_bound", "latency_bound"]
-REGIMES: tuple[CounterRegime, ...] = ("idle", "memory_bound", "compute_bound", "latency_bound")
+REGIMES: tuple[CounterRegime, ...] = get_args(CounterRegime)
+"""The regimes a GPU can be in, in the order metrics, rules and dashboards list them."""
 
 LEVER_MEMORY = (
     "memory-bound: move fewer bytes per FLOP — fuse kernels, tile for reuse, lower the precision "
@@ -138,15 +143,21 @@ def kernel_regime(intensity: float, ridge: float) -> KernelRegime:
     return "memory_bound" if intensity < ridge else "compute_bound"
 
 
-def lever_for(regime: str) -> str:
-    """The sentence that names the lever for a wall."""
-    return {
+REGIME_LEVERS: Mapping[str, str] = MappingProxyType(
+    {
+        "idle": LEVER_IDLE,
         "memory_bound": LEVER_MEMORY,
         "compute_bound": LEVER_COMPUTE,
-        "balanced": LEVER_BALANCED,
-        "idle": LEVER_IDLE,
         "latency_bound": LEVER_LATENCY,
-    }[regime]
+        "balanced": LEVER_BALANCED,
+    }
+)
+"""Each regime's general lever, in the API's own words (the dashboards' legends read it too)."""
+
+
+def lever_for(regime: str) -> str:
+    """The sentence that names the lever for a wall."""
+    return REGIME_LEVERS[regime]
 
 
 def kernel_roofline(roof: Roof, flops: float, bytes_: float) -> KernelVerdict:

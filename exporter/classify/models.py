@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from exporter.roofline import PRECISIONS
+from exporter.roofline import Precision
 
 MAX_FLOPS = 1e30
 """Largest FLOP count (given or derived) a body may describe: far above any real job, far below
@@ -48,11 +48,8 @@ Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Flops = Annotated[float, Field(gt=0, le=MAX_FLOPS, allow_inf_nan=False)]
 Bytes = Annotated[float, Field(gt=0, le=MAX_BYTES, allow_inf_nan=False)]
 Dimension = Annotated[int, BeforeValidator(_integral), Field(gt=0, le=MAX_DIMENSION)]
-Precision = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 CardName = Annotated[str, Field(min_length=1, max_length=200)]
 ThresholdValue = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-
-assert set(Precision.__args__) == set(PRECISIONS)  # type: ignore[attr-defined]
 
 
 class StrictBody(BaseModel):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter import roofline
-from exporter.catalog import Card, Catalog, UnknownCard, UnknownPrecision
+from exporter.catalog import Card, Catalog, PrecisionSource, UnknownCard
 from exporter.classify.models import (
     MAX_BYTES,
     MAX_FLOPS,
@@ -74,19 +74,12 @@ def resolve_card(catalog: Catalog, body: BodyCommon) -> ResolvedCard:
     )
 
 
-def resolve_precision(card: ResolvedCard, asked: str | None, default: str) -> tuple[str, str]:
-    """(precision, where it came from). An asked-for precision the card lacks is an error; the
-    default falls back to the card's stand-in (Card.stand_in_precision), as the daemon does."""
-    if card.card is not None and (asked or default) in card.card.peak_tflops:
-        return (asked, "body") if asked is not None else (default, "default")  # the common case, fast
-    available = card.precisions
-    if asked is not None:
-        if asked not in available:
-            raise UnknownPrecision(card.key, asked, available)
-        return asked, "body"
-    if default in available or card.card is None:
-        return default, "default"
-    return card.card.stand_in_precision(default), "default_substitute"
+def resolve_precision(card: ResolvedCard, asked: str | None, default: str) -> tuple[str, PrecisionSource]:
+    """(precision, where it came from): the catalog card's own rule (Card.resolve_precision);
+    a custom roof has every precision."""
+    if card.card is None:
+        return (asked, "body") if asked is not None else (default, "default")
+    return card.card.resolve_precision(asked, default)
 
 
 def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> dict[str, Any]:

@@ -25,8 +25,9 @@ from exporter import __version__
 from exporter.catalog import Catalog, UnknownCard, UnknownPrecision
 from exporter.classify.models import BodyError
 from exporter.roofline import PRECISIONS, RooflineInputError, Thresholds
-from exporter.web.classify_routes import classify_router, json_response
+from exporter.web.classify_routes import classify_router
 from exporter.web.landing import landing_html
+from exporter.web.responses import json_response
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (413 above it). A classify body is a few hundred bytes; even a

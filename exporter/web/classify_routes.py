@@ -27,17 +27,7 @@ from exporter.classify.models import (
 )
 from exporter.classify.service import card_summary, classify, require_finite
 from exporter.roofline import Thresholds
-
-JSON_MEDIA_TYPE = "application/json"
-
-
-def json_response(payload: Any, status_code: int = 200) -> Response:
-    """Plain json.dumps: every answer is str/float/int/None already; NaN can never leave."""
-    return Response(
-        json.dumps(payload, allow_nan=False).encode("ascii"),
-        status_code=status_code,
-        media_type=JSON_MEDIA_TYPE,
-    )
+from exporter.web.responses import JSON_MEDIA_TYPE, json_response
 
 
 def is_json_media_type(content_type: str | None) -> bool:

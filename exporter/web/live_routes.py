@@ -7,7 +7,6 @@ they run on the event loop without a thread-pool hop, and cannot block it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,14 +15,7 @@ from fastapi.responses import Response
 
 from exporter.exposition import MetricsEndpoint
 from exporter.state import GpuState, Snapshot
-
-JSON_MEDIA_TYPE = "application/json"
-
-
-def _json(payload: Any, status_code: int = 200) -> Response:
-    body = json.dumps(payload, allow_nan=False, ensure_ascii=False).encode("utf-8")
-    return Response(body, status_code=status_code, media_type=JSON_MEDIA_TYPE)
-
+from exporter.web.responses import json_response
 
 _ESTIMATE_FIELDS: tuple[str, ...] = (
     "intensity_flop_per_byte",
@@ -123,7 +115,7 @@ def build_live_router(state_provider: Callable[[], Snapshot]) -> APIRouter:
     async def get_classify() -> Response:
         snapshot = state_provider()
         ready, reason = snapshot.readiness()
-        return _json(
+        return json_response(
             {
                 "source": snapshot.source.name,
                 "source_up": snapshot.source.up,
@@ -145,10 +137,11 @@ def build_live_router(state_provider: Callable[[], Snapshot]) -> APIRouter:
                 for g in snapshot.gpus
             ]
             listing = ", ".join(present) if present else "none yet"
-            return _json({"detail": f"no GPU {gpu!r} on this node; present: {listing}"}, status_code=404)
+            detail = f"no GPU {gpu!r} on this node; present: {listing}"
+            return json_response({"detail": detail}, status_code=404)
         if len(found) == 1:
-            return _json(gpu_verdict(found[0], snapshot))
+            return json_response(gpu_verdict(found[0], snapshot))
         # A MIG-partitioned GPU by index: every instance on it.
-        return _json({"gpu": gpu, "instances": [gpu_verdict(g, snapshot) for g in found]})
+        return json_response({"gpu": gpu, "instances": [gpu_verdict(g, snapshot) for g in found]})
 
     return router
