@@ -188,7 +188,10 @@ class Card(BaseModel):
 
     def roof(self, precision: str) -> Roof:
         """The roof this card offers at one precision."""
-        return Roof(self.peak_flop_per_second(precision), self.bandwidth_bytes_per_second)
+        return Roof(
+            peak_flop_per_second=self.peak_flop_per_second(precision),
+            bandwidth_bytes_per_second=self.bandwidth_bytes_per_second,
+        )
 
     def matches_nvml_name(self, nvml_name: str) -> bool:
         """Exact, case-insensitive NVML name match, then the optional patterns."""

@@ -154,8 +154,8 @@ def build_families(snapshot: Snapshot) -> list[Family]:
         for gpu, labels in labelled:
             value = value_of(gpu)
             if value is not None:
-                rows.append(Row(name, labels, (), value))
-        out.append(Family(name, documentation, "gauge", rows))
+                rows.append(Row(sample=name, labels=labels, extra=(), value=value))
+        out.append(Family(name=name, documentation=documentation, type="gauge", rows=rows))
 
     regime_rows = []
     for gpu, labels in labelled:
@@ -164,15 +164,20 @@ def build_families(snapshot: Snapshot) -> list[Family]:
         current = gpu.estimate.regime
         for name in REGIMES:
             regime_rows.append(
-                Row("ridgeline_regime", labels, (("regime", name),), 1.0 if current == name else 0.0)
+                Row(
+                    sample="ridgeline_regime",
+                    labels=labels,
+                    extra=(("regime", name),),
+                    value=1.0 if current == name else 0.0,
+                )
             )
     out.append(
         Family(
-            "ridgeline_regime",
-            "Debounced regime (state set): 1 for the current one of idle, memory_bound, compute_bound, "
-            "latency_bound; 0 for the others.",
-            "gauge",
-            regime_rows,
+            name="ridgeline_regime",
+            documentation="Debounced regime (state set): 1 for the current one of idle, memory_bound, "
+            "compute_bound, latency_bound; 0 for the others.",
+            type="gauge",
+            rows=regime_rows,
         )
     )
 
@@ -183,38 +188,49 @@ def build_families(snapshot: Snapshot) -> list[Family]:
             for name in REGIMES:
                 seconds_rows.append(
                     Row(
-                        "ridgeline_regime_seconds_total",
-                        labels,
-                        (("regime", name),),
-                        totals.regime_seconds[name],
+                        sample="ridgeline_regime_seconds_total",
+                        labels=labels,
+                        extra=(("regime", name),),
+                        value=totals.regime_seconds[name],
                     )
                 )
         if totals.has_roof_totals:
-            flop_rows.append(Row("ridgeline_flop_total", labels, (), totals.flop_total))
-            dram_rows.append(Row("ridgeline_dram_bytes_total", labels, (), totals.dram_bytes_total))
+            flop_rows.append(
+                Row(sample="ridgeline_flop_total", labels=labels, extra=(), value=totals.flop_total)
+            )
+            dram_rows.append(
+                Row(
+                    sample="ridgeline_dram_bytes_total",
+                    labels=labels,
+                    extra=(),
+                    value=totals.dram_bytes_total,
+                )
+            )
     out.append(
         Family(
-            "ridgeline_regime_seconds",
-            "Seconds spent in each raw per-sample regime (integrated over sample intervals; fractions "
-            "of rate() are exact).",
-            "counter",
-            seconds_rows,
+            name="ridgeline_regime_seconds",
+            documentation="Seconds spent in each raw per-sample regime (integrated over sample intervals; "
+            "fractions of rate() are exact).",
+            type="counter",
+            rows=seconds_rows,
         )
     )
     out.append(
         Family(
-            "ridgeline_flop",
-            "Estimated FLOPs executed (tensor activity x clock ratio x peak x interval); rate() is FLOP/s.",
-            "counter",
-            flop_rows,
+            name="ridgeline_flop",
+            documentation="Estimated FLOPs executed (tensor activity x clock ratio x peak x interval); "
+            "rate() is FLOP/s.",
+            type="counter",
+            rows=flop_rows,
         )
     )
     out.append(
         Family(
-            "ridgeline_dram_bytes",
-            "Estimated DRAM bytes moved (DRAM activity x bandwidth x interval); rate() is bytes/s.",
-            "counter",
-            dram_rows,
+            name="ridgeline_dram_bytes",
+            documentation="Estimated DRAM bytes moved (DRAM activity x bandwidth x interval); "
+            "rate() is bytes/s.",
+            type="counter",
+            rows=dram_rows,
         )
     )
 
@@ -222,10 +238,12 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     up_labels = {"source": health.name}
     out.append(
         Family(
-            "ridgeline_source_up",
-            "1 while the GPU source answers, 0 while it is down or finished.",
-            "gauge",
-            [Row("ridgeline_source_up", up_labels, (), 1.0 if health.up else 0.0)],
+            name="ridgeline_source_up",
+            documentation="1 while the GPU source answers, 0 while it is down or finished.",
+            type="gauge",
+            rows=[
+                Row(sample="ridgeline_source_up", labels=up_labels, extra=(), value=1.0 if health.up else 0.0)
+            ],
         )
     )
     # Wall-clock arrival, not the sample's own time: a replay's samples carry the trace's
@@ -233,29 +251,49 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     newest = health.last_sample_wall_time
     out.append(
         Family(
-            "ridgeline_last_sample_timestamp_seconds",
-            "When the newest sample arrived, seconds since the epoch (a replay: when it was played).",
-            "gauge",
-            []
+            name="ridgeline_last_sample_timestamp_seconds",
+            documentation="When the newest sample arrived, seconds since the epoch "
+            "(a replay: when it was played).",
+            type="gauge",
+            rows=[]
             if newest is None
-            else [Row("ridgeline_last_sample_timestamp_seconds", _NO_LABELS, (), newest)],
+            else [
+                Row(
+                    sample="ridgeline_last_sample_timestamp_seconds",
+                    labels=_NO_LABELS,
+                    extra=(),
+                    value=newest,
+                )
+            ],
         )
     )
     out.append(
         Family(
-            "ridgeline_samples",
-            "Successful source reads (one batch of every GPU each).",
-            "counter",
-            [Row("ridgeline_samples_total", _NO_LABELS, (), float(health.samples_total))],
+            name="ridgeline_samples",
+            documentation="Successful source reads (one batch of every GPU each).",
+            type="counter",
+            rows=[
+                Row(
+                    sample="ridgeline_samples_total",
+                    labels=_NO_LABELS,
+                    extra=(),
+                    value=float(health.samples_total),
+                )
+            ],
         )
     )
     out.append(
         Family(
-            "ridgeline_sample_errors",
-            "Failed source reads and skipped replay lines, by reason.",
-            "counter",
-            [
-                Row("ridgeline_sample_errors_total", {"reason": reason}, (), float(count))
+            name="ridgeline_sample_errors",
+            documentation="Failed source reads and skipped replay lines, by reason.",
+            type="counter",
+            rows=[
+                Row(
+                    sample="ridgeline_sample_errors_total",
+                    labels={"reason": reason},
+                    extra=(),
+                    value=float(count),
+                )
                 for reason, count in sorted(health.errors_total.items())
             ],
         )
@@ -263,10 +301,10 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     info_labels = {"version": snapshot.version, "source": health.name}
     out.append(
         Family(
-            "ridgeline_build_info",
-            "Ridgeline version and the source it reads; always 1.",
-            "gauge",
-            [Row("ridgeline_build_info", info_labels, (), 1.0)],
+            name="ridgeline_build_info",
+            documentation="Ridgeline version and the source it reads; always 1.",
+            type="gauge",
+            rows=[Row(sample="ridgeline_build_info", labels=info_labels, extra=(), value=1.0)],
         )
     )
     return out

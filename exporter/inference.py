@@ -388,9 +388,7 @@ def step(
         s_dram, s_tensor, s_util, s_gr, s_sm, s_occ,
         s_get("fp64_active"), s_get("fp32_active"), s_get("fp16_active"), thresholds,
     )  # fmt: skip
-    (achieved_flops, achieved_bytes, _, intensity, position, attainable, fraction, efficiency) = (
-        counter_position(peak, bandwidth, s_dram, s_util)
-    )
+    at = counter_position(peak, bandwidth, s_dram, s_util)
 
     regime, lever, pending, since = _debounce(
         prior, smoothed_regime, smoothed_lever, timestamp, config.dwell_seconds
@@ -413,48 +411,50 @@ def step(
             flop_total = base_totals.flop_total + 0.0
             dram_bytes_total = base_totals.dram_bytes_total + 0.0
         new_totals = Totals(
-            MappingProxyType(seconds),
-            flop_total,
-            dram_bytes_total,
-            base_totals.integrated_seconds + dt,
-            base_totals.has_roof_totals or roof is not None,
+            regime_seconds=MappingProxyType(seconds),
+            flop_total=flop_total,
+            dram_bytes_total=dram_bytes_total,
+            integrated_seconds=base_totals.integrated_seconds + dt,
+            has_roof_totals=base_totals.has_roof_totals or roof is not None,
         )
 
     known = roof is not None
     estimate = Estimate(
-        profile.key,
-        precision,
-        profile.note,
-        roof,
-        s_dram,
-        s_tensor,
-        smoothed["flop_utilization"],
-        s_k,
-        s_gr,
-        s_get("gpu_utilization"),
-        s_sm,
-        s_occ,
-        intensity if known else None,
-        position,
-        achieved_flops if known else None,
-        achieved_bytes if known else None,
-        attainable if known else None,
-        fraction if known else None,
-        efficiency,
-        regime,
-        smoothed_regime,
-        raw_regime,
-        lever,
+        card=profile.key,
+        precision=precision,
+        precision_note=profile.note,
+        roof=roof,
+        dram_active=s_dram,
+        tensor_active=s_tensor,
+        flop_utilization=smoothed["flop_utilization"],
+        clock_ratio=s_k,
+        gr_engine_active=s_gr,
+        gpu_utilization=s_get("gpu_utilization"),
+        sm_active=s_sm,
+        sm_occupancy=s_occ,
+        intensity_flop_per_byte=at.intensity_flop_per_byte if known else None,
+        position=at.position,
+        achieved_flop_per_second=at.achieved_flop_per_second if known else None,
+        achieved_bandwidth_bytes_per_second=at.achieved_bandwidth_bytes_per_second if known else None,
+        attainable_flop_per_second=at.attainable_flop_per_second if known else None,
+        fraction_of_peak=at.fraction_of_peak if known else None,
+        roofline_efficiency=at.roofline_efficiency,
+        regime=regime,
+        smoothed_regime=smoothed_regime,
+        raw_regime=raw_regime,
+        lever=lever,
     )
     return EntityInference(
-        sample.entity,
-        timestamp,
-        estimate,
-        Smoothing(smoothed, regime, lever, pending, since),
-        new_totals,
-        recent,
-        (),
-        profile.key,
+        entity=sample.entity,
+        timestamp=timestamp,
+        estimate=estimate,
+        smoothing=Smoothing(
+            values=smoothed, regime=regime, lever=lever, pending_regime=pending, pending_since=since
+        ),
+        totals=new_totals,
+        recent_intervals=recent,
+        missing_fields=(),
+        card_key=profile.key,
     )
 
 
@@ -477,7 +477,9 @@ _roofs: dict[tuple[int, str], tuple[Card, Roof]] = {}
 _last_profile: tuple[Card | None, str | None, _CardProfile] = (
     None,
     None,
-    _CardProfile(UNKNOWN_CARD, None, None, None, (), None, False),
+    _CardProfile(
+        key=UNKNOWN_CARD, precision=None, note=None, roof=None, available=(), max_clock=None, dominant=False
+    ),
 )
 
 
@@ -496,7 +498,15 @@ def _card_profile(card: Card | None, config: InferenceConfig) -> _CardProfile:
         _remember_profile(card, config.precision, hit[1])
         return hit[1]
     if card is None:
-        profile = _CardProfile(UNKNOWN_CARD, config.precision, None, None, (), None, False)
+        profile = _CardProfile(
+            key=UNKNOWN_CARD,
+            precision=config.precision,
+            note=None,
+            roof=None,
+            available=(),
+            max_clock=None,
+            dominant=False,
+        )
     else:
         precision, note = precision_on(card, config.precision or DEFAULT_PRECISION)
         profile = _CardProfile(

@@ -447,21 +447,38 @@ def classify_counters(
         r.dram_active, r.tensor_active, utilization, r.gr_engine_active, r.sm_active,
         r.sm_occupancy, r.fp64_active, r.fp32_active, r.fp16_active, th,
     )  # fmt: skip
+    peak, bandwidth = roof.peak_flop_per_second, roof.bandwidth_bytes_per_second
+    at = counter_position(peak, bandwidth, r.dram_active, utilization)
     return CounterVerdict(
-        *counter_position(
-            roof.peak_flop_per_second, roof.bandwidth_bytes_per_second, r.dram_active, utilization
-        ),
+        achieved_flop_per_second=at.achieved_flop_per_second,
+        achieved_bandwidth_bytes_per_second=at.achieved_bandwidth_bytes_per_second,
+        flop_utilization=at.flop_utilization,
+        intensity_flop_per_byte=at.intensity_flop_per_byte,
+        position=at.position,
+        attainable_flop_per_second=at.attainable_flop_per_second,
+        fraction_of_peak=at.fraction_of_peak,
+        roofline_efficiency=at.roofline_efficiency,
         regime=regime,
         lever=lever,
     )
 
 
-def counter_position(
-    peak: float, bandwidth: float, dram: float, flop_utilization: float
-) -> tuple[float, float, float, float | None, float | None, float, float, float | None]:
-    """classify_counters' numbers on plain floats: (achieved FLOP/s, achieved bytes/s, t·k,
-    intensity, position, attainable, fraction of peak, roofline efficiency) — CounterVerdict's
-    first eight fields, in order."""
+@dataclass(frozen=True, slots=True)
+class CounterPosition:
+    """Where a counter reading sits on a roof: CounterVerdict's numbers, without the regime."""
+
+    achieved_flop_per_second: float
+    achieved_bandwidth_bytes_per_second: float
+    flop_utilization: float
+    intensity_flop_per_byte: float | None
+    position: float | None
+    attainable_flop_per_second: float
+    fraction_of_peak: float
+    roofline_efficiency: float | None
+
+
+def counter_position(peak: float, bandwidth: float, dram: float, flop_utilization: float) -> CounterPosition:
+    """classify_counters' numbers on plain floats (the daemon's per-sample path shares them)."""
     achieved_flops = flop_utilization * peak
     achieved_bytes = dram * bandwidth
     intensity: float | None
@@ -475,16 +492,15 @@ def counter_position(
         intensity = achieved_flops / achieved_bytes
         position = flop_utilization / dram
         attainable = min(peak, intensity * bandwidth)
-    efficiency = achieved_flops / attainable if attainable > 0 else None
-    return (
-        achieved_flops,
-        achieved_bytes,
-        flop_utilization,
-        intensity,
-        position,
-        attainable,
-        attainable / peak,
-        efficiency,
+    return CounterPosition(
+        achieved_flop_per_second=achieved_flops,
+        achieved_bandwidth_bytes_per_second=achieved_bytes,
+        flop_utilization=flop_utilization,
+        intensity_flop_per_byte=intensity,
+        position=position,
+        attainable_flop_per_second=attainable,
+        fraction_of_peak=attainable / peak,
+        roofline_efficiency=achieved_flops / attainable if attainable > 0 else None,
     )
 
 

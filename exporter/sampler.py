@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Protocol
 
 from exporter import __version__
 from exporter.catalog import Card, Catalog
@@ -111,7 +111,7 @@ class Sampler:
         self._totals: dict[EntityKey, Totals] = {}
         self._cards: dict[str, Card | None] = {}
         self._errors: dict[str, int] = {}
-        self._replay_errors: dict[str, int] = {}
+        self._skipped_errors: dict[str, int] = {}
         self._samples_total = 0
         self._last_wall: float | None = None
         self._last_ok_wall: float | None = None
@@ -210,7 +210,7 @@ class Sampler:
         except EndOfStream:
             if self._stop.is_set():
                 return True  # our own stop() woke a pacing replay: not the end of the file
-            self._collect_replay_stats(source)
+            self._collect_skipped(source)
             self._finished = True
             self._health = self._health._replace(
                 up=False,
@@ -242,7 +242,7 @@ class Sampler:
             self._publish()
             return False
         if publish:
-            self._collect_replay_stats(source)
+            self._collect_skipped(source)
             self._publish()
         self._backoff = self._backoff_initial
         return True
@@ -356,45 +356,45 @@ class Sampler:
             self._cards[model] = card
         return self._cards[model]
 
-    def _collect_replay_stats(self, source: Source) -> None:
-        """Lines a replay skipped (ReplayStats.lines_skipped, whatever the parser's reason)
-        become sample_errors_total{reason="corrupt_line"}: a replay has no other way to fail."""
-        stats: Any = getattr(source, "replay_stats", None)
-        skipped = getattr(stats, "lines_skipped", None)
-        if isinstance(skipped, int) and skipped > 0 and self._replay_errors.get(CORRUPT_LINE) != skipped:
-            self._replay_errors = {CORRUPT_LINE: skipped}
+    def _collect_skipped(self, source: Source) -> None:
+        """Records the source skipped (a replay's corrupt lines, whatever the parser's reason)
+        become sample_errors_total{reason="corrupt_line"}."""
+        skipped = source.records_skipped
+        if skipped > 0 and self._skipped_errors.get(CORRUPT_LINE) != skipped:
+            self._skipped_errors = {CORRUPT_LINE: skipped}
             self._errors_view = None
 
     def _freshness_seconds(self) -> float:
         return max(3 * self._options.interval_seconds, MIN_FRESHNESS_SECONDS)
 
     def _build_snapshot(self) -> Snapshot:
-        """The snapshot of the current state: built on every publish, so kept cheap (positional
-        constructors, errors and GPU order reused while unchanged)."""
+        """The snapshot of the current state: built on every publish, so kept cheap (errors and
+        GPU order reused while unchanged)."""
         errors = self._errors_view
         if errors is None:
             counted = dict(self._errors)
-            for reason, n in self._replay_errors.items():
+            for reason, n in self._skipped_errors.items():
                 counted[reason] = counted.get(reason, 0) + n
             errors = self._errors_view = MappingProxyType(counted)
-        h = self._health
-        health = SourceHealth(
-            h.name, h.up, h.reason, h.message, self._samples_total, errors, self._last_wall, h.finished
+        health = self._health._replace(
+            samples_total=self._samples_total, errors_total=errors, last_sample_wall_time=self._last_wall
         )
         ordered = self._ordered
         if ordered is None:
             ordered = self._ordered = sorted(self._tracked.values(), key=_order)
-        gpus = tuple([GpuState(t.state.entity, t.attribution, t.state) for t in ordered])
+        gpus = tuple(
+            [GpuState(entity=t.state.entity, attribution=t.attribution, inference=t.state) for t in ordered]
+        )
         config = self._config
         return Snapshot(
-            self._generation,
-            health,
-            gpus,
-            self._options.interval_seconds,
-            config.smoothing_seconds,
-            config.dwell_seconds,
-            self._freshness_seconds(),
-            __version__,
+            generation=self._generation,
+            source=health,
+            gpus=gpus,
+            interval_seconds=self._options.interval_seconds,
+            smoothing_seconds=config.smoothing_seconds,
+            dwell_seconds=config.dwell_seconds,
+            freshness_seconds=self._freshness_seconds(),
+            version=__version__,
         )
 
     def _publish(self) -> None:

@@ -135,6 +135,7 @@ class ListSource:
 
     name = "fake"
     paced = False
+    records_skipped = 0
 
     def __init__(
         self, items: Sequence[list[Sample] | SourceError], interrupt_after: int | None = None

@@ -35,6 +35,7 @@ class ScriptedSource:
 
     name = "scripted"
     paced = False
+    records_skipped = 0
 
     def __init__(self, script: list[Step]) -> None:
         self.script = script

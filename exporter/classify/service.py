@@ -35,6 +35,7 @@ INTERVAL_NOTE = (
     "not one kernel"
 )
 
+
 @dataclass(frozen=True, slots=True)
 class ResolvedCard:
     """The card a body names: a catalog Card, or a custom roof given as peak_flops + bandwidth."""
@@ -57,7 +58,7 @@ class ResolvedCard:
         if self.card is not None:
             return self.card.roof(precision)
         assert self.custom_peak is not None and self.custom_bandwidth is not None
-        return Roof(self.custom_peak, self.custom_bandwidth)
+        return Roof(peak_flop_per_second=self.custom_peak, bandwidth_bytes_per_second=self.custom_bandwidth)
 
 
 def resolve_card(catalog: Catalog, body: BodyCommon) -> ResolvedCard:

@@ -64,6 +64,12 @@ class Source(Protocol):
     """True when read() itself waits until the next batch is due (replay); False when the
     sampler must wait `interval_seconds` between reads (live GPU sources)."""
 
+    @property
+    def records_skipped(self) -> int:
+        """Input records (replay lines) skipped as unreadable since open(): the sampler counts
+        them in `ridgeline_sample_errors_total{reason="corrupt_line"}`. 0 for sources that read
+        a library rather than a text."""
+
     def open(self) -> None:
         """Connect, watch fields, check support; raise SourceUnavailable with a clear reason."""
 

@@ -75,6 +75,7 @@ class DcgmSource:
 
     name = "dcgm"
     paced = False
+    records_skipped = 0
 
     def __init__(self, options: SourceOptions) -> None:
         self._options = options

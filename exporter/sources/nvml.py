@@ -64,6 +64,7 @@ class NvmlSource:
 
     name = "nvml"
     paced = False
+    records_skipped = 0
 
     def __init__(self, options: SourceOptions) -> None:
         self._options = options

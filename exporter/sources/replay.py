@@ -70,7 +70,7 @@ class ReplaySource:
         self._period = 0.0
         self._start_wall: float | None = None
         self._start_trace = 0.0
-        self._stats = ReplayStats(0, 0, {}, 0, 0)
+        self._stats = ReplayStats(lines_read=0, lines_skipped=0, skipped_by_reason={}, samples=0, batches=0)
         self.format: str | None = None
         self.display_name = options.replay or ""
 
@@ -185,13 +185,23 @@ class ReplaySource:
         self._index += 1
         if offset == 0.0:
             return list(samples)
-        return [Sample(s.timestamp + offset, s.entity, s.values, s.attribution) for s in samples]
+        return [
+            Sample(
+                timestamp=s.timestamp + offset, entity=s.entity, values=s.values, attribution=s.attribution
+            )
+            for s in samples
+        ]
 
     def close(self) -> None:
         """Wake a read() that is waiting for its batch; safe to call twice."""
         self._closed.set()
 
-    # -- for the daemon ----------------------------------------------------------------------
+    @property
+    def records_skipped(self) -> int:
+        """Lines the parser skipped (any reason): the Source protocol's count of bad input."""
+        return self._stats.lines_skipped
+
+    # -- for the daemon and the tests ------------------------------------------------------------
 
     @property
     def replay_stats(self) -> ReplayStats:

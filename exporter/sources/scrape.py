@@ -172,6 +172,7 @@ class ScrapeSource:
 
     name = "scrape"
     paced = False
+    records_skipped = 0
 
     def __init__(self, options: SourceOptions) -> None:
         self._url = options.scrape_url or ""

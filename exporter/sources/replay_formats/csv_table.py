@@ -134,7 +134,13 @@ def parse_csv(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
                 seen_in_batch.clear()
             seen_in_batch.add(entity.key)
             timestamp = ctx.base_timestamp + synthetic_index * ctx.interval_seconds
-        rows.append((timestamp, Sample(timestamp, entity, values, attribution), line_number))
+        rows.append(
+            (
+                timestamp,
+                Sample(timestamp=timestamp, entity=entity, values=values, attribution=attribution),
+                line_number,
+            )
+        )
     return group_by_timestamp(rows, ctx)
 
 

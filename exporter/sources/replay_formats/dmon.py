@@ -79,7 +79,10 @@ def parse_dmon(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
                 timestamp = batches[-1][0] + ctx.interval_seconds
             else:
                 timestamp = ctx.base_timestamp
-            samples = [Sample(timestamp, entity, values, None) for entity, values in current.values()]
+            samples = [
+                Sample(timestamp=timestamp, entity=entity, values=values, attribution=None)
+                for entity, values in current.values()
+            ]
             batches.append((timestamp, samples))
         current = {}
         last_gpu_in_batch = -1

@@ -152,7 +152,9 @@ def parse_jsonl(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
                                 found = None
                         if found is not None:
                             values = _clean_fields(raw_fields, limits, lookup_field)
-                            sample = Sample(raw_ts, found[0], values, attribution)
+                            sample = Sample(
+                                timestamp=raw_ts, entity=found[0], values=values, attribution=attribution
+                            )
                     except (TypeError, ValueError):  # an unhashable label or a bad value
                         sample = None
             if sample is None or found is None:
@@ -350,7 +352,7 @@ def _sample_from_object(
             container or "",  # type: ignore[arg-type]
         )
     entity = ctx.entity(gpu, uuid, model, gpu_instance)
-    return Sample(timestamp, entity, values, attribution)
+    return Sample(timestamp=timestamp, entity=entity, values=values, attribution=attribution)
 
 
 def _clean_fields(
