@@ -145,7 +145,7 @@ _NO_LABELS: Mapping[str, str] = {}
 
 
 def build_families(snapshot: Snapshot) -> list[Family]:
-    """Every Ridgeline metric family for one snapshot (DESIGN.md, "Prometheus metrics")."""
+    """Every Ridgeline metric family for one snapshot (docs/design.md, "Prometheus metrics")."""
     labelled = [(g, gpu_labels(g)) for g in snapshot.gpus]
     out: list[Family] = []
 

@@ -3,7 +3,7 @@
 Pure (roofline, catalog types, fields and the sample record only), so every rule here is tested
 with synthetic samples and explicit timestamps — no clock, no thread, no GPU library.
 
-Per sample (DESIGN.md, "The model", counter form):
+Per sample (docs/design.md, "The model", counter form):
 
 * The raw reading is DRAM_ACTIVE (1005) and PIPE_TENSOR_ACTIVE (1004) plus whatever optional
   fields the source has. A blank DRAM or tensor value means there is no reading: the GPU gets no

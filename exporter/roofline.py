@@ -1,7 +1,8 @@
 """The roofline model: pure arithmetic on peaks, bandwidths, FLOPs, bytes and counter ratios.
 
 Standard library only, so the math can be imported and tested without FastAPI, Prometheus or a
-GPU library (DESIGN.md, "Layout"). Every formula here is one line of DESIGN.md, "The model":
+GPU library (docs/design.md, "Layout and layers"). Every formula here is one line of
+docs/design.md, "The model":
 
     ridge R = P / B;  intensity I = F / Q;  attainable = min(P, I * B)
 
@@ -37,7 +38,7 @@ ELEMENT_BYTES: dict[str, float] = {
 """Bytes one element occupies in memory, per precision (dtype)."""
 
 BALANCED_BAND = 0.02
-"""Within ±2 % of the ridge a kernel hits both walls at once (DESIGN.md): call it balanced."""
+"""Within ±2 % of the ridge a kernel hits both walls at once (docs/design.md): call it balanced."""
 
 KernelRegime = Literal["memory_bound", "compute_bound", "balanced"]
 CounterRegime = Literal["idle", "memory_bound", "compute_bound", "latency_bound"]
@@ -122,7 +123,7 @@ class Work:
 
 @dataclass(frozen=True, slots=True)
 class KernelVerdict:
-    """The textbook roofline answer for one kernel (DESIGN.md, "Kernel form")."""
+    """The textbook roofline answer for one kernel (docs/design.md, "The model": kernel form)."""
 
     flops: float
     bytes: float
@@ -225,7 +226,7 @@ def decode_work(parameters: float, batch: int, element_bytes: float) -> Work:
     """One decode step of an N-parameter model at batch b: F = 2Nb, Q = e * N (weights only).
 
     Every weight is read once per step and used for b tokens, so I = 2b / e: about b in bf16.
-    KV-cache and activation traffic are left out, as DESIGN.md states.
+    KV-cache and activation traffic are left out (docs/design.md, "The model").
     """
     _require_positive("parameters", parameters)
     _require_positive("batch", batch)
@@ -238,7 +239,7 @@ def decode_work(parameters: float, batch: int, element_bytes: float) -> Work:
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """How near a wall counts as "at" it, and what counts as idle (DESIGN.md, "Regimes").
+    """How near a wall counts as "at" it, and what counts as idle (docs/design.md, "The model": regimes).
 
     dram_wall 0.8: NVIDIA's DCGM guidance that about 0.8 is the practical maximum of DRAM_ACTIVE.
     tensor_wall 0.93: what dcgmproftester's tensor-core load reaches on PIPE_TENSOR_ACTIVE.
@@ -376,7 +377,7 @@ def _latency_lever(gr_engine: float | None, sm_active: float | None, sm_occupanc
 
 
 def counter_regime(reading: CounterReading, thresholds: Thresholds) -> tuple[CounterRegime, str]:
-    """The per-sample regime and its lever (DESIGN.md, "Regimes, per sample").
+    """The per-sample regime and its lever (docs/design.md, "The model": regimes).
 
     The side of the ridge (position t·k / d) says which wall could bind; the GPU is bound by it
     only when it is near that wall (its ratio over the wall ≥ θ): memory_bound on the memory side
@@ -433,7 +434,7 @@ def counter_regime_values(
 def classify_counters(
     roof: Roof, reading: CounterReading, thresholds: Thresholds | None = None
 ) -> CounterVerdict:
-    """The counter form (DESIGN.md): achieved = t·k·P and d·B, I = achieved FLOP/s / achieved B/s.
+    """The counter form (docs/design.md): achieved = t·k·P and d·B, I = achieved FLOP/s / achieved B/s.
 
     position = I / R = t·k / d; attainable = min(P, I·B); roofline efficiency = achieved /
     attainable, which works out to max(t·k, d). With d ≈ 0 the intensity is undefined: the
@@ -518,7 +519,7 @@ def clock_ratio(sm_clock_mhz: float | None, max_sm_clock_mhz: float | None) -> f
 
 
 TENSOR_PIPE_PRECISION: dict[str, str] = {"dfma": "fp64_tensor", "imma": "int8", "hmma": "bf16"}
-"""DESIGN.md: DFMA -> fp64 tensor, IMMA -> int8, HMMA -> bf16 (HMMA covers fp16/bf16/tf32/fp8)."""
+"""docs/design.md: DFMA -> fp64 tensor, IMMA -> int8, HMMA -> bf16 (HMMA covers fp16/bf16/tf32/fp8)."""
 
 DOMINANT_PIPE_FLOOR = 0.01
 """A tensor pipe below this ratio is noise, not evidence of a precision."""

@@ -1,7 +1,7 @@
 """The one sample record every source yields: when, which GPU, and DCGM field id -> value.
 
 Plain immutable records, not pydantic: they are built once per GPU per second in the sample
-loop, where validation on every sample would cost more than it buys (STYLE.md). `Sample` is a
+loop, where validation on every sample would cost more than it buys. `Sample` is a
 NamedTuple because a replay at --speed max builds hundreds of thousands a second: construction
 is one tuple allocation, where a frozen dataclass's __init__ pays an object.__setattr__ per field.
 `Entity` and `Attribution` stay frozen slotted dataclasses: each is built once per GPU or pod and

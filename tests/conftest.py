@@ -15,7 +15,7 @@ import pytest
 
 from exporter.catalog import Catalog, load_catalog
 
-# The answer fields DESIGN.md names for /classify (POST forms and the live GET).
+# The answer fields docs/design.md names for /classify (POST forms and the live GET).
 COMMON_FIELDS = {
     "card",
     "precision",

@@ -1,4 +1,5 @@
-"""The card catalog: DESIGN.md's required entries and figures, lookup by any name, user files."""
+"""The card catalog: the required entries and figures (docs/design.md, "Card catalog"), lookup by any
+name, user files."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from exporter.catalog import Catalog, CatalogError, UnknownCard, UnknownPrecision, load_catalog
 
-# key: (bf16-or-fp16 dense TFLOP/s, fp8 dense TFLOP/s or None, TB/s, NVML names), as DESIGN.md lists them
+# key: (bf16-or-fp16 dense TFLOP/s, fp8 dense TFLOP/s or None, TB/s, NVML names): the required cards
 REQUIRED: dict[str, tuple[float, float | None, float, tuple[str, ...]]] = {
     "v100-sxm2": (125, None, 0.90, ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB")),
     "t4": (65, None, 0.32, ("Tesla T4",)),

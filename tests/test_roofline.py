@@ -1,4 +1,4 @@
-"""The roofline formulas on worked examples (DESIGN.md, "The model")."""
+"""The roofline formulas on worked examples (docs/design.md, "The model")."""
 
 from __future__ import annotations
 

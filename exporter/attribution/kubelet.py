@@ -3,7 +3,7 @@
 A background thread calls ``v1.PodResourcesLister/List`` on the kubelet's unix socket every
 ``refresh_seconds`` and swaps in an immutable map (GPU UUID, GPU instance) -> holders. A sample
 or a scrape only reads that map: dcgm-exporter once called the kubelet on every scrape and took
-nodes to 10 cores (STYLE.md), which this design rules out.
+nodes to 10 cores, which this design rules out (docs/design.md, "The daemon's inference").
 
 Kubelet restarts: the kubelet removes and recreates its socket. A failed refresh closes the gRPC
 channel and the next one opens a fresh channel, so the attributor follows the new socket. While

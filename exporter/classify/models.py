@@ -2,7 +2,7 @@
 
 pydantic only — no FastAPI here — so the CLI validates its flags with exactly the models and
 messages the HTTP API uses. `parse_classify_body` decides the form from the fields a body
-carries (DESIGN.md, "HTTP API"): `flops`/`bytes` make a kernel, `op` and its dimensions an
+carries (docs/design.md, "HTTP API"): `flops`/`bytes` make a kernel, `op` and its dimensions an
 operation, `dram_active`/`tensor_active` and the DCGM-named ratios a counter reading. A body
 with fields of two forms is refused rather than guessed at.
 

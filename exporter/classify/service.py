@@ -3,7 +3,7 @@
 No FastAPI here: the HTTP route and `ridgeline classify` both call `classify()` and render the
 same dict (JSON for the API and `--json`, prose for the terminal). The math is
 exporter.roofline's; this layer only resolves the card and precision, derives the work, and names
-the numbers as DESIGN.md does.
+the numbers as docs/design.md does.
 
 Errors are raised as catalog.UnknownCard (404 with near matches), catalog.UnknownPrecision
 (422 listing what the card has) and classify.models.BodyError (4xx naming the field).
@@ -129,7 +129,7 @@ def _check_work_limits(work: Work, flops_field: str, bytes_field: str) -> None:
 
 
 def operation_work(body: OperationBody, element_bytes: float) -> Work:
-    """F and Q for the body's op (DESIGN.md, "Operation form")."""
+    """F and Q for the body's op (docs/design.md, "The model": operation form)."""
     try:
         if body.op == "gemm":
             assert body.m is not None and body.n is not None and body.k is not None
@@ -178,7 +178,7 @@ def compare_kernel(
     """The same work on other cards at the same precision: their ridge, verdict and floor time.
 
     `speedup` is this card's floor time over theirs (> 1: the other card is faster); `reverses`
-    marks a verdict that differs from this card's — the reversal condition DESIGN.md mentions.
+    marks a verdict that differs from this card's — the reversal condition (docs/design.md, "HTTP API").
     Cards without a peak at this precision are listed under `compare_skipped` with the reason.
     """
     rows: list[dict[str, Any]] = []

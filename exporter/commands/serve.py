@@ -27,7 +27,8 @@ from exporter.roofline import PRECISIONS, Thresholds
 log = logging.getLogger("exporter.serve")
 
 DEFAULT_LISTEN = ":10295"
-"""All interfaces, port 10295 (DESIGN.md: 9100-9999 is allocated; 295 is the H100's ridge)."""
+"""All interfaces, port 10295 (docs/design.md, "HTTP API": 9100-9999 is allocated; 295 is the
+H100's ridge)."""
 
 
 # -- flag parsing helpers -------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 A source is opened once, read once per sampling interval by the sampler thread (never by a
 scrape), and closed at shutdown. Adding a source means one module and one line in
-exporter/sources/__init__.py's registry (STYLE.md, node_exporter).
+exporter/sources/__init__.py's registry, as node_exporter does with its collectors.
 """
 
 from __future__ import annotations

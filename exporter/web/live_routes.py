@@ -1,7 +1,7 @@
 """Routes that read the sampler's live state: `/metrics`, `/readyz`, `GET /classify[/{gpu}]`.
 
 Every handler reads the current immutable snapshot and nothing else, so a scrape never waits on
-a GPU library or on the sampler (DESIGN.md, "Serving"). The handlers are `async` and do no I/O:
+a GPU library or on the sampler (docs/design.md, "HTTP API"). The handlers are `async` and do no I/O:
 they run on the event loop without a thread-pool hop, and cannot block it.
 """
 
