@@ -26,7 +26,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -156,6 +155,16 @@ def parse_mig_profile(text: str) -> tuple[int | None, str] | None:
     return (int(ci) if ci is not None else None), match.group("gi")
 
 
+@dataclass(frozen=True, slots=True)
+class _ScaledFigures:
+    """A card's figures in FLOP/s and bytes/s, and the instance roofs asked for so far."""
+
+    peaks: dict[str, float]
+    vectors: dict[str, float]
+    bandwidth: float
+    instance_roofs: dict[tuple[str, tuple[int | None, str]], Roof]
+
+
 class MigGeometry(BaseModel):
     """A card's MIG slices: totals and each GPU instance profile's [compute, memory] slice counts."""
 
@@ -228,15 +237,19 @@ class Card(BaseModel):
     vector_source: SourceUrl | None = None
     mig: MigGeometry | None = None
 
-    _peak_flops: dict[str, float] = PrivateAttr(default_factory=dict)
-    _vector_flops: dict[str, float] = PrivateAttr(default_factory=dict)
-    _bandwidth: float = PrivateAttr(default=0.0)
+    @functools.cached_property
+    def _scaled(self) -> _ScaledFigures:
+        """Every figure scaled once: the sample loop asks for them per GPU per sample.
 
-    def model_post_init(self, context: Any, /) -> None:
-        """Scale every figure once: the sample loop asks for them per GPU per sample."""
-        self._peak_flops = {p: from_tera(v) for p, v in self.peak_tflops.items()}
-        self._vector_flops = {p: from_tera(v) for p, v in self.vector_tflops.items()}
-        self._bandwidth = from_tera(self.bandwidth_tbps)
+        A cached_property lives in the instance __dict__, so reads are plain attribute reads
+        (pydantic's private attributes go through __getattr__, several times slower).
+        """
+        return _ScaledFigures(
+            peaks={p: from_tera(v) for p, v in self.peak_tflops.items()},
+            vectors={p: from_tera(v) for p, v in self.vector_tflops.items()},
+            bandwidth=from_tera(self.bandwidth_tbps),
+            instance_roofs={},
+        )
 
     @field_validator("peak_tflops")
     @classmethod
@@ -297,12 +310,12 @@ class Card(BaseModel):
 
     @property
     def bandwidth_bytes_per_second(self) -> float:
-        return self._bandwidth
+        return self._scaled.bandwidth
 
     def peak_flop_per_second(self, precision: str) -> float:
         """Dense peak at `precision` in FLOP/s; UnknownPrecision when the card lacks it."""
         try:
-            return self._peak_flops[precision]
+            return self._scaled.peaks[precision]
         except KeyError:
             raise UnknownPrecision(self.key, precision, self.precisions) from None
 
@@ -313,7 +326,7 @@ class Card(BaseModel):
         """
         if pipe not in VECTOR_PIPES:
             raise ValueError(f"unknown vector pipe {pipe!r}; known: {', '.join(VECTOR_PIPES)}")
-        return self._vector_flops.get(pipe)
+        return self._scaled.vectors.get(pipe)
 
     def mig_slices(self, profile: str) -> MigSlices | None:
         """The slices a MIG profile holds on this card (`3g.20gb`, `MIG 3g.20gb+me`, any case).
@@ -330,13 +343,21 @@ class Card(BaseModel):
         None for a profile the card does not list; UnknownPrecision as `roof` raises it.
         """
         peak = self.peak_flop_per_second(precision)
-        slices = self.mig_slices(profile)
-        if slices is None:
+        parsed = parse_mig_profile(profile)
+        if self.mig is None or parsed is None or parsed[1] not in self.mig.profiles:
             return None
-        return Roof(
-            peak_flop_per_second=peak * slices.compute_fraction,
-            bandwidth_bytes_per_second=self._bandwidth * slices.memory_fraction,
-        )
+        memo = self._scaled.instance_roofs  # listed profiles only: bounded by the card's table
+        key = (precision, parsed)
+        roof = memo.get(key)
+        if roof is None:
+            slices = self.mig.slices(profile)
+            if slices is None:  # e.g. more compute slices than the GPU instance holds
+                return None
+            roof = memo[key] = Roof(
+                peak_flop_per_second=peak * slices.compute_fraction,
+                bandwidth_bytes_per_second=self._scaled.bandwidth * slices.memory_fraction,
+            )
+        return roof
 
     def stand_in_precision(self, wanted: str) -> str:
         """The precision to use when `wanted` is a default (not an explicit ask) the card lacks.

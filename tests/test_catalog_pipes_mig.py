@@ -186,6 +186,18 @@ def test_an_instance_roof_at_a_missing_precision_is_refused(catalog: Catalog) ->
         catalog.lookup("a100").instance_roof("fp8", "3g.40gb")
 
 
+
+def test_instance_roofs_are_remembered_per_profile_not_per_spelling() -> None:
+    # label values arrive in any spelling; the memo must stay bounded by the card's own table
+    card = load_catalog().lookup("h100-sxm")
+    assert card.mig is not None
+    for i in range(2000):
+        assert card.instance_roof("bf16", f"3g.40gb+me.{i}") == card.instance_roof("bf16", "3G.40GB")
+        assert card.instance_roof("bf16", f"{i + 10}g.1gb") is None
+        assert card.instance_roof("bf16", f"{i + 4}c.3g.40gb") is None
+    assert len(card._scaled.instance_roofs) == 1
+
+
 MIG_CARDS = (
     "a30", "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-40gb", "a100-pcie-80gb",
     "a800-sxm4-80gb", "a800-pcie-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h800-sxm",
