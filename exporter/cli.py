@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from exporter import __version__
 
-COMMANDS: tuple[str, ...] = ("serve", "classify", "record", "cards")
+COMMANDS: tuple[str, ...] = ("serve", "classify", "record", "cards", "healthcheck")
 """Subcommand modules under exporter/commands/, in the order `--help` lists them."""
 
 
