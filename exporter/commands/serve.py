@@ -195,6 +195,13 @@ def register(subparsers: Any) -> None:
     )
     add_flag(
         parser,
+        "--hpc-job-mapping-dir",
+        metavar="DIR",
+        help="dcgm-exporter's HPC job mapping directory (one file per GPU index listing its job ids, "
+        "written by a Slurm prolog): adds an hpc_job label",
+    )
+    add_flag(
+        parser,
         "--smoothing-seconds",
         type=non_negative_seconds,
         default=10.0,
@@ -283,7 +290,12 @@ def run(args: argparse.Namespace) -> int:
     name, options = source_choice(args)
     source = open_source(name, options)  # SourceError: one line, exit 2
     attributor = _start_attributor(args.kubelet_socket)
-    sampler = Sampler(name, options, catalog, config, source=source, attributor=attributor)
+    from exporter.attribution.hpc import start_job_map
+
+    job_map = start_job_map(args.hpc_job_mapping_dir)
+    sampler = Sampler(
+        name, options, catalog, config, source=source, attributor=attributor, job_mapper=job_map
+    )
     try:
         app: Any = create_app(
             catalog,
@@ -332,6 +344,8 @@ def run(args: argparse.Namespace) -> int:
         sampler.stop()
         if attributor is not None:
             attributor.stop()
+        if job_map is not None:
+            job_map.stop()
     return 0
 
 
