@@ -70,6 +70,11 @@ class Podman:
             "cgroupfs",
             "--events-backend",
             "file",
+            # libpod's state, events and network configs too, or they would land in /run
+            "--tmpdir",
+            str(storage / "run" / "libpod"),  # as scripts/build-image: libpod's database records it
+            "--network-config-dir",
+            str(storage / "networks"),
         ]
         self.storage = storage
 
