@@ -51,3 +51,18 @@ class Sample(NamedTuple):
     entity: Entity
     values: Mapping[int, float | None]
     attribution: Attribution | None = None
+    hpc_job: str | None = None
+    """The HPC job id(s) on this GPU, comma-separated, when the source knows them (a scraped
+    dcgm-exporter page with its job mapping on); else the sampler asks --hpc-job-mapping-dir."""
+
+
+def join_hpc_jobs(jobs: list[str]) -> str | None:
+    """One hpc_job label value for every job on a GPU: ids joined by commas, numeric ids in
+    numeric order ("9,10,array_1"), so the value does not depend on who wrote them first."""
+    if not jobs:
+        return None
+    return ",".join(sorted(dict.fromkeys(jobs), key=_job_order))
+
+
+def _job_order(job: str) -> tuple[int, int, str]:
+    return (0, int(job), job) if job.isdigit() else (1, 0, job)

@@ -58,6 +58,12 @@ class Attributor(Protocol):
     def lookup(self, uuid: str, gpu_instance: int | None) -> Attribution | None: ...
 
 
+class JobMapper(Protocol):
+    """What the sampler needs from exporter.attribution.hpc.HpcJobMap."""
+
+    def lookup(self, gpu: int) -> str | None: ...
+
+
 Opener = Callable[[str, SourceOptions], Source]
 
 
@@ -66,6 +72,7 @@ class _Tracked:
     state: EntityInference
     attribution: Attribution | None
     missed_batches: int = 0
+    hpc_job: str | None = None
 
 
 class Sampler:
@@ -81,6 +88,7 @@ class Sampler:
         source: Source | None = None,
         opener: Opener | None = None,
         attributor: Attributor | None = None,
+        job_mapper: JobMapper | None = None,
         grace_batches: int = 3,
         backoff_initial_seconds: float = BACKOFF_INITIAL_SECONDS,
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
@@ -100,6 +108,7 @@ class Sampler:
         self._source = source
         self._opener = opener
         self._attributor = attributor
+        self._job_mapper = job_mapper
         self._grace = grace_batches
         self._backoff_initial = backoff_initial_seconds
         self._backoff_max = backoff_max_seconds
@@ -261,6 +270,7 @@ class Sampler:
         config = self._config
         cards = self._cards
         attributor = self._attributor
+        job_mapper = self._job_mapper
         for sample in batch:
             entity = sample.entity
             key = (entity.uuid, entity.gpu_instance)
@@ -272,10 +282,13 @@ class Sampler:
             attribution = sample.attribution
             if attribution is None and attributor is not None:
                 attribution = attributor.lookup(entity.uuid, entity.gpu_instance)
+            hpc_job = sample.hpc_job
+            if hpc_job is None and job_mapper is not None:
+                hpc_job = job_mapper.lookup(entity.gpu)
             tracked = tracked_by_key.get(key)
             if tracked is None:
                 state = step(None, sample, card, config, totals=totals_by_key.get(key))
-                tracked_by_key[key] = _Tracked(state=state, attribution=attribution)
+                tracked_by_key[key] = _Tracked(state=state, attribution=attribution, hpc_job=hpc_job)
                 self._ordered = None
             else:
                 previous = tracked.state
@@ -284,6 +297,7 @@ class Sampler:
                     self._ordered = None  # the GPU index may have changed: sort again
                 tracked.state = state
                 tracked.attribution = attribution
+                tracked.hpc_job = hpc_job
                 tracked.missed_batches = 0
             totals_by_key[key] = state.totals
         if len(seen) != len(tracked_by_key):
@@ -383,7 +397,12 @@ class Sampler:
         if ordered is None:
             ordered = self._ordered = sorted(self._tracked.values(), key=_order)
         gpus = tuple(
-            [GpuState(entity=t.state.entity, attribution=t.attribution, inference=t.state) for t in ordered]
+            [
+                GpuState(
+                    entity=t.state.entity, attribution=t.attribution, inference=t.state, hpc_job=t.hpc_job
+                )
+                for t in ordered
+            ]
         )
         config = self._config
         return Snapshot(

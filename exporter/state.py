@@ -26,6 +26,8 @@ class GpuState(NamedTuple):
     entity: Entity
     attribution: Attribution | None
     inference: EntityInference
+    hpc_job: str | None = None
+    """Slurm (or other HPC) job id(s) on this GPU, comma-separated; exporter/attribution/hpc.py."""
 
     @property
     def estimate(self) -> Estimate | None:

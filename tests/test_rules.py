@@ -19,7 +19,8 @@ RULE_FILES = sorted(RULES_DIR.glob("*.rules.yml"))
 TEST_FILES = sorted((RULES_DIR / "tests").glob("*.yml"))
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 RULES_DOC = ROOT / "docs" / "rules-and-dashboards.md"
-RUNBOOK_PREFIX = "https://github.com/ridgeline-dev/ridgeline/blob/main/docs/runbooks.md#"
+RUNBOOK_PREFIX = yaml.safe_load((ROOT / "deploy" / "names.yaml").read_text())["runbookUrlBase"] + "#"
+"""deploy/names.yaml is the one place naming the runbooks; generate.py and the chart read it too."""
 SEVERITIES = {"critical", "warning", "info"}
 RECORD_NAME = re.compile(r"^(instance|namespace_pod|cluster):ridgeline_[a-z0-9_]+:[a-z0-9_]+$")
 

@@ -180,3 +180,28 @@ def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
         gpus=args.gpus,
     )
     return name, options
+
+
+# -- where serve listens (serve, and the healthcheck that finds it) ---------------------------
+
+DEFAULT_LISTEN = ":10295"
+"""All interfaces, port 10295 (docs/design.md, "HTTP API": 9100-9999 is allocated; 295 is the
+H100's ridge)."""
+
+
+def add_listen_flags(parser: argparse.ArgumentParser) -> None:
+    """--listen and --web-config: serve takes them, and the healthcheck re-reads them off serve's
+    command line to find it."""
+    add_flag(parser, "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help="address to serve on")
+    add_flag(parser, "--web-config", metavar="FILE", help="exporter-toolkit web config (TLS, basic auth)")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port)."""
+    raw = text.strip()
+    host, sep, port_text = raw.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise UserError(f"--listen {text!r}: expected HOST:PORT or :PORT, e.g. :10295 or 127.0.0.1:10295")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return (host or "0.0.0.0"), int(port_text)

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import fields
-from exporter.sample import Attribution, Entity, Sample
+from exporter.sample import Attribution, Entity, Sample, join_hpc_jobs
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ class _Series:
     attribution: Attribution | None
     timestamp: float | None
     values: dict[int, float | None] = field(default_factory=dict)
+    hpc_jobs: list[str] = field(default_factory=list)
 
 
 def _label(labels: Mapping[str, str], *names: str) -> str:
@@ -132,7 +133,9 @@ def parse_page(text: str, now: float) -> list[Sample]:
 
     Raises ValueError when the text is not Prometheus exposition format. Blank sentinels,
     NaN and out-of-range ratios become None (exporter.fields.clean_value). When several series
-    for the same GPU carry different pods (shared GPUs), the first attributed one is kept.
+    for the same GPU carry different pods (shared GPUs), the first attributed one is kept. A
+    dcgm-exporter with --hpc-job-mapping-dir repeats each GPU's series once per job (label
+    hpc_job); those become one sample whose hpc_job is the ids joined by commas.
     """
     series: dict[tuple[int, int | None], _Series] = {}
     for family in text_string_to_metric_families(text):
@@ -152,6 +155,9 @@ def parse_page(text: str, now: float) -> list[Sample]:
                 series[entity.key] = entry
             elif entry.attribution is None:
                 entry.attribution = _attribution(sample.labels)
+            job = sample.labels.get("hpc_job", "")
+            if job and job not in entry.hpc_jobs:
+                entry.hpc_jobs.append(job)
             raw = float(sample.value)
             value = fields.clean_value(fid, raw if fields.is_blank(raw) else raw * factor)
             if fid not in entry.values or entry.values[fid] is None:
@@ -162,6 +168,7 @@ def parse_page(text: str, now: float) -> list[Sample]:
             entity=entry.entity,
             values=dict(entry.values),
             attribution=entry.attribution,
+            hpc_job=join_hpc_jobs(entry.hpc_jobs),
         )
         for _, entry in sorted(series.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))
     ]
