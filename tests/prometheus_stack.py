@@ -101,32 +101,53 @@ class Stack:
         self.targets[name] = address
         return address
 
-    def start_prometheus(self, static_configs: list[dict[str, Any]], job: str = "ridgeline") -> None:
-        """Start Prometheus (1 s scrape and evaluation, rules/ unchanged) and wait until ready."""
+    def start(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        """Start a process with its output in a log under tmp; stopped with the stack."""
+        log = self.tmp / f"{name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp)
+        self.processes.append((name, process, log))
+        return process
+
+    def wait_ready(self, url: str, what: str) -> None:
+        """Wait until GET url answers 200 (a server's readiness endpoint)."""
+
+        def ready() -> str | None:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return None if response.status == 200 else f"HTTP {response.status}"
+
+        wait_for(ready, self, f"{what} ready", 60.0)
+
+    def start_prometheus(
+        self,
+        static_configs: list[dict[str, Any]],
+        job: str = "ridgeline",
+        *,
+        rule_files: list[Path] = RULE_FILES,
+        alertmanager: str | None = None,
+    ) -> None:
+        """Start Prometheus (1 s scrape and evaluation, rules/ unchanged) and wait until ready.
+
+        With `alertmanager` (HOST:PORT), firing alerts are sent there.
+        """
         assert PROMETHEUS is not None
-        config = {
+        config: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
-            "rule_files": [str(p) for p in RULE_FILES],
+            "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [{"job_name": job, "static_configs": static_configs}],
         }
+        if alertmanager:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
         config_file = self.tmp / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(config))
         port = free_port()
-        log = self.tmp / "prometheus.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / 'tsdb'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp,
-            )  # fmt: skip
-        self.processes.append(("prometheus", process, log))
+        self.start(
+            "prometheus",
+            [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        )  # fmt: skip
         self.prometheus_url = f"http://127.0.0.1:{port}"
-
-        def ready() -> str | None:
-            with urllib.request.urlopen(f"{self.prometheus_url}/-/ready", timeout=5) as response:
-                return None if response.status == 200 else f"HTTP {response.status}"
-
-        wait_for(ready, self, "Prometheus ready", 60.0)
+        self.wait_ready(f"{self.prometheus_url}/-/ready", "Prometheus")
 
 
 @contextmanager
@@ -138,6 +159,13 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
     finally:
         for _name, process, _log in reversed(stack.processes):
             stop_process(process, timeout=10)
+
+
+def rebased_trace(source: Path, target: Path, now: float) -> None:
+    """Copy a JSON Lines trace with its timestamps shifted so that its first sample is `now`."""
+    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    shift = now - min(r["ts"] for r in records)
+    target.write_text("".join(json.dumps({**r, "ts": r["ts"] + shift}) + "\n" for r in records))
 
 
 def wait_for(check: Callable[[], str | None], stack: Stack, what: str, deadline_seconds: float) -> None:

@@ -34,6 +34,7 @@ from prometheus_stack import (
     active_alerts,
     dashboard_queries,
     loaded_rules,
+    rebased_trace,
     resolve_variables,
     running_stack,
     substitute,
@@ -63,13 +64,6 @@ EXPECTED_ALERTS = {
 PREFERRED = {"cluster": "e2e", "node": "decode-serving", "namespace": "llm", "pod": "decode-0"}
 
 
-def _rebased_trace(source: Path, target: Path, now: float) -> None:
-    """Copy a JSON Lines trace with its timestamps shifted so that its first sample is `now`."""
-    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
-    shift = now - min(r["ts"] for r in records)
-    target.write_text("".join(json.dumps({**r, "ts": r["ts"] + shift}) + "\n" for r in records))
-
-
 def _wait_for(check: Callable[[], str | None], stack: Stack, what: str) -> None:
     """Poll until `check` returns None, within this module's deadline."""
     wait_for(check, stack, what, DEADLINE_SECONDS)
@@ -85,7 +79,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for trace in sorted(SCENARIOS.glob("*.jsonl")):
             node = trace.stem
             replay = tmp / trace.name
-            _rebased_trace(trace, replay, now)
+            rebased_trace(trace, replay, now)
             address = stack.start_ridgeline(
                 node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", str(SPEED)
             )
