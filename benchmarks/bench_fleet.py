@@ -676,20 +676,30 @@ def backfill_recordings(
 # ---- measuring -----------------------------------------------------------------------------------
 
 
-def rule_group_times(prometheus: Prometheus, cycles: int) -> dict[str, list[float]]:
-    """Group -> evaluationTime (ms) of `cycles` distinct evaluations."""
+def rule_group_times(
+    prometheus: Prometheus, cycles: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(group -> evaluationTime in ms of `cycles` distinct evaluations, rule -> the same per rule)."""
     seen: dict[str, dict[str, float]] = {}
+    rules: dict[str, dict[str, float]] = {}
     deadline = time.monotonic() + cycles * SCRAPE * 4 + 120
     while time.monotonic() < deadline:
         for group in prometheus.api("/api/v1/rules")["groups"]:
             name = f"{Path(group['file']).name}: {group['name']}"
-            if group.get("lastEvaluation", "").startswith("0001"):
+            evaluated = group.get("lastEvaluation", "")
+            if evaluated.startswith("0001"):
                 continue
-            seen.setdefault(name, {})[group["lastEvaluation"]] = float(group["evaluationTime"]) * 1000
+            seen.setdefault(name, {})[evaluated] = float(group["evaluationTime"]) * 1000
+            for rule in group["rules"]:
+                key = f"{group['name']}: {rule['name']}"
+                rules.setdefault(key, {})[f"{evaluated}/{len(rules.get(key, {}))}"] = (
+                    float(rule.get("evaluationTime", 0.0)) * 1000
+                )
         if seen and all(len(v) >= cycles for v in seen.values()):
             break
         time.sleep(2)
-    return {name: list(times.values())[-cycles:] for name, times in sorted(seen.items())}
+    groups = {name: list(times.values())[-cycles:] for name, times in sorted(seen.items())}
+    return groups, {name: list(times.values()) for name, times in rules.items()}
 
 
 def rule_errors(prometheus: Prometheus) -> list[str]:
@@ -780,6 +790,8 @@ class Measured:
     head_series: float
     rss_bytes: float
     groups: dict[str, list[float]]
+    rules: dict[str, float]
+    """Rule -> median evaluationTime (ms) over the polls."""
     alerts: dict[str, int]
     queries: list[QueryTime] = field(default_factory=list)
     rule_errors: list[str] = field(default_factory=list)
@@ -874,7 +886,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
         phases["compaction wait s"] = wait_for_blocks(prometheus)
         began = time.monotonic()
         time.sleep(2 * SCRAPE)  # every target scraped and every group evaluated on the settled TSDB
-        groups = rule_group_times(prometheus, args.cycles)
+        groups, rule_times = rule_group_times(prometheus, args.cycles)
         alerts = alert_counts(prometheus)
         own = prometheus.self_metrics()
         end = time.time()
@@ -911,6 +923,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
             head_series=own.get("prometheus_tsdb_head_series", 0.0),
             rss_bytes=own.get("process_resident_memory_bytes", 0.0),
             groups=groups,
+            rules={k: statistics.median(v) for k, v in rule_times.items() if v},
             alerts=alerts,
             queries=queries,
             rule_errors=errors,
@@ -943,6 +956,10 @@ def report(m: Measured) -> None:
     print(f"\n{'rule group':58} {'min ms':>8} {'median':>8} {'max ms':>8}")
     for name, times in m.groups.items():
         print(f"{name:58} {min(times):8.1f} {statistics.median(times):8.1f} {max(times):8.1f}")
+    slowest = sorted(m.rules.items(), key=lambda kv: -kv[1])[:12]
+    print(f"\n{'slowest rules (median over the polls)':70} {'ms':>8}")
+    for name, ms in slowest:
+        print(f"{name[:70]:70} {ms:8.1f}")
     total = sum(m.alerts.values())
     print(f"\nalerts pending or firing: {total}")
     for name, count in m.alerts.items():

@@ -20,7 +20,7 @@ with empty values.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
@@ -29,7 +29,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from exporter.roofline import REGIMES
+from exporter.collectors import DEFAULT_COLLECTORS
+from exporter.roofline import REGIMES, Roof
 from exporter.state import GpuState, Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"
@@ -37,61 +38,54 @@ OPENMETRICS_EOF = b"# EOF\n"
 _go_float: Callable[[float], str] = floatToGoString
 """prometheus_client's number formatter (untyped upstream), so both encoders agree."""
 
-_GAUGES: tuple[tuple[str, str, Callable[[GpuState], float | None]], ...] = (
+_GAUGES: tuple[tuple[str, str, str, Callable[[GpuState], float | None]], ...] = (
+    # (collector, name, help, value): per-GPU gauges (exporter/collectors.py)
     (
+        "activity",
         "ridgeline_dram_active_ratio",
         "Smoothed DCGM DRAM_ACTIVE (field 1005): fraction of cycles the device memory interface "
         "is busy, 0-1 (about 0.8 is its practical maximum).",
         lambda g: g.estimate.dram_active if g.estimate else None,
     ),
     (
+        "activity",
         "ridgeline_tensor_active_ratio",
         "Smoothed DCGM PIPE_TENSOR_ACTIVE (field 1004): fraction of cycles the tensor pipes are busy, 0-1.",
         lambda g: g.estimate.tensor_active if g.estimate else None,
     ),
     (
+        "activity",
         "ridgeline_flop_utilization_ratio",
         "Smoothed tensor activity times SM clock ratio (t*k): achieved FLOP/s over the card's "
         "peak at the precision in use, 0-1.",
         lambda g: g.estimate.flop_utilization if g.estimate else None,
     ),
     (
+        "roofline",
         "ridgeline_arithmetic_intensity_flop_per_byte",
         "Smoothed arithmetic intensity in FLOP per DRAM byte (achieved FLOP/s over achieved "
         "bytes/s); absent while DRAM activity is about 0 or the card is unknown.",
         lambda g: g.estimate.intensity_flop_per_byte if g.estimate else None,
     ),
     (
+        "roofline",
         "ridgeline_roofline_efficiency_ratio",
         "Achieved over attainable FLOP/s at the current intensity (how close to the roof), 0-1.",
         lambda g: g.estimate.roofline_efficiency if g.estimate else None,
     ),
     (
+        "engine",
         "ridgeline_gr_engine_active_ratio",
         "Smoothed DCGM GR_ENGINE_ACTIVE (field 1001): fraction of time the graphics/compute "
         "engine is busy, 0-1; present when the source reports it.",
         lambda g: g.estimate.gr_engine_active if g.estimate else None,
     ),
     (
+        "engine",
         "ridgeline_gpu_utilization_ratio",
         "Smoothed DCGM GPU_UTIL (field 203) divided by 100: fraction of time a kernel ran, 0-1; "
         "present when the source reports it.",
         lambda g: g.estimate.gpu_utilization if g.estimate else None,
-    ),
-    (
-        "ridgeline_ridge_flop_per_byte",
-        "The card's ridge point at the precision in use: peak FLOP/s over bandwidth, FLOP per byte.",
-        lambda g: g.estimate.roof.ridge_flop_per_byte if g.estimate and g.estimate.roof else None,
-    ),
-    (
-        "ridgeline_peak_flop_per_second",
-        "The card's dense peak at the precision in use, FLOP per second (boost clock).",
-        lambda g: g.estimate.roof.peak_flop_per_second if g.estimate and g.estimate.roof else None,
-    ),
-    (
-        "ridgeline_peak_bandwidth_bytes_per_second",
-        "The card's peak memory bandwidth, bytes per second.",
-        lambda g: g.estimate.roof.bandwidth_bytes_per_second if g.estimate and g.estimate.roof else None,
     ),
 )
 
@@ -120,11 +114,14 @@ def gpu_labels(gpu: GpuState) -> dict[str, str]:
 class SnapshotCollector(Collector):
     """Yields fresh families for the snapshot `provider` returns at each collect()."""
 
-    def __init__(self, provider: Callable[[], Snapshot]) -> None:
+    def __init__(
+        self, provider: Callable[[], Snapshot], collectors: Collection[str] = DEFAULT_COLLECTORS
+    ) -> None:
         self._provider = provider
+        self._collectors = collectors
 
     def collect(self) -> Iterable[Metric]:
-        return families(self._provider())
+        return families(self._provider(), self._collectors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,19 +145,93 @@ class Family:
 _NO_LABELS: Mapping[str, str] = {}
 
 
-def build_families(snapshot: Snapshot) -> list[Family]:
-    """Every Ridgeline metric family for one snapshot (docs/design.md, "Prometheus metrics")."""
+def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COLLECTORS) -> list[Family]:
+    """The Ridgeline metric families of the enabled collectors for one snapshot (docs/design.md,
+    "Prometheus metrics"); the source-health families always."""
     labelled = [(g, gpu_labels(g)) for g in snapshot.gpus]
     out: list[Family] = []
 
-    for name, documentation, value_of in _GAUGES:
+    for collector, name, documentation, value_of in _GAUGES:
+        if collector not in collectors:
+            continue
         rows = []
         for gpu, labels in labelled:
             value = value_of(gpu)
             if value is not None:
                 rows.append(Row(sample=name, labels=labels, extra=(), value=value))
         out.append(Family(name=name, documentation=documentation, type="gauge", rows=rows))
+    if "card" in collectors:
+        out.extend(_card_families(labelled))
+    if "regime" in collectors:
+        out.append(_regime_family(labelled))
+    if "totals" in collectors:
+        out.extend(_totals_families(labelled))
+    out.extend(_health_families(snapshot))
+    return out
 
+
+def _card_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Family]:
+    """ridgeline_gpu_info per GPU and each card's constants once per card and precision.
+
+    A node of 8 identical GPUs writes one peak, one bandwidth and one ridge series instead of 8
+    of each; PromQL joins them to the GPUs through ridgeline_gpu_info's card and precision labels
+    (rules/ridgeline-recording.rules.yml sums the peaks that way).
+    """
+    info_rows: list[Row] = []
+    roofs: dict[tuple[str, str], Roof] = {}
+    for gpu, labels in labelled:
+        estimate = gpu.estimate
+        if estimate is None:
+            continue
+        extra: tuple[tuple[str, str], ...] = ()
+        if estimate.roof is not None and estimate.precision is not None:
+            extra = (("precision", estimate.precision),)
+            roofs.setdefault((estimate.card, estimate.precision), estimate.roof)
+        info_rows.append(Row(sample="ridgeline_gpu_info", labels=labels, extra=extra, value=1.0))
+    peak_rows, ridge_rows = [], []
+    bandwidths: dict[str, float] = {}
+    for (card, precision), roof in sorted(roofs.items()):
+        key = {"card": card, "precision": precision}
+        peak_rows.append(Row("ridgeline_card_peak_flop_per_second", key, (), roof.peak_flop_per_second))
+        ridge_rows.append(Row("ridgeline_card_ridge_flop_per_byte", key, (), roof.ridge_flop_per_byte))
+        bandwidths.setdefault(card, roof.bandwidth_bytes_per_second)
+    bandwidth_rows = [
+        Row("ridgeline_card_peak_bandwidth_bytes_per_second", {"card": card}, (), value)
+        for card, value in sorted(bandwidths.items())
+    ]
+    return [
+        Family(
+            name="ridgeline_gpu_info",
+            documentation="1 per GPU (or MIG instance) with a reading: its labels, and the precision of "
+            "its roof (absent for an unknown card); join the card constants on (card, precision).",
+            type="gauge",
+            rows=info_rows,
+        ),
+        Family(
+            name="ridgeline_card_peak_flop_per_second",
+            documentation="A card's dense peak at a precision in use on this node, FLOP per second "
+            "(boost clock); one series per card and precision, not per GPU.",
+            type="gauge",
+            rows=peak_rows,
+        ),
+        Family(
+            name="ridgeline_card_peak_bandwidth_bytes_per_second",
+            documentation="A card's peak memory bandwidth, bytes per second; one series per card "
+            "on this node.",
+            type="gauge",
+            rows=bandwidth_rows,
+        ),
+        Family(
+            name="ridgeline_card_ridge_flop_per_byte",
+            documentation="A card's ridge point at a precision in use on this node: peak FLOP/s over "
+            "bandwidth, FLOP per byte.",
+            type="gauge",
+            rows=ridge_rows,
+        ),
+    ]
+
+
+def _regime_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
     regime_rows = []
     for gpu, labels in labelled:
         if gpu.estimate is None:
@@ -175,16 +246,16 @@ def build_families(snapshot: Snapshot) -> list[Family]:
                     value=1.0 if current == name else 0.0,
                 )
             )
-    out.append(
-        Family(
-            name="ridgeline_regime",
-            documentation="Debounced regime (state set): 1 for the current one of idle, memory_bound, "
-            "compute_bound, latency_bound; 0 for the others.",
-            type="gauge",
-            rows=regime_rows,
-        )
+    return Family(
+        name="ridgeline_regime",
+        documentation="Debounced regime (state set): 1 for the current one of idle, memory_bound, "
+        "compute_bound, latency_bound; 0 for the others.",
+        type="gauge",
+        rows=regime_rows,
     )
 
+
+def _totals_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Family]:
     seconds_rows, flop_rows, dram_rows = [], [], []
     for gpu, labels in labelled:
         totals = gpu.totals
@@ -210,34 +281,33 @@ def build_families(snapshot: Snapshot) -> list[Family]:
                     value=totals.dram_bytes_total,
                 )
             )
-    out.append(
+    return [
         Family(
             name="ridgeline_regime_seconds",
             documentation="Seconds spent in each raw per-sample regime (integrated over sample intervals; "
             "fractions of rate() are exact).",
             type="counter",
             rows=seconds_rows,
-        )
-    )
-    out.append(
+        ),
         Family(
             name="ridgeline_flop",
             documentation="Estimated FLOPs executed (tensor activity x clock ratio x peak x interval); "
             "rate() is FLOP/s.",
             type="counter",
             rows=flop_rows,
-        )
-    )
-    out.append(
+        ),
         Family(
             name="ridgeline_dram_bytes",
             documentation="Estimated DRAM bytes moved (DRAM activity x bandwidth x interval); "
             "rate() is bytes/s.",
             type="counter",
             rows=dram_rows,
-        )
-    )
+        ),
+    ]
 
+
+def _health_families(snapshot: Snapshot) -> list[Family]:
+    out: list[Family] = []
     health = snapshot.source
     up_labels = {"source": health.name}
     out.append(
@@ -314,9 +384,9 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     return out
 
 
-def families(snapshot: Snapshot) -> Iterator[Metric]:
+def families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COLLECTORS) -> Iterator[Metric]:
     """The families as prometheus_client Metric objects (the reference the fast encoder must match)."""
-    for family in build_families(snapshot):
+    for family in build_families(snapshot, collectors):
         metric = Metric(family.name, family.documentation, family.type)
         for row in family.rows:
             metric.add_sample(row.sample, {**row.labels, **dict(row.extra)}, row.value)
@@ -371,10 +441,23 @@ def encode(family_list: list[Family], *, openmetrics: bool) -> bytes:
 
 
 class MetricsEndpoint:
-    """Encodes snapshots for /metrics with content negotiation, caching each snapshot's bytes."""
+    """Encodes snapshots for /metrics with content negotiation, caching each snapshot's bytes.
 
-    def __init__(self, provider: Callable[[], Snapshot], *, process_metrics: bool = True) -> None:
+    `collectors` are the enabled collectors (exporter/collectors.py); process metrics are written
+    when "process" is among them, unless `process_metrics` says otherwise.
+    """
+
+    def __init__(
+        self,
+        provider: Callable[[], Snapshot],
+        *,
+        process_metrics: bool | None = None,
+        collectors: Collection[str] = DEFAULT_COLLECTORS,
+    ) -> None:
         self._provider = provider
+        self._collectors = frozenset(collectors)
+        if process_metrics is None:
+            process_metrics = "process" in self._collectors
         self._lock = threading.Lock()
         self._cached_snapshot: Snapshot | None = None
         self._cache: dict[str, bytes] = {}
@@ -405,12 +488,12 @@ class MetricsEndpoint:
         if cached is not None:
             return cached
         if content_type.startswith("application/openmetrics-text"):
-            encoded = encode(build_families(snapshot), openmetrics=True)
+            encoded = encode(build_families(snapshot, self._collectors), openmetrics=True)
         elif content_type == CONTENT_TYPE_PLAIN_0_0_4:
-            encoded = encode(build_families(snapshot), openmetrics=False)
+            encoded = encode(build_families(snapshot, self._collectors), openmetrics=False)
         else:  # text format 1.x with an escaping scheme: let prometheus_client write it
             registry = CollectorRegistry(auto_describe=False)
-            registry.register(SnapshotCollector(lambda: snapshot))
+            registry.register(SnapshotCollector(lambda: snapshot, self._collectors))
             encoded = encoder(registry)
         with self._lock:
             if snapshot is self._cached_snapshot:

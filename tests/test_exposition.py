@@ -81,9 +81,10 @@ def test_every_design_metric_is_exposed(text: str) -> None:
         "ridgeline_regime_seconds_total",
         "ridgeline_flop_total",
         "ridgeline_dram_bytes_total",
-        "ridgeline_ridge_flop_per_byte",
-        "ridgeline_peak_flop_per_second",
-        "ridgeline_peak_bandwidth_bytes_per_second",
+        "ridgeline_gpu_info",
+        "ridgeline_card_ridge_flop_per_byte",
+        "ridgeline_card_peak_flop_per_second",
+        "ridgeline_card_peak_bandwidth_bytes_per_second",
         "ridgeline_source_up",
         "ridgeline_last_sample_timestamp_seconds",
         "ridgeline_samples_total",
@@ -117,12 +118,11 @@ def test_unknown_model_is_labelled_unknown_and_has_no_roof_series(text: str) -> 
     found = series(text)
     (alien,) = [labels for labels, _ in found["ridgeline_dram_active_ratio"] if labels["uuid"] == ALIEN.uuid]
     assert alien["card"] == "unknown"
-    for name in (
-        "ridgeline_peak_flop_per_second",
-        "ridgeline_flop_total",
-        "ridgeline_arithmetic_intensity_flop_per_byte",
-    ):
+    for name in ("ridgeline_flop_total", "ridgeline_arithmetic_intensity_flop_per_byte"):
         assert all(labels["uuid"] != ALIEN.uuid for labels, _ in found[name]), name
+    (info,) = [labels for labels, _ in found["ridgeline_gpu_info"] if labels["uuid"] == ALIEN.uuid]
+    assert "precision" not in info  # no roof: nothing to join
+    assert all(labels["card"] != "unknown" for labels, _ in found["ridgeline_card_peak_flop_per_second"])
     regimes = {labels["regime"]: v for labels, v in found["ridgeline_regime"] if labels["uuid"] == ALIEN.uuid}
     assert sum(regimes.values()) == 1.0
 
@@ -219,3 +219,104 @@ def test_counters_keep_their_card_label_through_a_blank_hiccup() -> None:
     (flop_labels,) = [labels for labels, _ in found["ridgeline_flop_total"]]
     assert flop_labels["card"] == "h100-sxm"
     assert {labels["card"] for labels, _ in found["ridgeline_regime_seconds_total"]} == {"h100-sxm"}
+
+
+def test_card_constants_are_written_once_per_card_and_precision(text: str) -> None:
+    """Two H100s (and an H100 with blank DRAM, which has no reading) share one series per constant;
+    the MIG instance's A100 has its own. Each GPU names its precision in ridgeline_gpu_info."""
+    found = series(text)
+    peaks = {
+        (labels["card"], labels["precision"]): v for labels, v in found["ridgeline_card_peak_flop_per_second"]
+    }
+    h100, a100 = CATALOG.lookup("h100-sxm"), CATALOG.lookup("a100-sxm4-40gb")
+    assert peaks == {
+        ("h100-sxm", "bf16"): h100.peak_flop_per_second("bf16"),
+        ("a100-sxm4-40gb", "bf16"): a100.peak_flop_per_second("bf16"),
+    }
+    ridges = {
+        (labels["card"], labels["precision"]): v for labels, v in found["ridgeline_card_ridge_flop_per_byte"]
+    }
+    assert ridges[("h100-sxm", "bf16")] == pytest.approx(
+        h100.peak_flop_per_second("bf16") / h100.bandwidth_bytes_per_second
+    )
+    bandwidth = {labels["card"]: v for labels, v in found["ridgeline_card_peak_bandwidth_bytes_per_second"]}
+    assert bandwidth == {
+        "h100-sxm": h100.bandwidth_bytes_per_second,
+        "a100-sxm4-40gb": a100.bandwidth_bytes_per_second,
+    }
+    for labels, _ in found["ridgeline_card_peak_flop_per_second"]:
+        assert set(labels) == {"card", "precision"}, labels
+    info = {labels["uuid"]: labels for labels, _ in found["ridgeline_gpu_info"]}
+    assert set(info) == {PLAIN.uuid, PODDED.uuid, MIG.uuid, ALIEN.uuid}  # BLANK has no reading yet
+    assert info[PODDED.uuid]["precision"] == "bf16" and info[PODDED.uuid]["pod"] == "decode-0"
+    assert info[MIG.uuid]["gpu_instance"] == "3"
+    # nothing per GPU repeats a card constant any more
+    per_gpu = {name for name, rows in found.items() if any("uuid" in labels for labels, _ in rows)}
+    assert not per_gpu & {"ridgeline_peak_flop_per_second", "ridgeline_ridge_flop_per_byte",
+                          "ridgeline_peak_bandwidth_bytes_per_second"}  # fmt: skip
+
+
+def test_the_collectors_table_names_what_each_collector_writes() -> None:
+    """exporter/collectors.py is what --help and the docs quote: each collector's families are
+    exactly the ones build_families adds when it alone is switched on."""
+    from exporter.collectors import COLLECTORS
+    from exporter.exposition import build_families
+
+    snapshot = snapshot_after()
+    health = {f.name for f in build_families(snapshot, collectors=())}
+    assert health == {
+        "ridgeline_source_up",
+        "ridgeline_last_sample_timestamp_seconds",
+        "ridgeline_samples",
+        "ridgeline_sample_errors",
+        "ridgeline_build_info",
+    }
+    for spec in COLLECTORS:
+        if spec.name == "process":
+            continue
+        added = {f.name for f in build_families(snapshot, collectors=(spec.name,))} - health
+        exposed = {name.removesuffix("_total") for name in spec.families}
+        assert added == exposed, spec.name
+
+
+def test_switched_off_collectors_leave_their_families_out_and_process_metrics_follow() -> None:
+    provider = snapshot_after
+    body, _ = MetricsEndpoint(provider, collectors={"totals", "card", "regime"}).render(None)
+    found = series(body.decode())
+    assert "ridgeline_dram_active_ratio" not in found and "ridgeline_gr_engine_active_ratio" not in found
+    assert "ridgeline_regime_seconds_total" in found and "ridgeline_gpu_info" in found
+    assert not [name for name in found if name.startswith("process_")]
+    full, _ = MetricsEndpoint(provider).render(None)
+    assert "process_resident_memory_bytes" in full.decode()
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected_off"),
+    [
+        ([], {}, set()),
+        (["--no-collector.engine", "--no-collector.roofline"], {}, {"engine", "roofline"}),
+        (["--collector.disable-defaults", "--collector.totals", "--collector.card"], {},
+         {"activity", "roofline", "engine", "regime", "process"}),
+        ([], {"RIDGELINE_COLLECTOR_ACTIVITY": "false"}, {"activity"}),
+        (["--collector.activity"], {"RIDGELINE_COLLECTOR_ACTIVITY": "0"}, set()),  # the flag wins
+    ],
+)  # fmt: skip
+def test_serve_collector_flags(
+    argv: list[str], env: dict[str, str], expected_off: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.cli import build_parser
+    from exporter.collectors import DEFAULT_COLLECTORS
+    from exporter.commands.options import collector_choice
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = build_parser().parse_args(["serve", "--replay", "demo", *argv])
+    assert DEFAULT_COLLECTORS - collector_choice(args) == expected_off
+
+
+def test_a_bad_collector_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from exporter.cli import build_parser
+
+    monkeypatch.setenv("RIDGELINE_COLLECTOR_ENGINE", "sometimes")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--replay", "demo"])

@@ -16,9 +16,11 @@ from typing import Any
 
 from exporter.commands.options import (
     UserError,
+    add_collector_flags,
     add_flag,
     add_listen_flags,
     add_source_flags,
+    collector_choice,
     non_negative_seconds,
     parse_listen,
     source_choice,
@@ -97,6 +99,7 @@ def register(subparsers: Any) -> None:
         default=False,
         help="log every HTTP request (off by default: Prometheus scrapes would fill the log)",
     )
+    add_collector_flags(parser)
     parser.set_defaults(func=run)
 
 
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from None
         ssl_kwargs = web_config.uvicorn_ssl_kwargs()
 
+    collectors = collector_choice(args)
     name, options = source_choice(args)
     source = open_source(name, options)  # SourceError: one line, exit 2
     attributor = _start_attributor(args.kubelet_socket)
@@ -158,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         app: Any = create_app(
             catalog,
-            live_router=build_live_router(lambda: sampler.snapshot),
+            live_router=build_live_router(lambda: sampler.snapshot, collectors=collectors),
             precision_default=args.precision or "bf16",
             thresholds=thresholds,
         )
@@ -171,12 +175,13 @@ def run(args: argparse.Namespace) -> int:
             )
         sampler.start()
         log.info(
-            "serving on %s:%d (source %s, interval %g s)%s",
+            "serving on %s:%d (source %s, interval %g s)%s%s",
             host,
             port,
             source.name,
             args.interval,
             ", TLS" if ssl_kwargs else "",
+            _collectors_note(collectors),
         )
         server = uvicorn.Server(
             uvicorn.Config(
@@ -206,6 +211,13 @@ def run(args: argparse.Namespace) -> int:
         if job_map is not None:
             job_map.stop()
     return 0
+
+
+def _collectors_note(collectors: frozenset[str]) -> str:
+    from exporter.collectors import DEFAULT_COLLECTORS
+
+    off = sorted(DEFAULT_COLLECTORS - collectors)
+    return f", collectors off: {', '.join(off)}" if off else ""
 
 
 def _start_attributor(socket_path: str | None) -> Any:

@@ -7,12 +7,13 @@ they run on the event loop without a thread-pool hop, and cannot block it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.state import GpuState, Snapshot
 from exporter.web.responses import json_response
@@ -90,10 +91,13 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     return answer
 
 
-def build_live_router(state_provider: Callable[[], Snapshot]) -> APIRouter:
-    """The live routes over `state_provider` (normally `lambda: sampler.snapshot`)."""
+def build_live_router(
+    state_provider: Callable[[], Snapshot], *, collectors: Collection[str] = DEFAULT_COLLECTORS
+) -> APIRouter:
+    """The live routes over `state_provider` (normally `lambda: sampler.snapshot`); /metrics writes
+    the families of `collectors` (exporter/collectors.py)."""
     router = APIRouter()
-    metrics = MetricsEndpoint(state_provider)
+    metrics = MetricsEndpoint(state_provider, collectors=collectors)
 
     @router.get(
         "/metrics", include_in_schema=True, summary="Prometheus metrics (text; OpenMetrics on request)"

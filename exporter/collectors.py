@@ -1,0 +1,92 @@
+"""The metric families `ridgeline serve` exports, grouped into collectors an operator can switch off.
+
+node_exporter's convention: `--collector.NAME` turns a collector on, `--no-collector.NAME` off,
+`--collector.disable-defaults` starts from none. Every collector is on by default because the
+shipped rules and dashboards read them (docs/rules-and-dashboards.md, "Series budget", says which
+alert or panel goes empty without which collector); a large fleet that wants only the fleet view
+can drop the per-GPU readings and keep the counters. The source-health families
+(ridgeline_source_up, ridgeline_last_sample_timestamp_seconds, ridgeline_samples_total,
+ridgeline_sample_errors_total, ridgeline_build_info) are always exported: the health alerts need them.
+
+Standard library only, so that parsing `serve`'s flags does not import prometheus_client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.roofline import REGIMES
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorSpec:
+    name: str
+    families: tuple[str, ...]
+    """The families it writes, by their exposition names (counters with _total)."""
+    per_gpu: int
+    """Series per whole GPU (or MIG instance) when every one of its readings is present."""
+    summary: str
+
+
+COLLECTORS: tuple[CollectorSpec, ...] = (
+    CollectorSpec(
+        "activity",
+        ("ridgeline_dram_active_ratio", "ridgeline_tensor_active_ratio", "ridgeline_flop_utilization_ratio"),
+        3,
+        "the smoothed readings behind the regime (DRAM, tensor, flop utilization)",
+    ),
+    CollectorSpec(
+        "roofline",
+        ("ridgeline_arithmetic_intensity_flop_per_byte", "ridgeline_roofline_efficiency_ratio"),
+        2,
+        "each GPU's arithmetic intensity and roofline efficiency",
+    ),
+    CollectorSpec(
+        "engine",
+        ("ridgeline_gr_engine_active_ratio", "ridgeline_gpu_utilization_ratio"),
+        2,
+        "GR_ENGINE_ACTIVE and GPU_UTIL where the source reports them",
+    ),
+    CollectorSpec(
+        "regime",
+        ("ridgeline_regime",),
+        len(REGIMES),
+        "the debounced regime, a state set (one series per regime)",
+    ),
+    CollectorSpec(
+        "totals",
+        ("ridgeline_regime_seconds_total", "ridgeline_flop_total", "ridgeline_dram_bytes_total"),
+        len(REGIMES) + 2,
+        "the counters every recording rule is built on (time in each regime, FLOPs, DRAM bytes)",
+    ),
+    CollectorSpec(
+        "card",
+        (
+            "ridgeline_gpu_info",
+            "ridgeline_card_peak_flop_per_second",
+            "ridgeline_card_peak_bandwidth_bytes_per_second",
+            "ridgeline_card_ridge_flop_per_byte",
+        ),
+        1,
+        "one ridgeline_gpu_info per GPU naming its card and precision, and the card constants once "
+        "per card and precision on the node",
+    ),
+    CollectorSpec("process", ("process_*",), 0, "the exporter process' CPU, memory and file descriptors"),
+)
+BY_NAME = {c.name: c for c in COLLECTORS}
+DEFAULT_COLLECTORS: frozenset[str] = frozenset(BY_NAME)
+
+
+def collectors_from_flags(
+    choices: dict[str, bool | None], *, disable_defaults: bool = False
+) -> frozenset[str]:
+    """The enabled set: the defaults (or none), then each explicit --collector.X / --no-collector.X."""
+    enabled = set() if disable_defaults else set(DEFAULT_COLLECTORS)
+    for name, on in choices.items():
+        if name not in BY_NAME:
+            raise ValueError(f"unknown collector {name!r}; known: {', '.join(BY_NAME)}")
+        if on is True:
+            enabled.add(name)
+        elif on is False:
+            enabled.discard(name)
+    return frozenset(enabled)
