@@ -423,36 +423,44 @@ WORKLOAD_LINK: Json = {
     "&var-namespace=${__data.fields.namespace}&var-pod=${__data.fields.pod}",
 }
 CLUSTER_VARIABLE = ("cluster", "Cluster", "label_values(ridgeline_build_info, cluster)")
+FLEET_CLUSTER_VARIABLE = ("cluster", "Cluster", "label_values(cluster:ridgeline_gpus:count, cluster)")
+"""The Fleet dashboard reads only cluster:, namespace_pod: and hpc_job: series, so that it answers
+from a global Prometheus that federates those (deploy/federation/); its variable does too."""
 
 # ---- Fleet -------------------------------------------------------------------------------------
 
 
+WORKLOAD_KEY = "cluster, namespace, pod, hpc_job"
+"""A workload: a pod (namespace, pod) or a Slurm job (hpc_job); the labels it lacks are empty."""
+
+
+def workloads(metric: str, selector: str) -> str:
+    """One recorded quantity for pods and Slurm jobs alike: namespace_pod: or hpc_job: `metric`."""
+    return f"(namespace_pod:{metric}{{{selector}}} or hpc_job:{metric}{{{selector}}})"
+
+
 def workload_ranking(regime: str) -> list[Query]:
-    """Top pods by GPU-equivalents spent in `regime`, with their share, intensity and utilization."""
+    """Top workloads by GPU-equivalents spent in `regime`, with their share, intensity and utilization."""
     c = 'cluster=~"$cluster"'
     in_regime = f'{c}, regime="{regime}"'
-    top = (
-        "topk(10, sum by (cluster, namespace, pod) "
-        f"(namespace_pod:ridgeline_regime_seconds:rate5m{{{in_regime}}}) > 0)"
-    )
-    keep = f"and on (cluster, namespace, pod) {top}"
+    top = f"topk(10, sum by ({WORKLOAD_KEY}) {workloads('ridgeline_regime_seconds:rate5m', in_regime)})"
+    keep = f"and on ({WORKLOAD_KEY}) {top}"
     return [
         target(top, ref="A", instant=True, table=True),
         target(
-            "sum by (cluster, namespace, pod) "
-            f"(namespace_pod:ridgeline_regime_time:ratio_rate5m{{{in_regime}}}) {keep}",
+            f"sum by ({WORKLOAD_KEY}) {workloads('ridgeline_regime_time:ratio_rate5m', in_regime)} {keep}",
             ref="B",
             instant=True,
             table=True,
         ),
         target(
-            f"namespace_pod:ridgeline_arithmetic_intensity_flop_per_byte:rate5m{{{c}}} {keep}",
+            f"{workloads('ridgeline_arithmetic_intensity_flop_per_byte:rate5m', c)} {keep}",
             ref="C",
             instant=True,
             table=True,
         ),
         target(
-            f"namespace_pod:ridgeline_flop_utilization:ratio_rate5m{{{c}}} {keep}",
+            f"{workloads('ridgeline_flop_utilization:ratio_rate5m', c)} {keep}",
             ref="D",
             instant=True,
             table=True,
@@ -464,6 +472,7 @@ WORKLOAD_COLUMNS = {
     "cluster": "Cluster",
     "namespace": "Namespace",
     "pod": "Pod",
+    "hpc_job": "Slurm job",
     "Value #A": "GPUs in regime",
     "Value #B": "Share of its GPU time",
     "Value #C": "Intensity (FLOP/B)",
@@ -499,7 +508,7 @@ def fleet() -> Json:
         "Where the fleet's GPUs sit on their rooflines: regimes, GPU-hours, intensity, utilization "
         "and the workloads to look at.",
     )
-    board.variable(query_variable(*CLUSTER_VARIABLE, multi=True))
+    board.variable(query_variable(*FLEET_CLUSTER_VARIABLE, multi=True))
     board.row("Fleet now")
     board.add(
         stat_panel(
@@ -514,8 +523,8 @@ def fleet() -> Json:
     board.add(
         stat_panel(
             "Idle but allocated",
-            "GPUs whose regime is idle while a pod holds them.",
-            f'count(ridgeline_regime{{{c}, regime="idle", pod!=""}} == 1) or vector(0)',
+            "GPUs whose regime is idle while a pod or a Slurm job holds them.",
+            f'sum(cluster:ridgeline_allocated_gpus:count{{{c}, regime="idle"}}) or vector(0)',
             "short",
             thresholds=(("green", None), ("orange", 1)),
         ),
@@ -583,10 +592,13 @@ def fleet() -> Json:
     board.add(
         timeseries_panel(
             "GPU-hours by regime",
-            "GPU-hours spent in each raw regime per interval (from the time-in-regime counters, so exact).",
+            "GPU-hours spent in each raw regime per interval: the mean GPU-equivalents in the regime "
+            "over the interval (from the time-in-regime counters, recorded every evaluation) times its "
+            "length. The window is the whole interval, at least an hour, so it always holds many samples.",
             [
                 target(
-                    f"sum by (regime) (increase(ridgeline_regime_seconds_total{{{c}}}[$__interval])) / 3600",
+                    "sum by (regime) (avg_over_time(cluster:ridgeline_regime_seconds:rate5m"
+                    f"{{{c}}}[$__interval])) * $__interval_ms / 3600000",
                     "{{regime}}",
                 )
             ],
@@ -642,7 +654,11 @@ def fleet() -> Json:
             "the memory side.",
             [
                 target(FLEET_INTENSITY, "fleet intensity", "A"),
-                target(f"max by (card) (ridgeline_ridge_flop_per_byte{{{c}}})", "ridge {{card}}", "B"),
+                target(
+                    f"max by (card, precision) (cluster:ridgeline_card_ridge_flop_per_byte:max{{{c}}})",
+                    "ridge {{card}} {{precision}}",
+                    "B",
+                ),
             ],
             "FLOP/B",
             log_y=True,
@@ -671,39 +687,44 @@ def fleet() -> Json:
     )
     board.add(
         table_panel(
-            "Nodes",
-            "Per node: flop utilization, DRAM bandwidth utilization and intensity (5m).",
+            "Clusters",
+            "Per cluster: GPUs reporting, flop utilization, DRAM bandwidth utilization and intensity (5m). "
+            "Nodes are on each cluster's Node dashboard.",
             [
                 target(
-                    f"instance:ridgeline_flop_utilization:ratio_rate5m{{{c}}}",
+                    f"sum by (cluster) (cluster:ridgeline_gpus:count{{{c}}})",
                     ref="A",
                     instant=True,
                     table=True,
                 ),
                 target(
-                    f"instance:ridgeline_dram_bandwidth_utilization:ratio_rate5m{{{c}}}",
+                    f"cluster:ridgeline_flop_utilization:ratio_rate5m{{{c}}}",
                     ref="B",
                     instant=True,
                     table=True,
                 ),
                 target(
-                    f"instance:ridgeline_arithmetic_intensity_flop_per_byte:rate5m{{{c}}}",
+                    f"cluster:ridgeline_dram_bandwidth_utilization:ratio_rate5m{{{c}}}",
                     ref="C",
+                    instant=True,
+                    table=True,
+                ),
+                target(
+                    f"cluster:ridgeline_arithmetic_intensity_flop_per_byte:rate5m{{{c}}}",
+                    ref="D",
                     instant=True,
                     table=True,
                 ),
             ],
             rename={
                 "cluster": "Cluster",
-                "node": "Node",
-                "instance": "Instance",
-                "Value #A": "Flop utilization",
-                "Value #B": "DRAM bandwidth utilization",
-                "Value #C": "Intensity (FLOP/B)",
+                "Value #A": "GPUs",
+                "Value #B": "Flop utilization",
+                "Value #C": "DRAM bandwidth utilization",
+                "Value #D": "Intensity (FLOP/B)",
             },
             units={"Flop utilization": "percentunit", "DRAM bandwidth utilization": "percentunit"},
-            links={"Instance": NODE_LINK},
-            sort_by="Flop utilization",
+            sort_by="GPUs",
         ),
         24,
         8,
@@ -724,34 +745,35 @@ def fleet() -> Json:
             12,
             8,
         )
-    by = "cluster, node, instance, gpu, uuid, card, namespace, pod"
-    idle_held = f'{c}, regime="idle", pod!=""'
+    idle_sel = f'{c}, regime="idle"'
+    idle_now = workloads("ridgeline_gpus:count", idle_sel)
     board.add(
         table_panel(
-            "Idle-but-allocated GPUs",
-            "GPUs idle now while a pod holds them, with the idle share of their last hour.",
+            "Idle-but-allocated workloads",
+            "Pods and Slurm jobs holding GPUs that are idle now, with their idle GPUs averaged over the "
+            "last hour.",
             [
+                target(f"sum by ({WORKLOAD_KEY}) {idle_now}", ref="A", instant=True, table=True),
                 target(
-                    f"sum by ({by}) (rate(ridgeline_regime_seconds_total{{{idle_held}}}[1h]))\n"
-                    f'/ sum by ({by}) (rate(ridgeline_regime_seconds_total{{{c}, pod!=""}}[1h]))\n'
-                    f"and on (cluster, instance, uuid) (ridgeline_regime{{{idle_held}}} == 1)",
+                    f"(avg_over_time(namespace_pod:ridgeline_regime_seconds:rate5m{{{idle_sel}}}[1h])\n"
+                    f" or avg_over_time(hpc_job:ridgeline_regime_seconds:rate5m{{{idle_sel}}}[1h]))\n"
+                    f"and on ({WORKLOAD_KEY}) {idle_now}",
+                    ref="B",
                     instant=True,
                     table=True,
-                )
+                ),
             ],
             rename={
                 "cluster": "Cluster",
-                "node": "Node",
-                "instance": "Instance",
-                "gpu": "GPU",
-                "card": "Card",
                 "namespace": "Namespace",
                 "pod": "Pod",
-                "Value": "Idle share, last hour",
+                "hpc_job": "Slurm job",
+                "Value #A": "Idle GPUs now",
+                "Value #B": "Idle GPUs, last hour",
             },
-            units={"Idle share, last hour": "percentunit"},
-            links={"Pod": WORKLOAD_LINK, "Instance": NODE_LINK},
-            sort_by="Idle share, last hour",
+            units={"Idle GPUs now": "short", "Idle GPUs, last hour": "short"},
+            links={"Pod": WORKLOAD_LINK},
+            sort_by="Idle GPUs now",
         ),
         24,
         8,
@@ -770,9 +792,9 @@ def roofline_xy(sel: str, gpu_sel: str) -> dashboard_b.Panel:
     The SDK's typed xychart builder models the v1 save model, so this panel is the generic builder
     with the v2 options (see the module docstring).
     """
-    ridge = f"max by (card) (ridgeline_ridge_flop_per_byte{{{sel}}})"
-    peak = f"max by (card) (ridgeline_peak_flop_per_second{{{sel}}})"
-    bandwidth = f"max by (card) (ridgeline_peak_bandwidth_bytes_per_second{{{sel}}})"
+    ridge = f"max by (card) (ridgeline_card_ridge_flop_per_byte{{{sel}}})"
+    peak = f"max by (card) (ridgeline_card_peak_flop_per_second{{{sel}}})"
+    bandwidth = f"max by (card) (ridgeline_card_peak_bandwidth_bytes_per_second{{{sel}}})"
     roof_x = (
         f'label_replace({ridge} * 0 + 1, "point", "1", "", "")\n'
         f'or label_replace({ridge}, "point", "2", "", "")\n'
@@ -882,7 +904,7 @@ def node() -> Json:
         stat_panel(
             "GPUs",
             "GPUs Ridgeline sees on this node.",
-            f"count(ridgeline_peak_flop_per_second{{{sel}}})",
+            f"count(ridgeline_gpu_info{{{sel}}})",
             "short",
         ),
         4,
@@ -1001,7 +1023,11 @@ def node() -> Json:
             "Smoothed FLOP per DRAM byte per GPU against the card's ridge (absent while DRAM is idle).",
             [
                 target(f"ridgeline_arithmetic_intensity_flop_per_byte{{{sel}, {gpu}}}", "GPU {{gpu}}", "A"),
-                target(f"max by (card) (ridgeline_ridge_flop_per_byte{{{sel}}})", "ridge {{card}}", "B"),
+                target(
+                    f"max by (card, precision) (ridgeline_card_ridge_flop_per_byte{{{sel}}})",
+                    "ridge {{card}} {{precision}}",
+                    "B",
+                ),
             ],
             "FLOP/B",
             log_y=True,
@@ -1122,10 +1148,60 @@ def node() -> Json:
         8,
         8,
     )
+
+    board.row("Nodes of the cluster")
+    c = 'cluster=~"$cluster", node=~"$node"'
+    board.add(
+        table_panel(
+            "Nodes",
+            "Every node of the selected clusters: flop utilization, DRAM bandwidth utilization and "
+            "intensity (5m). An instance opens its Node dashboard.",
+            [
+                target(
+                    f"instance:ridgeline_flop_utilization:ratio_rate5m{{{c}}}",
+                    ref="A",
+                    instant=True,
+                    table=True,
+                ),
+                target(
+                    f"instance:ridgeline_dram_bandwidth_utilization:ratio_rate5m{{{c}}}",
+                    ref="B",
+                    instant=True,
+                    table=True,
+                ),
+                target(
+                    f"instance:ridgeline_arithmetic_intensity_flop_per_byte:rate5m{{{c}}}",
+                    ref="C",
+                    instant=True,
+                    table=True,
+                ),
+            ],
+            rename={
+                "cluster": "Cluster",
+                "node": "Node",
+                "instance": "Instance",
+                "Value #A": "Flop utilization",
+                "Value #B": "DRAM bandwidth utilization",
+                "Value #C": "Intensity (FLOP/B)",
+            },
+            units={"Flop utilization": "percentunit", "DRAM bandwidth utilization": "percentunit"},
+            links={"Instance": NODE_LINK},
+            sort_by="Flop utilization",
+        ),
+        24,
+        8,
+    )
     return board.build()
 
 
 # ---- Workload ----------------------------------------------------------------------------------
+
+POD_RIDGE = (
+    "max by (card) (ridgeline_card_ridge_flop_per_byte\n"
+    "and on (cluster, job, instance, card, precision) ridgeline_gpu_info{{{sel}}})"
+)
+"""The ridge of the cards a pod's GPUs use: the node's card constants, joined through the GPUs'
+ridgeline_gpu_info (card constants carry no pod label)."""
 
 
 def workload() -> Json:
@@ -1140,7 +1216,7 @@ def workload() -> Json:
         query_variable(
             "namespace",
             "Namespace",
-            'label_values(ridgeline_regime{cluster=~"$cluster", pod!=""}, namespace)',
+            'label_values(namespace_pod:ridgeline_gpus:count{cluster=~"$cluster"}, namespace)',
             all_value=None,
         )
     )
@@ -1148,7 +1224,8 @@ def workload() -> Json:
         query_variable(
             "pod",
             "Pod",
-            'label_values(ridgeline_regime{cluster=~"$cluster", namespace="$namespace", pod!=""}, pod)',
+            "label_values(namespace_pod:ridgeline_gpus:count"
+            '{cluster=~"$cluster", namespace="$namespace"}, pod)',
             all_value=None,
         )
     )
@@ -1157,7 +1234,7 @@ def workload() -> Json:
         stat_panel(
             "GPUs held",
             "GPUs attributed to this pod.",
-            f"count(ridgeline_peak_flop_per_second{{{sel}}})",
+            f"sum(namespace_pod:ridgeline_gpus:count{{{sel}}})",
             "short",
         ),
         4,
@@ -1213,7 +1290,7 @@ def workload() -> Json:
         stat_panel(
             "Ridge",
             "The ridge of the pod's card(s): intensity needed to leave the memory side.",
-            f"max by (card) (ridgeline_ridge_flop_per_byte{{{sel}}})",
+            POD_RIDGE.format(sel=sel),
             "FLOP/B",
             legend="{{card}}",
             decimals=0,
@@ -1283,7 +1360,7 @@ def workload() -> Json:
                     "intensity",
                     "A",
                 ),
-                target(f"max by (card) (ridgeline_ridge_flop_per_byte{{{sel}}})", "ridge {{card}}", "B"),
+                target(POD_RIDGE.format(sel=sel), "ridge {{card}}", "B"),
             ],
             "FLOP/B",
             log_y=True,

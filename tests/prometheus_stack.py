@@ -40,7 +40,7 @@ VICTORIA_METRICS = shutil.which("victoria-metrics")
 VMALERT = shutil.which("vmalert")
 # Grafana's built-in interval variables, as Grafana would fill them for a 1 s scrape interval
 # (GPU-hours panel: its panel interval is 1h).
-BUILTINS = {"__rate_interval": "1m", "__interval": "1h"}
+BUILTINS = {"__rate_interval": "1m", "__interval": "1h", "__interval_ms": "3600000"}
 
 REQUIRES_PROMETHEUS = [
     pytest.mark.slow,
@@ -148,16 +148,23 @@ class Stack:
         }
         if alertmanager:
             config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
-        config_file = self.tmp / "prometheus.yml"
+        self.prometheus_url = self.start_prometheus_with("prometheus", config)
+
+    def start_prometheus_with(self, name: str, config: dict[str, Any]) -> str:
+        """Start one more Prometheus named `name` (its own config file and TSDB under tmp) with
+        `config`, wait until ready and return its URL; the stack's own URL is left as it is."""
+        assert PROMETHEUS is not None
+        config_file = self.tmp / f"{name}.yml"
         config_file.write_text(yaml.safe_dump(config))
         port = free_port()
         self.start(
-            "prometheus",
-            [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / 'tsdb'}",
+            name,
+            [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / f'{name}-tsdb'}",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
         )  # fmt: skip
-        self.prometheus_url = f"http://127.0.0.1:{port}"
-        self.wait_ready(f"{self.prometheus_url}/-/ready", "Prometheus")
+        url = f"http://127.0.0.1:{port}"
+        self.wait_ready(f"{url}/-/ready", name)
+        return url
 
     def start_victoriametrics(
         self,
@@ -245,10 +252,20 @@ def loaded_rules(stack: Stack) -> list[dict[str, Any]]:
     return [rule for group in groups for rule in group["rules"]]
 
 
-def active_alerts(stack: Stack) -> set[tuple[str, str | None, str | None]]:
-    """(alertname, node, gpu) of every alert that is pending or firing."""
+def alert_key(labels: Mapping[str, str]) -> tuple[str, str | None]:
+    """(alertname, where): the node for a per-target alert, namespace/pod or the Slurm job for a
+    per-workload one."""
+    if labels.get("pod"):
+        where: str | None = f"{labels.get('namespace')}/{labels['pod']}"
+    else:
+        where = labels.get("hpc_job") or labels.get("node")
+    return labels["alertname"], where
+
+
+def active_alerts(stack: Stack) -> set[tuple[str, str | None]]:
+    """alert_key() of every alert that is pending or firing."""
     return {
-        (a["labels"]["alertname"], a["labels"].get("node"), a["labels"].get("gpu"))
+        alert_key(a["labels"])
         for a in stack.api("/api/v1/alerts", base=stack.rules_url or None)["alerts"]
         if a["state"] in {"pending", "firing"}
     }

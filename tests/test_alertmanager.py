@@ -4,18 +4,18 @@ rules/alertmanager.example.yml is the route docs/rules-and-dashboards.md gives: 
 warning -> ticket, info -> none. amtool checks it and resolves every shipped alert's severity to
 its receiver. Then the whole path runs: two `ridgeline serve --source replay` daemons (the
 decode-serving and input-starved scenario traces) and one target where nothing listens are
-scraped by /usr/bin/prometheus, which evaluates rules/ridgeline-alerts.rules.yml and sends what
-fires to Alertmanager, which notifies two webhooks served by this test. The rule file is loaded
-with its `for:` durations removed (5-30 minutes; the promtool unit tests prove them) and nothing
-else changed, so the labels and annotations that arrive are the shipped ones, rendered by
-Prometheus from live data. Alertmanager's own timers (30 s group wait, ...) are shortened the same
-way; the routes, receivers and inhibit rule are the example's.
+scraped by /usr/bin/prometheus, which evaluates the recording rules (unchanged) and
+rules/ridgeline-alerts.rules.yml and sends what fires to Alertmanager, which notifies two webhooks
+served by this test. The alert file is loaded with its `for:` durations removed (5-30 minutes; the
+promtool unit tests prove them) and nothing else changed, so the labels and annotations that arrive
+are the shipped ones, rendered by Prometheus from live data. Alertmanager's own timers (30 s group
+wait, ...) are shortened the same way; the routes, grouping, receivers and inhibit rule are the
+example's.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import threading
@@ -29,11 +29,12 @@ from typing import Any
 import pytest
 import yaml
 from conftest import free_port
-from prometheus_stack import REQUIRES_PROMETHEUS, Stack, rebased_trace, running_stack, wait_for
+from prometheus_stack import REQUIRES_PROMETHEUS, Stack, alert_key, rebased_trace, running_stack, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "rules" / "alertmanager.example.yml"
 ALERT_RULES = ROOT / "rules" / "ridgeline-alerts.rules.yml"
+RECORDING_RULES = ROOT / "rules" / "ridgeline-recording.rules.yml"
 RULES_DOC = ROOT / "docs" / "rules-and-dashboards.md"
 SCENARIOS = ROOT / "tests" / "data" / "scenarios"
 ALERTMANAGER = shutil.which("prometheus-alertmanager")
@@ -186,27 +187,24 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Routed]:
             )
             rules = tmp / "ridgeline-alerts.firing-at-once.rules.yml"
             _rules_firing_at_once(rules)
-            stack.start_prometheus(static_configs, rule_files=[rules], alertmanager=address)
+            stack.start_prometheus(static_configs, rule_files=[RECORDING_RULES, rules], alertmanager=address)
             yield Routed(stack, webhooks, f"http://{address}")
     finally:
         webhooks.close()
 
 
-# (alertname, node, gpu) each receiver must be notified of.
-PAGED = {("RidgelineExporterDown", "unreachable", None)}
-TICKETED = {
-    ("RidgelineGPULatencyBound", "input-starved", "0"),
-    ("RidgelineGPULatencyBound", "input-starved", "1"),
-}
+# (alertname, where) each receiver must be notified of (prometheus_stack.alert_key): the
+# input-starved node's two latency-bound GPUs are one pod, so one ticket.
+PAGED = {("RidgelineExporterDown", "unreachable")}
+TICKETED = {("RidgelineWorkloadLatencyBound", "vision/resnet-train-0")}
 SILENT = {
-    ("RidgelineGPUMemoryBound", "decode-serving", "0"),
-    ("RidgelineGPUMemoryBound", "decode-serving", "1"),
+    ("RidgelineWorkloadMemoryBound", "llm/decode-0"),
+    ("RidgelineWorkloadMemoryBound", "llm/decode-1"),
 }
 
 
-def _key(alert: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    labels = alert["labels"]
-    return labels["alertname"], labels.get("node"), labels.get("gpu")
+def _key(alert: dict[str, Any]) -> tuple[str, str | None]:
+    return alert_key(alert["labels"])
 
 
 def test_critical_pages_warning_tickets_and_info_notifies_nobody(routed: Routed) -> None:
@@ -239,31 +237,64 @@ def test_notifications_carry_the_rendered_annotations(routed: Routed) -> None:
     )
     for alert in routed.webhooks.alerts("/page") + routed.webhooks.alerts("/ticket"):
         annotations = alert["annotations"]
-        name, instance = alert["labels"]["alertname"], alert["labels"]["instance"]
+        labels = alert["labels"]
+        name = labels["alertname"]
         assert set(annotations) == {"summary", "description", "runbook_url"}, name
         for key, value in annotations.items():
             assert value.strip() and "{{" not in value and "<no value>" not in value, f"{name} {key}: {value}"
-        assert instance in annotations["summary"], annotations["summary"]
+        # a per-target alert names its target, a per-workload one its pod
+        where = labels["pod"] if name.startswith("RidgelineWorkload") else labels["instance"]
+        assert where in annotations["summary"], annotations["summary"]
         assert annotations["runbook_url"].endswith(f"#{name.lower()}")
         assert "Lever:" in annotations["description"]
     latency = next(
-        a for a in routed.webhooks.alerts("/ticket") if a["labels"]["alertname"] == "RidgelineGPULatencyBound"
+        a
+        for a in routed.webhooks.alerts("/ticket")
+        if a["labels"]["alertname"] == "RidgelineWorkloadLatencyBound"
     )
-    # The description's values come from live queries Prometheus ran while rendering it.
-    description = latency["annotations"]["description"]
-    for reading in ("DRAM active", "tensor active", "flop utilization"):
-        assert re.search(rf"{reading}\s+\d+(\.\d+)?%", description), f"{reading} not rendered: {description}"
+    # The alert's own value, rendered: both GPUs of the pod are latency-bound.
+    assert latency["annotations"]["summary"].startswith("2 GPU(s) of pod vision/resnet-train-0"), latency
+    assert "(2 now)" in latency["annotations"]["description"], latency
 
 
-def test_an_exporter_down_inhibits_the_gpu_findings_of_its_target(routed: Routed) -> None:
+def test_workload_findings_of_one_namespace_share_a_ticket(routed: Routed) -> None:
+    """The example groups performance findings by (alertname, cluster, namespace): one notification
+    lists a team's pods; another namespace gets its own."""
+    ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 600))
+    finding = {"alertname": "RidgelineWorkloadLatencyBound", "severity": "warning", "cluster": "grp"}
+    routed.post_alerts(
+        [
+            {"labels": {**finding, "namespace": "team-x", "pod": "a-0"}, "endsAt": ends},
+            {"labels": {**finding, "namespace": "team-x", "pod": "b-0"}, "endsAt": ends},
+            {"labels": {**finding, "namespace": "team-y", "pod": "c-0"}, "endsAt": ends},
+        ]
+    )
+
+    def grouped() -> str | None:
+        groups = {
+            body["groupLabels"].get("namespace"): sorted(a["labels"]["pod"] for a in body["alerts"])
+            for path, body in list(routed.webhooks.received)
+            if path == "/ticket" and body["groupLabels"].get("cluster") == "grp"
+        }
+        wanted = {"team-x": ["a-0", "b-0"], "team-y": ["c-0"]}
+        return None if groups == wanted else f"notifications so far: {groups}"
+
+    wait_for(grouped, routed.stack, "one ticket per namespace", 30.0)
+    bodies = [
+        b for p, b in routed.webhooks.received if p == "/ticket" and b["groupLabels"].get("cluster") == "grp"
+    ]
+    assert all(set(b["groupLabels"]) == {"alertname", "cluster", "namespace"} for b in bodies), bodies
+
+
+def test_an_exporter_down_inhibits_the_other_health_alerts_of_its_target(routed: Routed) -> None:
     """The example's inhibit rule, with alerts posted straight to Alertmanager's API."""
     ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 600))
     target = {"cluster": "am", "job": "ridgeline", "instance": "inhibit-test:10295"}
     other = {**target, "instance": "other-node:10295"}
     alerts = [
         {"labels": {"alertname": "RidgelineExporterDown", "severity": "critical", **target}},
-        {"labels": {"alertname": "RidgelineGPULatencyBound", "severity": "warning", "gpu": "0", **target}},
-        {"labels": {"alertname": "RidgelineGPULatencyBound", "severity": "warning", "gpu": "0", **other}},
+        {"labels": {"alertname": "RidgelineProfilingCountersFrozen", "severity": "warning", **target}},
+        {"labels": {"alertname": "RidgelineProfilingCountersFrozen", "severity": "warning", **other}},
     ]
     routed.post_alerts([{**alert, "endsAt": ends} for alert in alerts])
 
@@ -271,7 +302,7 @@ def test_an_exporter_down_inhibits_the_gpu_findings_of_its_target(routed: Routed
         state = {
             a["labels"]["instance"]: a["status"]
             for a in routed.alertmanager_alerts()
-            if a["labels"]["alertname"] == "RidgelineGPULatencyBound" and a["labels"]["instance"] in {
+            if a["labels"]["alertname"] == "RidgelineProfilingCountersFrozen" and a["labels"]["instance"] in {
                 target["instance"], other["instance"]}
         }  # fmt: skip
         if len(state) < 2:
@@ -281,5 +312,9 @@ def test_an_exporter_down_inhibits_the_gpu_findings_of_its_target(routed: Routed
         return None
 
     wait_for(inhibited, routed.stack, "the inhibition", 30.0)
-    state = {a["labels"]["instance"]: a["status"] for a in routed.alertmanager_alerts()}
+    state = {
+        a["labels"]["instance"]: a["status"]
+        for a in routed.alertmanager_alerts()
+        if a["labels"]["alertname"] == "RidgelineProfilingCountersFrozen"
+    }
     assert state[other["instance"]]["state"] == "active" and not state[other["instance"]]["inhibitedBy"]

@@ -50,14 +50,25 @@ PREFERRED = {"cluster": CLUSTER, "node": NODE}
 # The demo trace's design (scripts/make_demo_trace.py), as the daemon's debounced regime.
 DESIGNED_REGIMES = {4: "memory_bound", 5: "memory_bound", 6: "latency_bound", 7: "idle"}
 TRAINING_GPUS = (0, 1, 2, 3)
-# GPUs 4-5: memory-bound far from the ridge (flop utilization ~0.1 < 0.5); GPU 6: busy but
-# neither wall reached; GPU 7: idle while notebook-alice-0 holds it.
-EXPECTED_ALERTS = {
-    ("RidgelineGPUMemoryBound", NODE, "4"),
-    ("RidgelineGPUMemoryBound", NODE, "5"),
-    ("RidgelineGPULatencyBound", NODE, "6"),
-    ("RidgelineGPUIdleAllocated", NODE, "7"),
+# GPUs 4-5: memory-bound far from the ridge (flop utilization ~0.1 < 0.5), one decode pod each;
+# GPU 6: busy but neither wall reached; GPU 7: idle while notebook-alice-0 holds it. One alert per pod.
+POD_OF = {
+    0: "llm-train/trainer-0",
+    1: "llm-train/trainer-0",
+    2: "llm-train/trainer-0",
+    3: "llm-train/trainer-0",
+    4: "inference/decode-7f9c4b-x2kq8",
+    5: "inference/decode-7f9c4b-m7d2p",
+    6: "data-eng/embed-etl-5d6f8-qz4vn",
+    7: "research/notebook-alice-0",
 }
+EXPECTED_ALERTS = {
+    ("RidgelineWorkloadMemoryBound", POD_OF[4]),
+    ("RidgelineWorkloadMemoryBound", POD_OF[5]),
+    ("RidgelineWorkloadLatencyBound", POD_OF[6]),
+    ("RidgelineWorkloadIdleAllocated", POD_OF[7]),
+}
+TRAINING_POD = POD_OF[0]
 HEALTH_ALERTS = {
     "RidgelineSamplesStale",
     "RidgelineSourceDown",
@@ -173,21 +184,16 @@ def test_regime_shares_of_the_demo_node_add_up_to_one(demo: Demo) -> None:
     assert float(sample["value"][1]) == pytest.approx(1.0), sample
 
 
-def _training_alerts(
-    alerts: set[tuple[str, str | None, str | None]],
-) -> set[tuple[str, str | None, str | None]]:
-    return {a for a in alerts if a[2] in {str(g) for g in TRAINING_GPUS}}
-
-
 def test_performance_alerts_match_the_demo_gpus_and_no_health_alert(demo: Demo) -> None:
-    """Alerts for GPUs 4-7 as designed; for the training GPUs, whatever their live regime says.
+    """Alerts for the pods of GPUs 4-7 as designed; for the training pod, whatever its GPUs' live
+    regime says.
 
     The training GPUs alternate 7 s of GEMMs, a 2 s all-reduce and a 3 s optimizer step; the
     daemon's 10 s smoothing averages that to tensor ~0.35-0.55 and DRAM ~0.4, under both walls,
-    so their debounced regime is latency-bound for most of the trace and RidgelineGPULatencyBound
-    (`ridgeline_regime{regime="latency_bound"} == 1`) legitimately matches them. The test demands
-    exactly what the rule says: that alert while /classify reports latency_bound, none otherwise,
-    and never another alert on them.
+    so their debounced regime is latency-bound for most of the trace and RidgelineWorkloadLatencyBound
+    (latency-bound GPUs in the pod) legitimately matches trainer-0. The test demands exactly what
+    the rule says: that alert while /classify reports any of its GPUs latency_bound, none while
+    none is, and never another alert on it.
     """
     seen: dict[str, Any] = {}
 
@@ -199,27 +205,29 @@ def test_performance_alerts_match_the_demo_gpus_and_no_health_alert(demo: Demo) 
         missing = EXPECTED_ALERTS - alerts
         if missing:
             return f"not active yet: {sorted(missing, key=str)}"
-        for gpu in TRAINING_GPUS:
-            regimes = {before[gpu]["regime"], after[gpu]["regime"]}
-            active = ("RidgelineGPULatencyBound", NODE, str(gpu)) in alerts
-            if regimes == {"latency_bound"} and not active:
-                return f"GPU {gpu} is latency-bound but RidgelineGPULatencyBound is not active"
-            if "latency_bound" not in regimes and active:
-                return f"GPU {gpu} is {regimes} but RidgelineGPULatencyBound is active"
-            if len(regimes) > 1:
-                return f"GPU {gpu} is changing regime: {regimes}"
+        training = [{before[g]["regime"], after[g]["regime"]} for g in TRAINING_GPUS]
+        if any(len(r) > 1 for r in training):
+            return f"the training GPUs are changing regime: {training}"
+        any_latency = any(r == {"latency_bound"} for r in training)
+        active = ("RidgelineWorkloadLatencyBound", TRAINING_POD) in alerts
+        if any_latency != active:
+            return f"training regimes {training} but RidgelineWorkloadLatencyBound active: {active}"
         return None
 
     _wait_for(demo, consistent, "the demo's performance alerts")
     alerts = seen["alerts"]
     health = {a for a in alerts if a[0] in HEALTH_ALERTS}
     assert not health, f"health alerts active on a healthy demo: {sorted(health, key=str)}"
-    allowed_on_training = {("RidgelineGPULatencyBound", NODE, str(g)) for g in TRAINING_GPUS}
-    unexpected = alerts - EXPECTED_ALERTS - (_training_alerts(alerts) & allowed_on_training)
+    unexpected = alerts - EXPECTED_ALERTS - {("RidgelineWorkloadLatencyBound", TRAINING_POD)}
     assert not unexpected, (
         f"alerts that should stay quiet are active: {sorted(unexpected, key=str)} (regimes {seen['regimes']})"
     )
-    # Every alert carries the scrape labels the rules promise to keep.
+    # Every alert carries the labels the rules promise to keep: the cluster, and the job label
+    # for per-target alerts; a per-workload alert is one per pod, not per GPU.
     for alert in demo.stack.api("/api/v1/alerts")["alerts"]:
         labels = alert["labels"]
-        assert labels.get("cluster") == CLUSTER and labels.get("job") == JOB, labels
+        assert labels.get("cluster") == CLUSTER, labels
+        if labels["alertname"].startswith("RidgelineWorkload"):
+            assert "gpu" not in labels and "instance" not in labels and labels.get("pod"), labels
+        else:
+            assert labels.get("job") == JOB, labels

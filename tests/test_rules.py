@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.collectors import COLLECTORS
+from exporter.roofline import REGIMES
+
 ROOT = Path(__file__).resolve().parents[1]
 RULES_DIR = ROOT / "rules"
 RULE_FILES = sorted(RULES_DIR.glob("*.rules.yml"))
@@ -22,7 +25,9 @@ RULES_DOC = ROOT / "docs" / "rules-and-dashboards.md"
 RUNBOOK_PREFIX = yaml.safe_load((ROOT / "deploy" / "names.yaml").read_text())["runbookUrlBase"] + "#"
 """deploy/names.yaml is the one place naming the runbooks; generate.py and the chart read it too."""
 SEVERITIES = {"critical", "warning", "info"}
-RECORD_NAME = re.compile(r"^(instance|namespace_pod|cluster):ridgeline_[a-z0-9_]+:[a-z0-9_]+$")
+RECORD_NAME = re.compile(
+    r"^(instance_gpu|instance_workload|instance|namespace_pod|hpc_job|cluster):ridgeline_[a-z0-9_]+:[a-z0-9_]+$"
+)
 
 PROMTOOL = shutil.which("promtool")
 # The rules must load in the Prometheus a user has: Debian bookworm's (2.42, on PATH) and the next
@@ -110,9 +115,9 @@ def test_vmalert_dry_run_loads_every_rule_file() -> None:
 def test_vmalert_dry_run_rejects_a_broken_template(tmp_path: Path) -> None:
     broken = tmp_path / "broken.rules.yml"
     text = (RULES_DIR / "ridgeline-alerts.rules.yml").read_text()
-    broken.write_text(text.replace("humanizePercentage", "humanisePercentage", 1))
+    broken.write_text(text.replace("humanizeDuration", "humaniseDuration", 1))
     proc = _vmalert_dry_run(broken)
-    assert proc.returncode != 0 and "humanisePercentage" in proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "humaniseDuration" in proc.stdout + proc.stderr
 
 
 def test_every_alert_has_severity_summary_description_and_runbook() -> None:
@@ -187,3 +192,123 @@ def test_alert_table_in_docs_matches_the_rules() -> None:
         assert header_row, f"{name} missing from the header table of the rules file"
         assert f" {rule['for']} " in header_row.group(0) and rule["labels"]["severity"] in header_row.group(0)
     assert set(documented) == {r["alert"] for r in _rules("alert")}
+
+
+def _names_read(expr: str) -> set[str]:
+    """Metric names an expression reads (identifiers that are neither keywords, functions nor labels)."""
+    without_strings = re.sub(r'"[^"]*"', '""', expr)
+    without_matchers = re.sub(r"\{[^}]*\}", "{}", without_strings)
+    without_groupings = re.sub(
+        r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", without_matchers
+    )
+    without_ranges = re.sub(r"\[[^\]]*\]", "", without_groupings)
+    tokens = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*(?=\s*(?:\{|\[|\)|$|\s|[-+*/<>=!]))", without_ranges))
+    keywords = {
+        "and",
+        "or",
+        "unless",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "offset",
+    }
+    return {t for t in tokens if t not in keywords and (t.startswith("ridgeline_") or ":" in t or t == "up")}
+
+
+def _level(name: str) -> str:
+    return name.split(":", 1)[0] if ":" in name else "raw"
+
+
+# Which level each level may read (docs/rules-and-dashboards.md, "Recording rules"): only
+# instance_workload reads per-GPU series; the node and workload levels sum it; the cluster level sums
+# the node level (and the workload levels for GPUs held by a workload). Each level may read itself
+# (a ratio of two of its own sums).
+READS = {
+    "instance_gpu": {"raw", "instance_gpu"},  # the frozen-counter alert's stages, one family each
+    "instance_workload": {"raw", "instance_workload"},
+    "instance": {"instance_workload", "instance"},
+    "namespace_pod": {"instance_workload", "namespace_pod"},
+    "hpc_job": {"instance_workload", "hpc_job"},
+    "cluster": {"instance", "namespace_pod", "hpc_job", "cluster"},
+}
+CARD_CONSTANTS = {"ridgeline_card_ridge_flop_per_byte", "ridgeline_card_peak_flop_per_second",
+                  "ridgeline_card_peak_bandwidth_bytes_per_second"}  # fmt: skip
+"""Per node, not per GPU: a level may read them where it needs a card's figure."""
+PER_GPU_FAMILIES = {
+    name for spec in COLLECTORS if spec.name not in {"card", "process"} for name in spec.families
+} | {"ridgeline_gpu_info"}
+
+
+def test_names_read_finds_what_an_expression_reads() -> None:
+    expr = (
+        'sum by (cluster, pod) (rate(ridgeline_flop_total{pod!=""}[5m])) / on (pod) group_left () x:y:z > 0'
+    )
+    assert _names_read(expr) == {"ridgeline_flop_total", "x:y:z"}
+
+
+def test_each_recording_level_reads_only_the_level_below() -> None:
+    for rule in _rules("record"):
+        level = _level(rule["record"])
+        for used in _names_read(rule["expr"]) - CARD_CONSTANTS:
+            assert _level(used) in READS[level], f"{rule['record']} ({level}) reads {used}"
+
+
+def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
+    """A rule that reads a per-GPU family scans every GPU of the fleet: each family has one reader,
+    or one per regime (each matching one `regime`, all of them together: the family read once in
+    parts, each part in a group of its own), and only instance_gpu and instance_workload rules and
+    the frozen-counter alert read per-GPU series at all."""
+    readers: dict[str, list[dict[str, Any]]] = {}
+    for rule in _rules("record") + _rules("alert"):
+        for used in _names_read(rule["expr"]) & PER_GPU_FAMILIES:
+            readers.setdefault(used, []).append(rule)
+    assert readers, "no rule reads a per-GPU family?"
+    for family, rules in readers.items():
+        if len(rules) == 1:
+            continue
+        regimes = [re.findall(rf'{family}\{{regime="(\w+)"\}}', r["expr"]) for r in rules]
+        assert all(len(found) == 1 for found in regimes), f"{family} read whole by several rules"
+        assert sorted(found[0] for found in regimes) == sorted(REGIMES), f"{family}: {regimes}"
+    groups_reading: dict[str, set[str]] = {}
+    for path in RULE_FILES:
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                for used in _names_read(rule["expr"]) & PER_GPU_FAMILIES:
+                    groups_reading.setdefault(group["name"], set()).add(used)
+    crowded = {g: f for g, f in groups_reading.items() if len(f) > 1}
+    assert not crowded, f"groups reading more than one per-GPU family: {crowded}"
+    for rule in _rules("record"):
+        if _level(rule["record"]) not in {"instance_workload", "instance_gpu"}:
+            raw = _names_read(rule["expr"]) & PER_GPU_FAMILIES
+            assert not raw, f"{rule['record']} reads per-GPU series {raw}"
+
+
+def test_performance_findings_read_only_the_workload_levels() -> None:
+    for rule in _rules("alert"):
+        if not rule["alert"].startswith("RidgelineWorkload"):
+            continue
+        levels = {_level(u) for u in _names_read(rule["expr"])}
+        assert levels <= {"namespace_pod", "hpc_job"}, f"{rule['alert']} reads {levels}"
+        assert "pod" in rule["expr"] and "hpc_job" in rule["expr"], f"{rule['alert']}: pods and Slurm jobs"
+
+
+_ACTION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+_ALLOWED_WORDS = {"if", "else", "end", "with", "humanize", "humanizePercentage", "humanizeDuration", "printf"}
+
+
+def test_annotations_read_only_the_alerts_own_labels_and_value() -> None:
+    """No `query` (or any other function that reaches the TSDB): Prometheus renders annotations for
+    every active alert at every evaluation, so a query there is paid per alert per evaluation."""
+    for rule in _rules("alert"):
+        for key, text in rule["annotations"].items():
+            for action in _ACTION.findall(text):
+                words = set(re.findall(r"(?<![.$\w])[a-zA-Z_]\w*", action))
+                assert words <= _ALLOWED_WORDS, (
+                    f"{rule['alert']} {key}: {{{{{action}}}}} uses {words - _ALLOWED_WORDS}"
+                )
+                refs = set(re.findall(r"\$\w+", action))
+                assert refs <= {"$labels", "$value"}, f"{rule['alert']} {key}: {refs}"

@@ -51,18 +51,22 @@ DEADLINE_SECONDS = 120.0
 
 pytestmark = REQUIRES_PROMETHEUS
 
-# (alertname, node, gpu) that must be pending or firing; gpu None for target-level alerts.
+# (alertname, where) that must be pending or firing: the node of a per-target alert, the pod or
+# Slurm job of a per-workload one (prometheus_stack.alert_key). One alert per workload: the two
+# latency-bound GPUs of resnet-train-0 make one alert, and so do the Slurm job's two GPUs.
 EXPECTED_ALERTS = {
-    ("RidgelineGPUMemoryBound", "decode-serving", "0"),
-    ("RidgelineGPUMemoryBound", "decode-serving", "1"),
-    ("RidgelineGPULatencyBound", "input-starved", "0"),
-    ("RidgelineGPULatencyBound", "input-starved", "1"),
+    ("RidgelineWorkloadMemoryBound", "llm/decode-0"),
+    ("RidgelineWorkloadMemoryBound", "llm/decode-1"),
+    ("RidgelineWorkloadMemoryBound", "4242"),
+    ("RidgelineWorkloadLatencyBound", "vision/resnet-train-0"),
     # frozen counters leave only the GR engine busy, so the daemon calls the GPU latency-bound too
-    ("RidgelineGPULatencyBound", "profiling-frozen", "0"),
-    ("RidgelineProfilingCountersFrozen", "profiling-frozen", "0"),
-    ("RidgelineGPUIdleAllocated", "allocated-idle", "0"),
-    ("RidgelineExporterDown", "unreachable", None),
+    ("RidgelineWorkloadLatencyBound", "batch/etl-0"),
+    ("RidgelineProfilingCountersFrozen", "profiling-frozen"),
+    ("RidgelineWorkloadIdleAllocated", "research/notebook-0"),
+    ("RidgelineExporterDown", "unreachable"),
 }
+HPC_JOBS = {"slurm-job": "4242"}
+"""Scenario -> the Slurm job its daemon's --hpc-job-mapping-dir gives every GPU."""
 # Variable values to pick when the dashboard's own variable query offers them.
 PREFERRED = {"cluster": "e2e", "node": "decode-serving", "namespace": "llm", "pod": "decode-0"}
 
@@ -87,8 +91,15 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack
             node = trace.stem
             replay = tmp / trace.name
             rebased_trace(trace, replay, now)
+            hpc: list[str] = []
+            if node in HPC_JOBS:
+                mapping = tmp / f"{node}-jobs"
+                mapping.mkdir()
+                for gpu in (0, 1):
+                    (mapping / str(gpu)).write_text(HPC_JOBS[node] + "\n")
+                hpc = ["--hpc-job-mapping-dir", str(mapping)]
             address = stack.start_ridgeline(
-                node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", str(SPEED)
+                node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", str(SPEED), *hpc
             )
             static_configs.append({"targets": [address], "labels": {"cluster": "e2e", "node": node}})
         unreachable = f"127.0.0.1:{free_port()}"  # nothing listens: RidgelineExporterDown
@@ -126,7 +137,7 @@ def test_every_recording_rule_yields_series(stack: Stack) -> None:
     names = [r["name"] for r in loaded_rules(stack) if r["type"] == "recording"]
     assert names
 
-    nodes = {"decode-serving", "training", "input-starved", "allocated-idle", "profiling-frozen"}
+    nodes = {"decode-serving", "training", "input-starved", "allocated-idle", "profiling-frozen", "slurm-job"}
     pods = {"decode-0", "decode-1", "pretrain-0", "resnet-train-0", "notebook-0", "etl-0"}
 
     def all_present() -> str | None:
@@ -136,8 +147,11 @@ def test_every_recording_rule_yields_series(stack: Stack) -> None:
         # The node level carries the node name from the scrape config, the workload level only pods.
         seen_nodes = {s["metric"].get("node") for s in stack.query("instance:ridgeline_flop:rate5m")}
         seen_pods = {s["metric"].get("pod") for s in stack.query("namespace_pod:ridgeline_flop:rate5m")}
-        if seen_nodes != nodes or seen_pods != pods:
-            return f"nodes {sorted(map(str, seen_nodes))}, pods {sorted(map(str, seen_pods))}"
+        seen_jobs = {s["metric"].get("hpc_job") for s in stack.query("hpc_job:ridgeline_flop:rate5m")}
+        if seen_nodes != nodes or seen_pods != pods or seen_jobs != set(HPC_JOBS.values()):
+            return (
+                f"nodes {sorted(map(str, seen_nodes))}, pods {sorted(map(str, seen_pods))}, jobs {seen_jobs}"
+            )
         return None
 
     _wait_for(all_present, stack, "series for every recording rule, node and pod")

@@ -10,6 +10,8 @@ seed makes the output identical every time.
   input-starved    GR engine ~0.9 but SM_ACTIVE ~0.3, DRAM and tensor 0.05-0.10 -> latency_bound
   allocated-idle   everything ~0; GPU 0 held by a notebook pod, GPU 1 held by nobody -> idle
   profiling-frozen GR engine 0.92 and GPU_UTIL 97 %, DRAM and tensor exactly 0 (counters not collected)
+  slurm-job        LLM decode as above on two GPUs no pod holds; the e2e test maps both to one Slurm
+                   job (hpc_job) through a job-mapping directory
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ SCENARIOS: dict[str, list[tuple[Profile, tuple[str, str, str] | None]]] = {
     "input-starved": [(input_starved, ("vision", "resnet-train-0", "trainer"))] * 2,
     "allocated-idle": [(idle, ("research", "notebook-0", "jupyter")), (idle, None)],
     "profiling-frozen": [(frozen, ("batch", "etl-0", "worker"))],
+    "slurm-job": [(decode, None), (decode, None)],
 }
 
 

@@ -1,0 +1,229 @@
+"""The global view of docs/rules-and-dashboards.md, for real: per-cluster Prometheus servers keep the
+raw series, a global one federates only the aggregated recording levels, and the Fleet dashboard
+answers from the global one with the same totals as the clusters summed.
+
+Two cluster servers (/usr/bin/prometheus) each scrape their own `ridgeline serve --source replay`
+daemons (scenario traces of tests/data/scenarios/, one of them a Slurm job), evaluate rules/
+unchanged and name their cluster in `external_labels`, as docs/rules-and-dashboards.md tells a
+cluster Prometheus to. A third runs deploy/federation/prometheus-global.yml with only its targets
+(the two servers) and its interval (0.5 s, so that it sees every sample the clusters record every
+3 s) replaced. A fourth stores nothing and evaluates no rule: it reads both clusters through remote
+read, so any PromQL it answers is over the union of the two clusters' series - the two summed - to
+compare the global one with.
+
+`ridgeline report` is not checked here: it is being written on another branch (issue 12).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_stack import (
+    REQUIRES_PROMETHEUS,
+    Stack,
+    dashboard_queries,
+    rebased_trace,
+    resolve_variables,
+    running_stack,
+    substitute,
+    wait_for,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "tests" / "data" / "scenarios"
+GLOBAL_CONFIG = ROOT / "deploy" / "federation" / "prometheus-global.yml"
+FLEET = ROOT / "grafana" / "dashboards" / "ridgeline-fleet.json"
+CLUSTERS = {
+    "gpu-east": ("decode-serving", "training", "slurm-job"),
+    "gpu-west": ("input-starved", "allocated-idle"),
+}
+HPC_JOBS = {"slurm-job": "4242"}
+DEADLINE_SECONDS = 120.0
+LAG_SECONDS = 8.0
+"""Compare this far in the past: every cluster sample up to then has reached the global server."""
+
+FEDERATED = {
+    rule["record"]
+    for path in sorted((ROOT / "rules").glob("*.rules.yml"))
+    for group in yaml.safe_load(path.read_text())["groups"]
+    for rule in group["rules"]
+    if rule.get("record", "").startswith(("cluster:", "namespace_pod:", "hpc_job:"))
+}
+"""Every recorded series the global server federates; the scenarios give each of them a series."""
+
+pytestmark = REQUIRES_PROMETHEUS
+
+
+class Fleet:
+    """The cluster servers, the global one and the union view, by URL."""
+
+    def __init__(self, stack: Stack, clusters: dict[str, str], global_url: str, union_url: str) -> None:
+        self.stack = stack
+        self.clusters = clusters
+        self.global_url = global_url
+        self.union_url = union_url
+
+    def query(self, url: str, expr: str, at: float) -> dict[frozenset[tuple[str, str]], float]:
+        data = self.stack.api("/api/v1/query", base=url, query=expr, time=f"{at:.3f}")
+        if data["resultType"] == "scalar":
+            return {frozenset(): float(data["result"][1])}
+        return {frozenset(s["metric"].items()): float(s["value"][1]) for s in data["result"]}
+
+
+def _same(a: dict[frozenset[tuple[str, str]], float], b: dict[frozenset[tuple[str, str]], float]) -> bool:
+    return a.keys() == b.keys() and all(
+        math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a[k]) and math.isnan(b[k]))
+        for k in a
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    tmp = tmp_path_factory.mktemp("federation")
+    now = time.time()
+    with running_stack(tmp) as stack:
+        cluster_urls: dict[str, str] = {}
+        for cluster, nodes in CLUSTERS.items():
+            targets = []
+            for node in nodes:
+                replay = tmp / f"{node}.jsonl"
+                rebased_trace(SCENARIOS / f"{node}.jsonl", replay, now)
+                hpc: list[str] = []
+                if node in HPC_JOBS:
+                    mapping = tmp / f"{node}-jobs"
+                    mapping.mkdir()
+                    for gpu in (0, 1):
+                        (mapping / str(gpu)).write_text(HPC_JOBS[node] + "\n")
+                    hpc = ["--hpc-job-mapping-dir", str(mapping)]
+                address = stack.start_ridgeline(
+                    f"{cluster}-{node}", "--source", "replay", "--replay", str(replay), "--loop",
+                    "--speed", "10", *hpc,
+                )  # fmt: skip
+                targets.append({"targets": [address], "labels": {"node": node}})  # no cluster label:
+            config = {  # the server's external label names the cluster, as for a cluster Prometheus
+                "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "3s",
+                           "external_labels": {"cluster": cluster}},
+                "rule_files": [str(p) for p in sorted((ROOT / "rules").glob("*.rules.yml"))],
+                "scrape_configs": [{"job_name": "ridgeline", "static_configs": targets}],
+            }  # fmt: skip
+            cluster_urls[cluster] = stack.start_prometheus_with(f"prometheus-{cluster}", config)
+        shipped = yaml.safe_load(GLOBAL_CONFIG.read_text())
+        shipped["global"].update(scrape_interval="500ms", scrape_timeout="450ms")
+        (job,) = shipped["scrape_configs"]
+        job["static_configs"] = [{"targets": [u.removeprefix("http://") for u in cluster_urls.values()]}]
+        global_url = stack.start_prometheus_with("prometheus-global", shipped)
+        union = {
+            "global": {"scrape_interval": "1m"},
+            "remote_read": [{"url": f"{u}/api/v1/read", "read_recent": True} for u in cluster_urls.values()],
+        }
+        union_url = stack.start_prometheus_with("prometheus-union", union)
+        yield Fleet(stack, cluster_urls, global_url, union_url)
+
+
+def _federated_now(fleet: Fleet) -> str | None:
+    at = time.time() - LAG_SECONDS
+    wanted = '{__name__=~"cluster:ridgeline_.+|namespace_pod:ridgeline_.+|hpc_job:ridgeline_.+"}'
+    union = fleet.query(fleet.union_url, wanted, at)
+    seen = {(dict(k).get("cluster"), dict(k)["__name__"]) for k in union}
+    expected = {
+        (cluster, name)
+        for cluster in CLUSTERS
+        for name in FEDERATED
+        if not name.startswith("hpc_job:") or cluster == "gpu-east"  # the Slurm job runs in the east
+    }
+    if not seen >= expected:
+        return f"the clusters have not recorded every federated series yet: {sorted(expected - seen)[:4]}"
+    got = fleet.query(fleet.global_url, wanted, at)
+    if not _same(got, union):
+        missing = sorted(dict(k)["__name__"] for k in union.keys() - got.keys())[:5]
+        return (
+            f"global differs from the clusters' union ({len(got)} vs {len(union)} series; missing {missing})"
+        )
+    return None
+
+
+def test_the_global_server_holds_every_aggregated_series_of_both_clusters(fleet: Fleet) -> None:
+    wait_for(lambda: _federated_now(fleet), fleet.stack, "the federated series", DEADLINE_SECONDS)
+    at = time.time() - LAG_SECONDS
+    clusters = {
+        dict(k).get("cluster") for k in fleet.query(fleet.global_url, "cluster:ridgeline_gpus:count", at)
+    }
+    assert clusters == set(CLUSTERS)
+    pods = {
+        dict(k).get("pod") for k in fleet.query(fleet.global_url, "namespace_pod:ridgeline_flop:rate5m", at)
+    }
+    assert pods == {"decode-0", "decode-1", "pretrain-0", "resnet-train-0", "notebook-0"}
+    jobs = fleet.query(fleet.global_url, "hpc_job:ridgeline_flop:rate5m", at)
+    assert {(dict(k)["cluster"], dict(k)["hpc_job"]) for k in jobs} == {("gpu-east", "4242")}
+
+
+def test_the_global_server_holds_no_per_gpu_or_per_node_series(fleet: Fleet) -> None:
+    wait_for(lambda: _federated_now(fleet), fleet.stack, "the federated series", DEADLINE_SECONDS)
+    at = time.time() - LAG_SECONDS
+    for unwanted in ('{__name__=~"ridgeline_.+"}', '{__name__=~"instance.*:.+"}'):
+        assert fleet.query(fleet.global_url, f"count({unwanted})", at) == {}, unwanted
+    # ... while each cluster server has them
+    for url in fleet.clusters.values():
+        assert fleet.query(url, 'count({__name__="ridgeline_regime"})', at)
+
+
+def test_every_fleet_query_answers_from_the_global_server_as_over_both_clusters(fleet: Fleet) -> None:
+    """Each target of the Fleet dashboard, its variables resolved on the global server, evaluated at
+    one instant on the global server and over the two clusters' union: same series, same values."""
+    dashboard: dict[str, Any] = json.loads(FLEET.read_text())
+    queries = dashboard_queries(dashboard)
+    global_view = Stack(prometheus_url=fleet.global_url, tmp=fleet.stack.tmp, processes=fleet.stack.processes)
+    values: dict[str, str] = {}
+
+    def all_agree() -> str | None:
+        if (missing := _federated_now(fleet)) is not None:
+            return missing
+        values.update(resolve_variables(global_view, dashboard, {}))
+        at = time.time() - LAG_SECONDS
+        problems = []
+        for title, ref, expr in queries:
+            query = substitute(expr, values)
+            got, want = fleet.query(fleet.global_url, query, at), fleet.query(fleet.union_url, query, at)
+            if not got:
+                problems.append(f"{title} [{ref}]: no data on the global server")
+            elif not _same(got, want):
+                problems.append(f"{title} [{ref}]: {sorted(got.values())[:3]} vs {sorted(want.values())[:3]}")
+        return "; ".join(problems) or None
+
+    wait_for(all_agree, fleet.stack, "every Fleet query answering from the global server", DEADLINE_SECONDS)
+    assert values["cluster"] == ".*", values  # All: the global server offers both clusters
+
+
+def test_fleet_totals_are_the_clusters_own_answers_summed(fleet: Fleet) -> None:
+    """GPUs, idle-but-allocated and latency-bound GPUs, and the fleet's flop utilization: the global
+    server's answer against each cluster server asked on its own."""
+    totals = (
+        "sum(cluster:ridgeline_gpus:count)",
+        'sum(cluster:ridgeline_allocated_gpus:count{regime="idle"})',
+        'sum(cluster:ridgeline_gpus:count{regime="latency_bound"})',
+        "sum(cluster:ridgeline_flop:rate5m)",
+        "sum(cluster:ridgeline_peak_flop_per_second:sum)",
+    )
+
+    def summed() -> str | None:
+        if (missing := _federated_now(fleet)) is not None:
+            return missing
+        at = time.time() - LAG_SECONDS
+        for expr in totals:
+            (whole,) = fleet.query(fleet.global_url, expr, at).values() or [math.nan]
+            parts = [sum(fleet.query(url, expr, at).values()) for url in fleet.clusters.values()]
+            if not math.isclose(whole, sum(parts), rel_tol=1e-9):
+                return f"{expr}: global {whole} != {' + '.join(map(str, parts))}"
+        return None
+
+    wait_for(summed, fleet.stack, "fleet totals equal to the clusters summed", DEADLINE_SECONDS)
+    at = time.time() - LAG_SECONDS
+    gpus = fleet.query(fleet.global_url, "sum(cluster:ridgeline_gpus:count)", at)
+    assert list(gpus.values()) == [10.0]  # east: 2 + 2 + 2 GPUs, west: 2 + 2
