@@ -23,6 +23,10 @@ class Entity:
     uuid: str
     model: str
     gpu_instance: int | None = None
+    profile: str | None = None
+    """A MIG instance's GPU-instance profile as dcgm-exporter's GPU_I_PROFILE label prints it
+    ("3g.20gb"); None for a whole GPU or when the source does not say. It sets the instance's
+    roof (docs/model.md, "MIG roofs")."""
 
     @property
     def key(self) -> tuple[int, int | None]:

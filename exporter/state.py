@@ -26,6 +26,9 @@ class GpuState(NamedTuple):
     entity: Entity
     attribution: Attribution | None
     inference: EntityInference
+    mig_parent: bool = False
+    """A whole GPU whose MIG instances report in the same batch: its instances carry the roof,
+    FLOP and byte series, so no sum counts the card twice (docs/model.md, "MIG roofs")."""
 
     @property
     def estimate(self) -> Estimate | None:

@@ -33,6 +33,7 @@ REQUIRED: dict[str, tuple[float, float | None, float, tuple[str, ...]]] = {
     "tpu-v6e": (918, None, 1.638, ()),
 }
 
+
 @pytest.mark.parametrize("key", sorted(REQUIRED))
 def test_required_card_has_the_design_figures(catalog: Catalog, key: str) -> None:
     half, fp8, tbps, nvml_names = REQUIRED[key]

@@ -47,11 +47,14 @@ def test_step_results_are_immutable() -> None:
         state.totals.regime_seconds["idle"] = 5.0  # type: ignore[index]
 
 
-def test_fresh_totals_share_a_read_only_zero_default() -> None:
-    fresh = Totals()
-    assert dict(fresh.regime_seconds) == dict.fromkeys(REGIMES, 0.0)
+def test_totals_are_born_read_only_at_the_first_reading() -> None:
+    assert Totals().regime_seconds is None  # no reading yet: no counter
+    values: dict[int, float | None] = {fields.DRAM_ACTIVE: 0.5, fields.PIPE_TENSOR_ACTIVE: 0.25}
+    born = step(None, Sample(0.0, ENTITY, values), H100, InferenceConfig()).totals
+    assert born.regime_seconds is not None
+    assert dict(born.regime_seconds) == dict.fromkeys(REGIMES, 0.0)
     with pytest.raises(TypeError):
-        fresh.regime_seconds["idle"] = 1.0  # type: ignore[index]
+        born.regime_seconds["idle"] = 1.0  # type: ignore[index]
 
 
 @settings(max_examples=200, deadline=None)
