@@ -2,22 +2,34 @@
 
 The data lives in exporter/data/cards.yaml (one cited datasheet per entry); a user file given
 with `--cards FILE` adds entries or overrides them by key. pydantic validates both at the edge,
-so the sample loop and the HTTP API only ever see a consistent catalog.
+so the sample loop and the HTTP API only ever see a consistent catalog. Besides the tensor
+peaks a card carries its CUDA-core (vector) peaks, for DCGM's FP64/FP32/FP16 pipe counters, and
+its MIG slice table, so a GPU instance gets its own share of the roof (docs/design.md, "Card
+catalog"; the figures per card are in docs/cards.md).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from exporter.roofline import PRECISIONS, Roof
 
@@ -38,6 +50,22 @@ _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoad
 """libyaml's safe loader when PyYAML was built with it: the catalog loads at every CLI start."""
 
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+SourceUrl = Annotated[str, Field(pattern=r"^https?://\S+$")]
+
+VectorPipe = Literal["fp64", "fp32", "fp16"]
+VECTOR_PIPES: tuple[VectorPipe, ...] = ("fp64", "fp32", "fp16")
+"""The CUDA-core (non-tensor) pipes DCGM reports activity for: fields 1006-1008,
+PIPE_FP64_ACTIVE, PIPE_FP32_ACTIVE, PIPE_FP16_ACTIVE."""
+
+MIG_PROFILE_KEY = r"^[1-9][0-9]*g\.[1-9][0-9]*gb$"
+"""A GPU instance profile as the MIG user guide names it: compute slices `g`, memory `gb`."""
+
+_MIG_PROFILE_TEXT = re.compile(
+    r"^(?:mig\s+)?(?:(?P<ci>[1-9][0-9]*)c\.)?(?P<gi>[1-9][0-9]*g\.[1-9][0-9]*gb)(?:[+-].*)?$"
+)
+"""How DCGM, dcgm-exporter (`GPU_I_PROFILE`) and nvidia-smi print a profile: an optional `MIG `
+prefix, an optional compute-instance `Nc.` prefix, then the GPU instance profile and any
+`+me`, `+me.all`, `+gfx` or `-me` variant suffix (media engines, graphics: same slices)."""
 
 
 class CatalogError(ValueError):
@@ -82,6 +110,110 @@ GENERAL_STAND_INS: tuple[str, ...] = ("bf16", "fp16", "fp32")
 """Tried next, in order, before whatever the card lists first."""
 
 
+@dataclass(frozen=True, slots=True)
+class MigSlices:
+    """A MIG instance's share of its card: compute slices (GPCs) and memory slices out of the totals.
+
+    A 3g.20gb instance on an A100 40GB holds 3 of 7 compute slices and 4 of 8 memory slices (MIG
+    user guide, "Supported MIG Profiles"), so it gets 3/7 of the peak and 4/8 of the bandwidth.
+    """
+
+    compute: int
+    compute_total: int
+    memory: int
+    memory_total: int
+
+    def __post_init__(self) -> None:
+        for part, total, what in (
+            (self.compute, self.compute_total, "compute"),
+            (self.memory, self.memory_total, "memory"),
+        ):
+            if not 0 < part <= total:
+                raise ValueError(f"{what} slices must be in 1..{total}, got {part}")
+
+    @property
+    def compute_fraction(self) -> float:
+        return self.compute / self.compute_total
+
+    @property
+    def memory_fraction(self) -> float:
+        return self.memory / self.memory_total
+
+
+@functools.lru_cache(maxsize=512)
+def parse_mig_profile(text: str) -> tuple[int | None, str] | None:
+    """(compute-instance slices or None, GPU instance profile) from a printed profile, or None.
+
+    `3g.20gb`, `MIG 3g.20gb`, `3G.20GB+me` and `3g.20gb-me` name the GPU instance 3g.20gb;
+    `1c.3g.20gb` is one compute slice of it. Bounded cache: label values repeat every sample.
+    """
+    match = _MIG_PROFILE_TEXT.fullmatch(text.strip().casefold())
+    if match is None:
+        return None
+    ci = match.group("ci")
+    return (int(ci) if ci is not None else None), match.group("gi")
+
+
+@dataclass(frozen=True, slots=True)
+class _ScaledFigures:
+    """A card's figures in FLOP/s and bytes/s, and the instance roofs asked for so far."""
+
+    peaks: dict[str, float]
+    vectors: dict[str, float]
+    bandwidth: float
+    instance_roofs: dict[tuple[str, tuple[int | None, str]], Roof]
+
+
+class MigGeometry(BaseModel):
+    """A card's MIG slices: totals and each GPU instance profile's [compute, memory] slice counts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compute_slices: Annotated[int, Field(gt=0)]
+    memory_slices: Annotated[int, Field(gt=0)]
+    profiles: dict[Annotated[str, Field(pattern=MIG_PROFILE_KEY)], tuple[int, int]]
+    source: SourceUrl
+
+    @model_validator(mode="after")
+    def _profiles_fit_the_card(self) -> MigGeometry:
+        if not self.profiles:
+            raise ValueError("profiles: at least one profile is required")
+        for name, (compute, memory) in self.profiles.items():
+            if not 0 < compute <= self.compute_slices:
+                raise ValueError(
+                    f"profile {name!r}: compute slices {compute} not in 1..{self.compute_slices}"
+                )
+            if not 0 < memory <= self.memory_slices:
+                raise ValueError(
+                    f"profile {name!r}: memory slices {memory} not in 1..{self.memory_slices}"
+                )
+            named = int(name.split("g.", 1)[0])
+            if named != compute:
+                raise ValueError(f"profile {name!r} names {named} compute slices but lists {compute}")
+        return self
+
+    def slices(self, profile: str) -> MigSlices | None:
+        """The slices a printed profile holds; None for a profile this card does not list."""
+        parsed = parse_mig_profile(profile)
+        if parsed is None:
+            return None
+        compute_instance, gpu_instance = parsed
+        counts = self.profiles.get(gpu_instance)
+        if counts is None:
+            return None
+        compute, memory = counts
+        if compute_instance is not None:
+            if compute_instance > compute:
+                return None
+            compute = compute_instance  # a compute instance shares its GPU instance's memory
+        return MigSlices(
+            compute=compute,
+            compute_total=self.compute_slices,
+            memory=memory,
+            memory_total=self.memory_slices,
+        )
+
+
 class Card(BaseModel):
     """One card: dense peaks per precision (TFLOP/s) and memory bandwidth (TB/s), as datasheets say."""
 
@@ -99,7 +231,24 @@ class Card(BaseModel):
     sm_count: Annotated[int, Field(gt=0)] | None = None
     max_sm_clock_mhz: PositiveFinite | None = None
     reference_only: bool = False
-    source: Annotated[str, Field(pattern=r"^https?://\S+$")]
+    source: SourceUrl
+    vector_tflops: dict[VectorPipe, PositiveFinite] = Field(default_factory=dict)
+    vector_source: SourceUrl | None = None
+    mig: MigGeometry | None = None
+
+    @functools.cached_property
+    def _scaled(self) -> _ScaledFigures:
+        """Every figure scaled once: the sample loop asks for them per GPU per sample.
+
+        A cached_property lives in the instance __dict__, so reads are plain attribute reads
+        (pydantic's private attributes go through __getattr__, several times slower).
+        """
+        return _ScaledFigures(
+            peaks={p: from_tera(v) for p, v in self.peak_tflops.items()},
+            vectors={p: from_tera(v) for p, v in self.vector_tflops.items()},
+            bandwidth=from_tera(self.bandwidth_tbps),
+            instance_roofs={},
+        )
 
     @field_validator("peak_tflops")
     @classmethod
@@ -114,6 +263,14 @@ class Card(BaseModel):
                 raise ValueError(f"{precision}: {value} TFLOP/s overflows a float once scaled to FLOP/s")
         return peaks
 
+    @field_validator("vector_tflops")
+    @classmethod
+    def _vector_peaks_scale(cls, peaks: dict[str, float]) -> dict[str, float]:
+        for pipe, value in peaks.items():
+            if not math.isfinite(from_tera(value)):
+                raise ValueError(f"{pipe}: {value} TFLOP/s overflows a float once scaled to FLOP/s")
+        return peaks
+
     @field_validator("bandwidth_tbps")
     @classmethod
     def _bandwidth_scales(cls, value: float) -> float:
@@ -125,10 +282,12 @@ class Card(BaseModel):
     def _ridges_are_finite(self) -> Card:
         """Every answer carries the ridge P / B: a pair whose ratio overflows is unusable."""
         bandwidth = from_tera(self.bandwidth_tbps)
-        for precision, value in self.peak_tflops.items():
+        figures = [("peak_tflops", p, v) for p, v in self.peak_tflops.items()]
+        figures += [("vector_tflops", p, v) for p, v in self.vector_tflops.items()]
+        for field, precision, value in figures:
             if not math.isfinite(from_tera(value) / bandwidth):
                 raise ValueError(
-                    f"the {precision} ridge (peak_tflops / bandwidth_tbps) overflows a float; "
+                    f"the {precision} ridge ({field} / bandwidth_tbps) overflows a float; "
                     "check the units (TFLOP/s and TB/s)"
                 )
         return self
@@ -150,14 +309,54 @@ class Card(BaseModel):
 
     @property
     def bandwidth_bytes_per_second(self) -> float:
-        return from_tera(self.bandwidth_tbps)
+        return self._scaled.bandwidth
 
     def peak_flop_per_second(self, precision: str) -> float:
         """Dense peak at `precision` in FLOP/s; UnknownPrecision when the card lacks it."""
         try:
-            return from_tera(self.peak_tflops[precision])
+            return self._scaled.peaks[precision]
         except KeyError:
             raise UnknownPrecision(self.key, precision, self.precisions) from None
+
+    def vector_peak_flop_per_second(self, pipe: str) -> float | None:
+        """The CUDA-core (non-tensor) peak of one DCGM pipe in FLOP/s; None when unpublished.
+
+        `pipe` is fp64, fp32 or fp16 (fields 1006-1008); anything else is a programming error.
+        """
+        if pipe not in VECTOR_PIPES:
+            raise ValueError(f"unknown vector pipe {pipe!r}; known: {', '.join(VECTOR_PIPES)}")
+        return self._scaled.vectors.get(pipe)
+
+    def mig_slices(self, profile: str) -> MigSlices | None:
+        """The slices a MIG profile holds on this card (`3g.20gb`, `MIG 3g.20gb+me`, any case).
+
+        None when the card has no MIG table or does not list the profile.
+        """
+        if self.mig is None:
+            return None
+        return self.mig.slices(profile)
+
+    def instance_roof(self, precision: str, profile: str) -> Roof | None:
+        """The roof of one MIG instance: peak × compute fraction, bandwidth × memory fraction.
+
+        None for a profile the card does not list; UnknownPrecision as `roof` raises it.
+        """
+        peak = self.peak_flop_per_second(precision)
+        parsed = parse_mig_profile(profile)
+        if self.mig is None or parsed is None or parsed[1] not in self.mig.profiles:
+            return None
+        memo = self._scaled.instance_roofs  # listed profiles only: bounded by the card's table
+        key = (precision, parsed)
+        roof = memo.get(key)
+        if roof is None:
+            slices = self.mig.slices(profile)
+            if slices is None:  # e.g. more compute slices than the GPU instance holds
+                return None
+            roof = memo[key] = Roof(
+                peak_flop_per_second=peak * slices.compute_fraction,
+                bandwidth_bytes_per_second=self._scaled.bandwidth * slices.memory_fraction,
+            )
+        return roof
 
     def stand_in_precision(self, wanted: str) -> str:
         """The precision to use when `wanted` is a default (not an explicit ask) the card lacks.

@@ -19,19 +19,42 @@ REQUIRED: dict[str, tuple[float, float | None, float, tuple[str, ...]]] = {
     "a100-sxm4-80gb": (312, None, 2.039, ("NVIDIA A100-SXM4-80GB",)),
     "a100-pcie-40gb": (312, None, 1.555, ("NVIDIA A100-PCIE-40GB",)),
     "a100-pcie-80gb": (312, None, 1.935, ("NVIDIA A100 80GB PCIe",)),
+    "a800-sxm4-80gb": (312, None, 2.039, ("NVIDIA A800-SXM4-80GB",)),
+    "a800-pcie-80gb": (312, None, 1.935, ("NVIDIA A800 80GB PCIe",)),
+    "a40": (149.7, None, 0.696, ("NVIDIA A40",)),
     "l4": (121, 242.5, 0.30, ("NVIDIA L4",)),
+    "l40": (181.05, 362, 0.864, ("NVIDIA L40",)),
     "l40s": (362, 733, 0.864, ("NVIDIA L40S",)),
+    "rtx-6000-ada": (364.2, 728.5, 0.96, ("NVIDIA RTX 6000 Ada Generation",)),
+    "rtx-pro-6000-blackwell-server": (
+        500, 1000, 1.597, ("NVIDIA RTX PRO 6000 Blackwell Server Edition",)
+    ),
     "h100-sxm": (989.5, 1979, 3.35, ("NVIDIA H100 80GB HBM3",)),
     "h100-pcie": (756, 1513, 2.0, ("NVIDIA H100 PCIe",)),
     "h100-nvl": (835.5, 1670.5, 3.9, ("NVIDIA H100 NVL",)),
+    "h800-sxm": (989.5, 1979, 3.35, ("NVIDIA H800",)),
+    "h800-pcie": (756, 1513, 2.0, ("NVIDIA H800 PCIe",)),
+    "h20": (148, 296, 4.0, ("NVIDIA H20",)),
     "h200": (989.5, 1979, 4.8, ("NVIDIA H200",)),
     "h200-nvl": (835.5, 1670.5, 4.8, ("NVIDIA H200 NVL",)),
     "gh200": (989.5, 1979, 4.0, ("NVIDIA GH200 480GB",)),
+    "gh200-144g": (989.5, 1979, 4.9, ("NVIDIA GH200 144G HBM3e",)),
     "b200": (2250, 4500, 8.0, ("NVIDIA B200",)),
     "gb200": (2500, 5000, 8.0, ("NVIDIA GB200",)),
+    "b300": (2250, 4500, 8.0, ("NVIDIA B300 SXM6 AC",)),
+    "gb300": (2500, 5000, 8.0, ("NVIDIA GB300",)),
     "mi300x": (1307.4, 2614.9, 5.3, ()),
+    "mi325x": (1307.4, 2614.9, 6.0, ()),
+    "mi355x": (2516.6, 5033.2, 8.0, ()),
+    "tpu-v5e": (197, None, 0.819, ()),
+    "tpu-v5p": (459, None, 2.765, ()),
     "tpu-v6e": (918, None, 1.638, ()),
 }
+REFERENCE_ONLY = ("mi300x", "mi325x", "mi355x", "tpu-v5e", "tpu-v5p", "tpu-v6e")
+
+
+def test_the_catalog_holds_at_least_35_cards(catalog: Catalog) -> None:
+    assert len(catalog) >= 35
 
 
 @pytest.mark.parametrize("key", sorted(REQUIRED))
@@ -52,10 +75,11 @@ def test_required_card_has_the_design_figures(catalog: Catalog, key: str) -> Non
 
 
 def test_reference_only_cards_match_no_gpu(catalog: Catalog) -> None:
-    for key in ("mi300x", "tpu-v6e"):
+    for key in REFERENCE_ONLY:
         card = catalog.lookup(key)
         assert card.reference_only
-        assert card.nvml_names == []
+        assert card.nvml_names == [] and card.nvml_patterns == []
+        assert card.vendor in ("amd", "google")
 
 
 @pytest.mark.parametrize(
@@ -72,8 +96,26 @@ def test_aliases_find_their_card(catalog: Catalog, alias: str, key: str) -> None
     assert catalog.lookup(alias).key == key
 
 
-def test_an_nvml_pattern_matches_a_variant_name(catalog: Catalog) -> None:
-    assert catalog.lookup("NVIDIA GH200 144G HBM3e").key == "gh200"
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        # the 144 GB HBM3e part is not the 96 GB part: 4.9 TB/s, not 4.0
+        ("NVIDIA GH200 144G HBM3e", "gh200-144g"),
+        ("NVIDIA GH200 144GB HBM3e", "gh200-144g"),
+        ("NVIDIA GH200 480GB", "gh200"),
+        ("NVIDIA GH200 120GB", "gh200"),
+        ("NVIDIA B300 SXM6 AC", "b300"),
+        ("NVIDIA B300", "b300"),
+    ],
+)
+def test_an_nvml_pattern_matches_a_variant_name(catalog: Catalog, name: str, key: str) -> None:
+    assert catalog.lookup(name).key == key
+
+
+def test_the_gh200_parts_keep_their_own_bandwidth(catalog: Catalog) -> None:
+    hbm3e = catalog.lookup("NVIDIA GH200 144G HBM3e")
+    hbm3 = catalog.lookup("NVIDIA GH200 480GB")
+    assert (hbm3e.bandwidth_tbps, hbm3.bandwidth_tbps) == (4.9, 4.0)
 
 
 def test_unknown_card_suggests_near_matches(catalog: Catalog) -> None:
