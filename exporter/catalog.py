@@ -184,9 +184,7 @@ class MigGeometry(BaseModel):
                     f"profile {name!r}: compute slices {compute} not in 1..{self.compute_slices}"
                 )
             if not 0 < memory <= self.memory_slices:
-                raise ValueError(
-                    f"profile {name!r}: memory slices {memory} not in 1..{self.memory_slices}"
-                )
+                raise ValueError(f"profile {name!r}: memory slices {memory} not in 1..{self.memory_slices}")
             named = int(name.split("g.", 1)[0])
             if named != compute:
                 raise ValueError(f"profile {name!r} names {named} compute slices but lists {compute}")

@@ -34,6 +34,7 @@ from typing import NamedTuple
 from exporter import fields
 from exporter.catalog import Card
 from exporter.roofline import (
+    FP_PIPES,
     READING_FIELDS,
     REGIMES,
     CounterCall,
@@ -398,7 +399,8 @@ def step(
     timestamp = sample.timestamp
     if previous is not None and timestamp <= previous.timestamp:
         return previous  # duplicate or out-of-order: the interval was already accounted for
-    profile = card_profile(card, config, sample.entity.profile)
+    entity = sample.entity
+    profile = card_profile(card, config, instance=entity.gpu_instance is not None, mig_profile=entity.profile)
     dt, recent = _interval(previous, timestamp)
     base = previous.totals if previous is not None else (totals or Totals())
     values = sample.values
@@ -422,7 +424,7 @@ def step(
     precision, roof = profile.roof_for(smoothed)
     peaks = pipe_peaks(roof, profile.vector_peaks) if roof is not None else _UNIT_PEAKS
     bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
-    mig = sample.entity.gpu_instance is not None
+    mig = entity.gpu_instance is not None
     judge = {"mig_instance": mig, "fp64_tensor_faster": profile.fp64_tensor_faster}
     thresholds = config.thresholds
     raw_call = judge_counters(raw, thresholds, **judge)
@@ -549,6 +551,7 @@ class CardProfile:
     fp64_tensor_faster: bool
     roofs: dict[str, Roof | None] = field(default_factory=dict)
     """Roofs by precision, filled on first use (the dominant tensor pipe may ask for another)."""
+    instance: bool = False
     mig_profile: str | None = None
 
     def roof_for(self, smoothed: Mapping[str, float]) -> tuple[str | None, Roof | None]:
@@ -565,30 +568,47 @@ class CardProfile:
             available=tuple(self.card.precisions),
         )
         if precision not in self.roofs:
-            self.roofs[precision] = entity_roof(self.card, precision, self.mig_profile)
+            self.roofs[precision] = entity_roof(self.card, precision, self.instance, self.mig_profile)
         return precision, self.roofs[precision]
 
 
-def entity_roof(card: Card, precision: str, mig_profile: str | None) -> Roof | None:
-    """The roof of a whole card at `precision` (a MIG instance's comes with issue 9's item 2)."""
-    return card.roof(precision)
+def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | None) -> Roof | None:
+    """The roof of a whole card, or of a MIG instance: the card's peak scaled by its compute
+    slices and its bandwidth by its memory slices (Card.instance_roof, from the MIG user guide's
+    profile tables). A MIG instance whose profile is absent or unknown to the card has no roof:
+    it gets ratios and a regime, never the whole card's figures."""
+    if not instance:
+        return card.roof(precision)
+    if mig_profile is None:
+        return None
+    return card.instance_roof(precision, mig_profile)
 
 
-def vector_peaks_of(card: Card) -> Mapping[str, float]:
-    """The card's CUDA-core FP peaks in FLOP/s, where the catalog has them (issue 9, item 1)."""
-    return MappingProxyType({})
+def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapping[str, float]:
+    """The CUDA-core FP64/FP32/FP16 peaks in FLOP/s where the catalog has them; a MIG instance's
+    scaled by its compute fraction (none without a known profile, as for its roof)."""
+    scale = 1.0
+    if instance:
+        slices = card.mig_slices(mig_profile) if mig_profile is not None else None
+        if slices is None:
+            return MappingProxyType({})
+        scale = slices.compute_fraction
+    peaks = {pipe: card.vector_peak_flop_per_second(pipe) for pipe in FP_PIPES}
+    return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
 
 
-_profiles: dict[tuple[int, str | None, str | None], tuple[Card | None, CardProfile]] = {}
+_profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, CardProfile]] = {}
 
 
-def card_profile(card: Card | None, config: InferenceConfig, mig_profile: str | None = None) -> CardProfile:
-    """The card's constants for this configuration, cached by card identity.
+def card_profile(
+    card: Card | None, config: InferenceConfig, *, instance: bool = False, mig_profile: str | None = None
+) -> CardProfile:
+    """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
 
     The cache keeps a reference to the card, so an id is never reused while its entry lives;
     catalogs are small and long-lived, so the cache stays small.
     """
-    cache_key = (id(card), config.precision, mig_profile)
+    cache_key = (id(card), config.precision, instance, mig_profile)
     hit = _profiles.get(cache_key)
     if hit is not None and hit[0] is card:
         return hit[1]
@@ -606,18 +626,19 @@ def card_profile(card: Card | None, config: InferenceConfig, mig_profile: str | 
         )
     else:
         precision, note = precision_on(card, config.precision or DEFAULT_PRECISION)
-        roof = entity_roof(card, precision, mig_profile)
+        roof = entity_roof(card, precision, instance, mig_profile)
         profile = CardProfile(
             key=card.key,
             card=card,
             precision=precision,
             note=note,
             roof=roof,
-            vector_peaks=vector_peaks_of(card),
+            vector_peaks=vector_peaks_of(card, instance, mig_profile),
             max_clock=card.max_sm_clock_mhz if card.max_sm_clock_mhz and card.max_sm_clock_mhz > 0 else None,
             dominant=config.precision is None and roof is not None,
             fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
             roofs={precision: roof},
+            instance=instance,
             mig_profile=mig_profile,
         )
     _profiles[cache_key] = (card, profile)

@@ -93,10 +93,12 @@ def test_first_sample_estimate_equals_the_validated_counter_form(
         dram_active=d, tensor_active=t, gr_engine_active=gr, sm_active=sm, sm_occupancy=occ,
         fp32_active=fp32, clock_ratio=max(k, 1e-9),
     )  # fmt: skip
-    verdict = classify_counters(H100.roof("bf16"), reading)
+    vectors = {pipe: H100.vector_peak_flop_per_second(pipe) or 0.0 for pipe in ("fp64", "fp32", "fp16")}
+    verdict = classify_counters(H100.roof("bf16"), reading, vector_peaks=vectors)
     assert estimate.raw_regime == verdict.regime
     assert estimate.regime == verdict.regime
     assert estimate.lever == verdict.lever
+    assert estimate.pipe == verdict.pipe
     assert estimate.intensity_flop_per_byte == pytest.approx(verdict.intensity_flop_per_byte)
     assert estimate.attainable_flop_per_second == pytest.approx(verdict.attainable_flop_per_second)
     assert estimate.roofline_efficiency == pytest.approx(verdict.roofline_efficiency)

@@ -56,7 +56,10 @@ class ResolvedCard:
 
     def vector_peaks(self) -> dict[str, float]:
         """The catalog card's CUDA-core FP peaks (FLOP/s) where it has them; none for a custom roof."""
-        return {}
+        if self.card is None:
+            return {}
+        peaks = {pipe: self.card.vector_peak_flop_per_second(pipe) for pipe in roofline.FP_PIPES}
+        return {pipe: peak for pipe, peak in peaks.items() if peak is not None}
 
     @property
     def fp64_tensor_faster(self) -> bool:
