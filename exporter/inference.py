@@ -39,6 +39,7 @@ from exporter.roofline import (
     REGIMES,
     CounterCall,
     CounterRegime,
+    Pipe,
     Ratios,
     Roof,
     Thresholds,
@@ -257,15 +258,20 @@ def note_unknown_model(model: str) -> None:
 
 
 def _ratio(value: float) -> float:
-    """A source value clamped to [0, 1] as a float (any zero becomes +0.0)."""
+    """A source value clamped to [0, 1] as a float (any zero, -0.0 included, becomes +0.0)."""
+    if value.__class__ is float and 0.0 < value <= 1.0:
+        return value  # the common case, already a ratio
     return min(1.0, max(0.0, float(value))) if value != 0 else 0.0
+
+
+_INPUT_FIELDS: tuple[tuple[str, int], ...] = (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items())
 
 
 def raw_inputs(values: Mapping[int, float | None], max_clock: float | None) -> dict[str, float]:
     """This sample's inputs by name: the reported ratios clamped to [0, 1], the tensor sub-pipes,
     the clock ratio k (roofline.clock_ratio) and GPU_UTIL as a fraction. Blank fields are left out."""
     inputs: dict[str, float] = {}
-    for name, fid in (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items()):
+    for name, fid in _INPUT_FIELDS:
         value = values.get(fid)
         if value is not None:
             inputs[name] = _ratio(value)
@@ -311,9 +317,14 @@ def reading_of(inputs: Mapping[str, float]) -> Ratios:
     )
 
 
+_PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
+    (fid, fields.field_name(fid)) for fid in PROFILING_FIELDS
+)
+
+
 def missing_profiling_fields(values: Mapping[int, float | None]) -> tuple[str, ...]:
     """DCGM names of the fields 1001-1008 a sample lacks (absent, or blank)."""
-    return tuple(fields.field_name(fid) for fid in PROFILING_FIELDS if values.get(fid) is None)
+    return tuple([name for fid, name in _PROFILING_NAMES if values.get(fid) is None])
 
 
 def dcgm_names(reading_fields: tuple[str, ...]) -> tuple[str, ...]:
@@ -425,11 +436,17 @@ def step(
     peaks = pipe_peaks(roof, profile.vector_peaks) if roof is not None else _UNIT_PEAKS
     bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
     mig = entity.gpu_instance is not None
-    judge = {"mig_instance": mig, "fp64_tensor_faster": profile.fp64_tensor_faster}
+    fp64_faster = profile.fp64_tensor_faster
     thresholds = config.thresholds
-    raw_call = judge_counters(raw, thresholds, **judge)
+    raw_pipes = pipe_utilizations(raw)
+    raw_call = judge_counters(
+        raw, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=raw_pipes
+    )
     reading = reading_of(smoothed)
-    call = judge_counters(reading, thresholds, **judge)
+    pipes = pipe_utilizations(reading)
+    call = judge_counters(
+        reading, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=pipes
+    )
     exported = debounce(prior, call.regime, call.lever, timestamp, config.dwell_seconds)
 
     cap_ok = dt is not None and integrate and dt <= integration_cap(config, recent)
@@ -438,7 +455,7 @@ def step(
     new_totals = add_interval(
         base,
         raw_call.regime,
-        achieved_flops(pipe_utilizations(raw), peaks) if work else None,
+        achieved_flops(raw_pipes, peaks) if work else None,
         raw.dram_active * bandwidth if work and raw.dram_active is not None else None,
         dt if cap_ok else None,
     )
@@ -448,6 +465,7 @@ def step(
         roof=roof,
         smoothed=smoothed,
         reading=reading,
+        pipes=pipes,
         peaks=peaks,
         bandwidth=bandwidth,
         call=call,
@@ -487,6 +505,7 @@ def _estimate(
     roof: Roof | None,
     smoothed: Mapping[str, float],
     reading: Ratios,
+    pipes: Mapping[Pipe, float],
     peaks: Mapping[str, float],
     bandwidth: float,
     call: CounterCall,
@@ -495,7 +514,7 @@ def _estimate(
 ) -> Estimate:
     """The Estimate of the smoothed reading: its numbers on the roof (roofline.counter_position)
     and its verdicts; the numbers that need a roof are None on an unknown card or profile."""
-    at = counter_position(reading, peaks, bandwidth)
+    at = counter_position(reading, peaks, bandwidth, utilizations=pipes)
     known = roof is not None
     return Estimate(
         card=profile.key,

@@ -411,6 +411,9 @@ def has_activity(reading: object) -> bool:
     return any(getattr(reading, name) is not None for name in ACTIVITY_FIELDS)
 
 
+_PIPE_FIELDS: tuple[tuple[Pipe, str], ...] = tuple((pipe, f"{pipe}_active") for pipe in PIPES)
+
+
 def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
     """Each reported compute pipe's activity times the clock ratio: u = a · k.
 
@@ -419,8 +422,8 @@ def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
     """
     k = reading.clock_ratio
     found: dict[Pipe, float] = {}
-    for pipe in PIPES:
-        activity = getattr(reading, f"{pipe}_active")
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
         if activity is not None:
             found[pipe] = activity * k
     return found
@@ -452,15 +455,24 @@ def gr_engine_contradicted(reading: Activity, thresholds: Thresholds) -> bool:
     return dram is not None and dram >= thresholds.theta * thresholds.dram_wall
 
 
+_IDLE_FIELDS: tuple[str, ...] = tuple(name for name in ACTIVITY_FIELDS if name != "gr_engine_active")
+
+
 def is_idle(reading: Activity, thresholds: Thresholds, *, trust_gr_engine: bool = True) -> bool:
     """GR_ENGINE_ACTIVE < idle_gr_engine where reported (and trusted); otherwise every reported
     activity < idle_any. False without any activity field: nothing says the GPU is idle."""
     gr = reading.gr_engine_active if trust_gr_engine else None
     if gr is not None:
         return gr < thresholds.idle_gr_engine
-    reported = [getattr(reading, name) for name in ACTIVITY_FIELDS if name != "gr_engine_active"]
-    present = [value for value in reported if value is not None]
-    return bool(present) and all(value < thresholds.idle_any for value in present)
+    floor = thresholds.idle_any
+    reported = False
+    for name in _IDLE_FIELDS:
+        value = getattr(reading, name)
+        if value is not None:
+            if value >= floor:
+                return False
+            reported = True
+    return reported
 
 
 class CounterCall(NamedTuple):
@@ -517,6 +529,7 @@ def judge_counters(
     *,
     mig_instance: bool = False,
     fp64_tensor_faster: bool = True,
+    utilizations: Mapping[Pipe, float] | None = None,
 ) -> CounterCall:
     """The per-sample regime and its lever (docs/design.md, "The model": regimes).
 
@@ -524,11 +537,12 @@ def judge_counters(
     of the ridge (the busiest pipe's u = a·k against DRAM_ACTIVE) picks the wall that could bind
     and θ says whether the GPU is near it; busy with neither wall near is latency-bound. A field
     the rule at hand needs that is not reported leaves the regime `unknown`, naming it: a partial
-    reading says only what its fields can say.
+    reading says only what its fields can say. `utilizations`: pipe_utilizations(reading), when
+    the caller has it already.
     """
     th = thresholds
     contradicted = gr_engine_contradicted(reading, th)
-    pipes = pipe_utilizations(reading)
+    pipes = pipe_utilizations(reading) if utilizations is None else utilizations
     pipe = nearest_wall_pipe(pipes, th)
 
     def call(regime: CounterRegime, lever: str, missing: tuple[str, ...] = ()) -> CounterCall:
@@ -620,15 +634,22 @@ def compute_roof(
     return flops / busiest
 
 
-def counter_position(reading: Activity, peaks: Mapping[str, float], bandwidth: float) -> CounterPosition:
+def counter_position(
+    reading: Activity,
+    peaks: Mapping[str, float],
+    bandwidth: float,
+    *,
+    utilizations: Mapping[Pipe, float] | None = None,
+) -> CounterPosition:
     """The counter form's numbers (docs/design.md): F = Σ u·P, Q = d·B, I = F / Q, P_c = F / u*.
 
     position = I / (P_c / B) = u* / d; attainable = min(P_c, I·B); roofline efficiency = achieved
     / attainable, which works out to max(u*, d). With d ≈ 0 the intensity is undefined: the
     attainable roof is then the flat P_c and efficiency is u*. `peaks` maps "tensor" (required)
-    and any FP pipe with a known peak to FLOP/s.
+    and any FP pipe with a known peak to FLOP/s; `utilizations` as for `judge_counters`.
     """
-    utilizations = pipe_utilizations(reading)
+    if utilizations is None:
+        utilizations = pipe_utilizations(reading)
     flops = achieved_flops(utilizations, peaks)
     counted = [u for pipe, u in utilizations.items() if pipe in peaks]
     busiest = max(counted) if counted else None
