@@ -24,6 +24,7 @@ Each step is a small function below; the rules themselves are roofline's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from typing import NamedTuple
 from exporter import fields
 from exporter.catalog import Card
 from exporter.roofline import (
+    ACTIVITY_FIELD_SET,
     FP_PIPES,
     READING_FIELDS,
     REGIMES,
@@ -48,7 +50,6 @@ from exporter.roofline import (
     counter_position,
     dominant_precision,
     fp64_tensor_faster,
-    has_activity,
     judge_counters,
     pipe_peaks,
     pipe_utilizations,
@@ -327,26 +328,32 @@ def missing_profiling_fields(values: Mapping[int, float | None]) -> tuple[str, .
     return tuple([name for fid, name in _PROFILING_NAMES if values.get(fid) is None])
 
 
+@functools.lru_cache(maxsize=64)
 def dcgm_names(reading_fields: tuple[str, ...]) -> tuple[str, ...]:
-    """Reading field names (dram_active, ...) as the DCGM names an SRE puts in a counters file."""
+    """Reading field names (dram_active, ...) as the DCGM names an SRE puts in a counters file
+    (a few distinct tuples ever occur: cached)."""
     return tuple(fields.field_name(READING_FIELD_IDS[name]) for name in reading_fields)
 
 
 def debounce(
-    previous: Smoothing | None, smoothed_regime: CounterRegime, lever: str, timestamp: float, dwell: float
+    previous: Smoothing | None,
+    values: Mapping[str, float],
+    smoothed_regime: CounterRegime,
+    lever: str,
+    timestamp: float,
+    dwell: float,
 ) -> Smoothing:
-    """The exported regime after this sample: a new one must hold `dwell` seconds first.
-
-    Returns the Smoothing record without values (the caller adds them)."""
+    """The exported regime after this sample (a new one must hold `dwell` seconds first), with
+    the smoothed `values` the next sample continues from."""
     if previous is None or smoothed_regime == previous.regime:
-        return Smoothing(values={}, regime=smoothed_regime, lever=lever)
+        return Smoothing(values=values, regime=smoothed_regime, lever=lever)
     since = previous.pending_since
     if previous.pending_regime != smoothed_regime or since is None:
         since = timestamp
     if timestamp - since >= dwell:
-        return Smoothing(values={}, regime=smoothed_regime, lever=lever)
+        return Smoothing(values=values, regime=smoothed_regime, lever=lever)
     return Smoothing(
-        values={},
+        values=values,
         regime=previous.regime,
         lever=previous.lever,
         pending_regime=smoothed_regime,
@@ -418,7 +425,7 @@ def step(
     missing = missing_profiling_fields(values)
     inputs = raw_inputs(values, profile.max_clock)
     raw = reading_of(inputs)
-    if not has_activity(raw):
+    if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity(raw), on the dict at hand
         return EntityInference(
             entity=sample.entity,
             timestamp=timestamp,
@@ -432,8 +439,7 @@ def step(
 
     prior = previous.smoothing if previous is not None else None
     smoothed = smooth(prior.values if prior else None, inputs, smoothing_alpha(dt, config.smoothing_seconds))
-    precision, roof = profile.roof_for(smoothed)
-    peaks = pipe_peaks(roof, profile.vector_peaks) if roof is not None else _UNIT_PEAKS
+    precision, roof, peaks = profile.roof_for(smoothed)
     bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
     mig = entity.gpu_instance is not None
     fp64_faster = profile.fp64_tensor_faster
@@ -447,7 +453,9 @@ def step(
     call = judge_counters(
         reading, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=pipes
     )
-    exported = debounce(prior, call.regime, call.lever, timestamp, config.dwell_seconds)
+    exported = debounce(
+        prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
+    )
 
     cap_ok = dt is not None and integrate and dt <= integration_cap(config, recent)
     known = roof is not None
@@ -476,7 +484,7 @@ def step(
         entity=sample.entity,
         timestamp=timestamp,
         estimate=estimate,
-        smoothing=exported._replace(values=MappingProxyType(smoothed)),
+        smoothing=exported,
         totals=new_totals,
         recent_intervals=recent,
         missing_fields=missing,
@@ -568,27 +576,34 @@ class CardProfile:
     dominant: bool
     """The tensor pipes may override the precision (no --precision given, a known roof)."""
     fp64_tensor_faster: bool
-    roofs: dict[str, Roof | None] = field(default_factory=dict)
-    """Roofs by precision, filled on first use (the dominant tensor pipe may ask for another)."""
+    roofs: dict[str | None, tuple[Roof | None, Mapping[str, float]]] = field(default_factory=dict)
+    """(roof, pipe peaks) by precision, filled on first use (the dominant tensor pipe may ask for
+    another precision)."""
     instance: bool = False
     mig_profile: str | None = None
 
-    def roof_for(self, smoothed: Mapping[str, float]) -> tuple[str | None, Roof | None]:
-        """(precision, roof) for this sample: the dominant tensor pipe's when it may choose."""
-        if not self.dominant or self.card is None or self.precision is None:
-            return self.precision, self.roof
-        if not any(name in smoothed for name in TENSOR_PIPE_FIELDS):
-            return self.precision, self.roof
-        precision = dominant_precision(
-            self.precision,
-            imma_active=smoothed.get("imma_active"),
-            hmma_active=smoothed.get("hmma_active"),
-            dfma_active=smoothed.get("dfma_active"),
-            available=tuple(self.card.precisions),
-        )
-        if precision not in self.roofs:
-            self.roofs[precision] = entity_roof(self.card, precision, self.instance, self.mig_profile)
-        return precision, self.roofs[precision]
+    def roof_for(self, smoothed: Mapping[str, float]) -> tuple[str | None, Roof | None, Mapping[str, float]]:
+        """(precision, roof, pipe peaks) for this sample: the dominant tensor pipe's precision when
+        it may choose; the unit peaks without a roof (regime and efficiency do not depend on them)."""
+        precision = self.precision
+        may_choose = self.dominant and self.card is not None and precision is not None
+        if may_choose and not smoothed.keys().isdisjoint(TENSOR_PIPE_FIELDS):
+            assert self.card is not None and precision is not None
+            precision = dominant_precision(
+                precision,
+                imma_active=smoothed.get("imma_active"),
+                hmma_active=smoothed.get("hmma_active"),
+                dfma_active=smoothed.get("dfma_active"),
+                available=tuple(self.card.precisions),
+            )
+        known = self.roofs.get(precision)
+        if known is None:
+            roof = self.roof
+            if precision != self.precision and self.card is not None and precision is not None:
+                roof = entity_roof(self.card, precision, self.instance, self.mig_profile)
+            peaks = pipe_peaks(roof, self.vector_peaks) if roof is not None else _UNIT_PEAKS
+            known = self.roofs[precision] = (roof, peaks)
+        return precision, known[0], known[1]
 
 
 def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | None) -> Roof | None:
@@ -656,7 +671,7 @@ def card_profile(
             max_clock=card.max_sm_clock_mhz if card.max_sm_clock_mhz and card.max_sm_clock_mhz > 0 else None,
             dominant=config.precision is None and roof is not None,
             fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
-            roofs={precision: roof},
+            roofs={},
             instance=instance,
             mig_profile=mig_profile,
         )

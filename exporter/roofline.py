@@ -332,6 +332,7 @@ ACTIVITY_FIELDS: tuple[str, ...] = (
 )
 """Fields that say whether something runs: a reading needs at least one of them (SM_OCCUPANCY
 alone says nothing about how much of the time warps were resident)."""
+ACTIVITY_FIELD_SET: frozenset[str] = frozenset(ACTIVITY_FIELDS)
 
 
 class Activity(Protocol):
@@ -612,24 +613,36 @@ class CounterPosition(NamedTuple):
     roofline_efficiency: float | None
 
 
+def counted_pipes(
+    utilizations: Mapping[Pipe, float], peaks: Mapping[str, float]
+) -> tuple[float, float] | None:
+    """(F = Σ u · P, u* = max u) over the reported pipes that have a peak: tensor at the precision
+    in use plus the CUDA-core FP64/FP32/FP16 pipes at their own (vector) peaks. None when no
+    pipe counts."""
+    flops = 0.0
+    busiest = -1.0
+    for pipe, u in utilizations.items():
+        peak = peaks.get(pipe)
+        if peak is not None:
+            flops += u * peak
+            if u > busiest:
+                busiest = u
+    return None if busiest < 0.0 else (flops, busiest)
+
+
 def achieved_flops(utilizations: Mapping[Pipe, float], peaks: Mapping[str, float]) -> float | None:
-    """Σ over the reported pipes that have a peak of u · P: tensor at the precision in use plus
-    the CUDA-core FP64/FP32/FP16 pipes at their own (vector) peaks. None when no pipe counts."""
-    counted = [u * peaks[pipe] for pipe, u in utilizations.items() if pipe in peaks]
-    return math.fsum(counted) if counted else None
+    """F = Σ u · P over the pipes that count (`counted_pipes`); None when none does."""
+    counted = counted_pipes(utilizations, peaks)
+    return None if counted is None else counted[0]
 
 
-def compute_roof(
-    utilizations: Mapping[Pipe, float], peaks: Mapping[str, float], flops: float | None
-) -> float:
+def compute_roof(peaks: Mapping[str, float], flops: float | None, busiest: float | None) -> float:
     """The compute ceiling of this instruction mix: F / u*, the FLOP/s the same mix of pipes would
     reach with its busiest pipe saturated (Williams et al. 2009: in-core ceilings below the peak).
 
     One pipe alone gives that pipe's peak; with nothing running it is the tensor peak.
     """
-    counted = [u for pipe, u in utilizations.items() if pipe in peaks]
-    busiest = max(counted, default=0.0)
-    if flops is None or busiest <= 0.0 or flops <= 0.0:
+    if flops is None or busiest is None or busiest <= 0.0 or flops <= 0.0:
         return peaks["tensor"]
     return flops / busiest
 
@@ -650,10 +663,9 @@ def counter_position(
     """
     if utilizations is None:
         utilizations = pipe_utilizations(reading)
-    flops = achieved_flops(utilizations, peaks)
-    counted = [u for pipe, u in utilizations.items() if pipe in peaks]
-    busiest = max(counted) if counted else None
-    roof_c = compute_roof(utilizations, peaks, flops)
+    counted = counted_pipes(utilizations, peaks)
+    flops, busiest = (None, None) if counted is None else counted
+    roof_c = compute_roof(peaks, flops, busiest)
     dram = reading.dram_active
     bytes_ = None if dram is None else dram * bandwidth
     intensity: float | None = None
