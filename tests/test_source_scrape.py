@@ -411,6 +411,32 @@ def test_more_gpus_than_any_node_has_are_cut_off_and_counted() -> None:
     assert reader.skipped == {"too_many_entities": 10}
 
 
+def test_a_label_set_per_line_reads_as_a_full_parse_would() -> None:
+    """A page whose every series has its own label set (an id label per series) goes through the
+    short gpu/GPU_I_ID lookup; a later series that brings the pod must still attribute the GPU,
+    and an odd gpu label must still be skipped."""
+    base = f'gpu="0",UUID="GPU-0",modelName="{H100}"'
+    page = (
+        f'DCGM_FI_PROF_DRAM_ACTIVE{{{base},serial="1"}} 0.5\n'
+        f'DCGM_FI_DEV_FB_USED{{{base},serial="2"}} 10\n'
+        f'DCGM_FI_DEV_FB_FREE{{{base},serial="3",namespace="llm",pod="decode-0"}} 10\n'
+        f'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{base},serial="4",namespace="other",pod="late"}} 0.25\n'
+        f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{gpu="0²",UUID="GPU-0",serial="5"}} 0.9\n'
+        f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{base},GPU_I_ID="x",serial="6"}} 0.9\n'
+        f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{base},serial="7"}} 0.8\n'
+    )
+    reader = PageReader(1.0)
+    reader.feed(page.encode())
+    (sample,) = reader.finish()
+    assert sample.attribution == Attribution(namespace="llm", pod="decode-0", container="")
+    assert sample.values == {
+        fields.DRAM_ACTIVE: 0.5,
+        fields.PIPE_TENSOR_ACTIVE: 0.25,
+        fields.GR_ENGINE_ACTIVE: 0.8,
+    }
+    assert reader.skipped == {"bad_gpu_label": 2}
+
+
 def test_a_page_fed_byte_by_byte_parses_as_the_whole() -> None:
     page = (PAGES / "legacy-h100-pods.txt").read_bytes() + (PAGES / "mig-a100-profiles.txt").read_bytes()
     whole = PageReader(1.0)

@@ -47,6 +47,8 @@ SKIP_LOG_EVERY_SECONDS = 60.0
 REDACTED = "xxxxx"
 
 _DEVICE_RE = re.compile(r"nvidia(\d{1,5})")
+_GPU_LABEL = re.compile(r'(?:^|,)\s*gpu\s*=\s*"([^"\\]*)"')
+_INSTANCE_LABEL = re.compile(r'(?:^|,)\s*GPU_I_ID\s*=\s*"([^"\\]*)"')
 _LABEL_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 _NAME_RE = re.compile(rb"[A-Za-z_:][A-Za-z0-9_:]*(?:[{\s]|$)")
 _PROFILE_RE = re.compile(r"[0-9A-Za-z.+_-]+")
@@ -217,22 +219,24 @@ class PageReader:
             name, _, rest = text.partition(" ")
             labels_text = ""
         family = self._family(name.strip())
-        labels = self._labels_of(labels_text)
-        if labels.problem is not None:
-            self._skip(labels.reason, f"line {self._line_number}: {labels.problem}: {text[:120]!r}")
-            return
-        entity = labels.entity
-        if entity is None:
-            return  # a node-level series (no gpu label): nothing to attribute it to
-        key = entity.key
-        entry = self._series.get(key)
+        entry = self._known_entry(labels_text)
         if entry is None:
-            if len(self._series) >= MAX_ENTITIES:
-                self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
+            labels = self._labels_of(labels_text)
+            if labels.problem is not None:
+                self._skip(labels.reason, f"line {self._line_number}: {labels.problem}: {text[:120]!r}")
                 return
-            entry = self._series[key] = _Series(entity, labels.attribution, None)
-        elif entry.attribution is None and labels.attribution is not None:
-            entry.attribution = labels.attribution
+            entity = labels.entity
+            if entity is None:
+                return  # a node-level series (no gpu label): nothing to attribute it to
+            key = entity.key
+            entry = self._series.get(key)
+            if entry is None:
+                if len(self._series) >= MAX_ENTITIES:
+                    self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
+                    return
+                entry = self._series[key] = _Series(entity, labels.attribution, None)
+            elif entry.attribution is None and labels.attribution is not None:
+                entry.attribution = labels.attribution
         if family is None:
             return  # a DCGM field Ridgeline does not read: the GPU is known, that is all
         parts = rest.split()
@@ -256,6 +260,25 @@ class PageReader:
         if entry.values.get(fid) is None:
             scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
             entry.values[fid] = fields.clean_value(fid, scaled)
+
+    def _known_entry(self, labels_text: str) -> _Series | None:
+        """The entity's record when this label set names a GPU already known (and brings no pod
+        it lacks), found from its gpu and GPU_I_ID labels alone: a page whose every line carries
+        another label set then costs two short searches a line, not a parse."""
+        if labels_text in self._labels:
+            return None  # the cache answers as cheaply
+        match = _GPU_LABEL.search(labels_text)
+        if match is None:
+            return None
+        gpu = _index(match.group(1))
+        instance_match = _INSTANCE_LABEL.search(labels_text)
+        instance = None if instance_match is None else _index(instance_match.group(1))
+        if gpu is None or (instance_match is not None and instance is None):
+            return None  # let the full parse say what is wrong
+        entry = self._series.get((gpu, instance))
+        if entry is None or (entry.attribution is None and 'pod="' in labels_text):
+            return None  # unknown, or this series may bring the pod the GPU has none of yet
+        return entry
 
     def _family(self, name: str) -> tuple[int, float] | str | None:
         """What a metric name means, cached: (field, factor), the GPU_UTIL_RATIO name, or None."""
