@@ -183,6 +183,14 @@ def test_jsonl_names_of_dcgm_4_6_and_4_7_and_the_profile_key(tmp_path: Path) -> 
     assert samples[3].entity.profile == "1g.10gb"
 
 
+def test_a_file_of_only_overlong_lines_is_not_called_empty(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"{" + b" " * (MAX_LINE_BYTES + 1) + b"}\n")
+    with pytest.raises(SourceUnavailable) as caught:
+        replay(path).open()
+    assert "empty" not in caught.value.message and "format" in caught.value.message
+
+
 def test_the_recorder_line_writes_the_profile_back(tmp_path: Path) -> None:
     entity = Entity(gpu=0, uuid="GPU-a", model=A100, gpu_instance=2, profile="2g.10gb")
     written = [Sample(timestamp=1.0, entity=entity, values={DRAM_ACTIVE: 0.5})]

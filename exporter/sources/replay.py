@@ -110,8 +110,8 @@ class ReplaySource:
             )
         name, opener = self._locate()
         self.display_name = name
-        head = _head(opener, name)
-        if not head:
+        head, too_long = _head(opener, name)
+        if not head and not too_long:
             raise SourceUnavailable("replay_empty", f"replay file {name} is empty")
         detected = detect_format(head)
         chosen = options.replay_format or detected
@@ -339,13 +339,20 @@ class ReplaySource:
         return replay, lambda: open(path, "rb")
 
 
-def _head(opener: Opener, name: str) -> list[str]:
-    """The file's first non-blank lines (at most DETECT_LINES), for format detection."""
+def _head(opener: Opener, name: str) -> tuple[list[str], int]:
+    """The file's first non-blank lines (at most DETECT_LINES), for format detection, and how many
+    lines too long to keep came among them."""
     head: list[str] = []
+    too_long = 0
     lines = read_lines(opener, name)
     try:
         for _, text in lines:
-            if text is None or not text.strip():
+            if text is None:
+                too_long += 1
+                if too_long >= DETECT_LINES:
+                    break
+                continue
+            if not text.strip():
                 continue
             head.append(text)
             if len(head) >= DETECT_LINES:
@@ -356,4 +363,4 @@ def _head(opener: Opener, name: str) -> list[str]:
         close = getattr(lines, "close", None)
         if close is not None:
             close()
-    return head
+    return head, too_long
