@@ -7,7 +7,8 @@ bytes are cached per (snapshot, content type), and a scrape between two batches 
 a dictionary lookup. Process metrics (CPU, RSS, fds) are encoded fresh and appended.
 
 Labels: per-GPU series carry gpu, uuid, model, card; namespace/pod/container only when the GPU is
-attributed to a pod, gpu_instance only for MIG instances. Series of one family may therefore have
+attributed to a pod, gpu_instance only for MIG instances, hpc_job only while a Slurm (HPC) job
+mapping names the GPU's jobs (exporter/attribution/hpc.py). Series of one family may therefore have
 different label names, which both the text format and OpenMetrics allow; nothing is padded
 with empty values.
 
@@ -110,7 +111,8 @@ def _roof_value(gpu: GpuState, name: str) -> float | None:
 
 
 def gpu_labels(gpu: GpuState) -> dict[str, str]:
-    """gpu, uuid, model, card; + namespace/pod/container when attributed; + gpu_instance for MIG."""
+    """gpu, uuid, model, card; + namespace/pod/container when attributed; + gpu_instance for MIG;
+    + hpc_job when an HPC job mapping names the GPU's jobs."""
     entity = gpu.entity
     labels = {
         "gpu": str(entity.gpu),
@@ -124,6 +126,8 @@ def gpu_labels(gpu: GpuState) -> dict[str, str]:
         labels["namespace"] = gpu.attribution.namespace
         labels["pod"] = gpu.attribution.pod
         labels["container"] = gpu.attribution.container
+    if gpu.hpc_job is not None:
+        labels["hpc_job"] = gpu.hpc_job
     return dict(sorted(labels.items()))  # sorted once, as the encoders write them
 
 

@@ -24,9 +24,10 @@ class Entity:
     model: str
     gpu_instance: int | None = None
     profile: str | None = None
-    """A MIG instance's GPU-instance profile as dcgm-exporter's GPU_I_PROFILE label prints it
-    ("3g.20gb"); None for a whole GPU or when the source does not say. It sets the instance's
-    roof (docs/model.md, "MIG roofs")."""
+    """The MIG profile of a GPU instance as NVIDIA names it ("3g.40gb", "1g.10gb+me"): from
+    dcgm-exporter's GPU_I_PROFILE label, a replay file, or --mig-profile. None for a whole GPU
+    and for an instance whose profile no source told. It sets the instance's roof
+    (docs/model.md, "MIG roofs"); an instance without a known one gets no roof."""
 
     @property
     def key(self) -> tuple[int, int | None]:
@@ -43,6 +44,12 @@ class Attribution:
     container: str
 
 
+MAX_ENTITIES = 1024
+"""Entities one batch may hold. DCGM watches at most 32 GPUs (DCGM_MAX_NUM_DEVICES) with up to 7
+GPU instances each (256 entities); a page or file naming more is hostile or broken, and the rest
+is skipped and counted rather than letting memory grow with the input."""
+
+
 class Sample(NamedTuple):
     """One reading of one entity.
 
@@ -55,3 +62,18 @@ class Sample(NamedTuple):
     entity: Entity
     values: Mapping[int, float | None]
     attribution: Attribution | None = None
+    hpc_job: str | None = None
+    """The HPC job id(s) on this GPU, comma-separated, when the source knows them (a scraped
+    dcgm-exporter page with its job mapping on); else the sampler asks --hpc-job-mapping-dir."""
+
+
+def join_hpc_jobs(jobs: list[str]) -> str | None:
+    """One hpc_job label value for every job on a GPU: ids joined by commas, numeric ids in
+    numeric order ("9,10,array_1"), so the value does not depend on who wrote them first."""
+    if not jobs:
+        return None
+    return ",".join(sorted(dict.fromkeys(jobs), key=_job_order))
+
+
+def _job_order(job: str) -> tuple[int, int, str]:
+    return (0, int(job), job) if job.isdigit() else (1, 0, job)

@@ -58,6 +58,12 @@ class Attributor(Protocol):
     def lookup(self, uuid: str, gpu_instance: int | None) -> Attribution | None: ...
 
 
+class JobMapper(Protocol):
+    """What the sampler needs from exporter.attribution.hpc.HpcJobMap."""
+
+    def lookup(self, gpu: int) -> str | None: ...
+
+
 Opener = Callable[[str, SourceOptions], Source]
 
 
@@ -66,6 +72,7 @@ class _Tracked:
     state: EntityInference
     attribution: Attribution | None
     missed_batches: int = 0
+    hpc_job: str | None = None
     mig_parent: bool = False
 
 
@@ -82,6 +89,7 @@ class Sampler:
         source: Source | None = None,
         opener: Opener | None = None,
         attributor: Attributor | None = None,
+        job_mapper: JobMapper | None = None,
         grace_batches: int = 3,
         backoff_initial_seconds: float = BACKOFF_INITIAL_SECONDS,
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
@@ -101,6 +109,7 @@ class Sampler:
         self._source = source
         self._opener = opener
         self._attributor = attributor
+        self._job_mapper = job_mapper
         self._grace = grace_batches
         self._backoff_initial = backoff_initial_seconds
         self._backoff_max = backoff_max_seconds
@@ -262,6 +271,7 @@ class Sampler:
         config = self._config
         cards = self._cards
         attributor = self._attributor
+        job_mapper = self._job_mapper
         mig_parents = mig_parent_indexes(batch)
         for sample in batch:
             entity = sample.entity
@@ -275,12 +285,17 @@ class Sampler:
             attribution = sample.attribution
             if attribution is None and attributor is not None:
                 attribution = attributor.lookup(entity.uuid, entity.gpu_instance)
+            hpc_job = sample.hpc_job
+            if hpc_job is None and job_mapper is not None:
+                hpc_job = job_mapper.lookup(entity.gpu)
             tracked = tracked_by_key.get(key)
             if tracked is None:
                 state = step(
                     None, sample, card, config, totals=totals_by_key.get(key), count_work=not mig_parent
                 )
-                tracked_by_key[key] = _Tracked(state=state, attribution=attribution, mig_parent=mig_parent)
+                tracked_by_key[key] = _Tracked(
+                    state=state, attribution=attribution, hpc_job=hpc_job, mig_parent=mig_parent
+                )
                 self._ordered = None
             else:
                 previous = tracked.state
@@ -296,6 +311,7 @@ class Sampler:
                     self._ordered = None  # the GPU index may have changed: sort again
                 tracked.state = state
                 tracked.attribution = attribution
+                tracked.hpc_job = hpc_job
                 tracked.missed_batches = 0
                 tracked.mig_parent = mig_parent
             totals_by_key[key] = state.totals
@@ -401,6 +417,7 @@ class Sampler:
                     entity=t.state.entity,
                     attribution=t.attribution,
                     inference=t.state,
+                    hpc_job=t.hpc_job,
                     mig_parent=t.mig_parent,
                 )
                 for t in ordered

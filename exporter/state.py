@@ -26,6 +26,8 @@ class GpuState(NamedTuple):
     entity: Entity
     attribution: Attribution | None
     inference: EntityInference
+    hpc_job: str | None = None
+    """Slurm (or other HPC) job id(s) on this GPU, comma-separated; exporter/attribution/hpc.py."""
     mig_parent: bool = False
     """A whole GPU whose MIG instances report in the same batch: its instances carry the roof,
     FLOP and byte series, so no sum counts the card twice (docs/model.md, "MIG roofs")."""

@@ -1,12 +1,21 @@
-"""Generates Ridgeline's Grafana dashboards (grafana/dashboards/*.json) from plain Python dicts.
+"""Generates Ridgeline's Grafana dashboards (grafana/dashboards/*.json) with grafana-foundation-sdk.
 
 Run `python grafana/build.py` to rewrite the JSON, `python grafana/build.py --check` to fail when
 the committed JSON differs from what this module produces (tests/test_dashboards.py does the same).
 Dashboards as code keep the queries reviewable and identical across panels; the JSON is committed
 so Grafana's file provider can load it without Python.
 
-Targets Grafana 11.3 or newer (the XY chart save model with `mapping`/`series` matchers). Queries
-read the recording rules in rules/ where they exist and the raw per-GPU series otherwise.
+Targets Grafana 11.3: the panels are built with the typed builders of grafana-foundation-sdk's
+11.3 build (pinned in pyproject.toml), and tests/test_dashboards_schema.py type-checks the output
+against npm's @grafana/schema 11.3. One panel is not expressible in the SDK's types: the XY chart
+(Node dashboard, "Roofline per GPU"). Grafana 11.3 draws XY charts with the v2 save model
+(`mapping` and field matchers per series) while the SDK's `xychart` module still models v1
+(`seriesMapping`/`dims`), which 11.3 would not migrate once `pluginVersion` is set; that panel is
+built with the SDK's generic panel builder and checked against @grafana/schema's `xychart2` types.
+
+The regimes and their levers come from the package (exporter.roofline), so the dashboards say what
+/classify says. Queries read the recording rules in rules/ where they exist and the raw per-GPU
+series otherwise.
 """
 
 from __future__ import annotations
@@ -16,28 +25,57 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
+
+from grafana_foundation_sdk.builders import bargauge, prometheus, stat, statetimeline, table, text, timeseries
+from grafana_foundation_sdk.builders import common as common_b
+from grafana_foundation_sdk.builders import dashboard as dashboard_b
+from grafana_foundation_sdk.cog import builder as cog_builder
+from grafana_foundation_sdk.cog import variants as cog_variants
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common, dashboard
+from grafana_foundation_sdk.models import prometheus as prometheus_m
+from grafana_foundation_sdk.models import text as text_m
+
+from exporter.roofline import REGIMES, lever_for
 
 Json = dict[str, Any]
+Query = cog_builder.Builder[cog_variants.Dataquery]
+
+
+class PanelBuilder(Protocol):
+    """What every typed panel builder of the SDK offers (they share no base class that says so)."""
+
+    def build(self) -> dashboard.Panel: ...
+    def title(self, title: str) -> Self: ...
+    def description(self, description: str) -> Self: ...
+    def datasource(self, datasource: dashboard.DataSourceRef) -> Self: ...
+    def targets(self, targets: list[Query]) -> Self: ...
+    def span(self, w: int) -> Self: ...
+    def height(self, h: int) -> Self: ...
+    def override_by_name(self, name: str, properties: list[dashboard.DynamicConfigValue]) -> Self: ...
+
+
+P = TypeVar("P", bound=PanelBuilder)
 
 OUT_DIR = Path(__file__).resolve().parent / "dashboards"
-DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
-SCHEMA_VERSION = 39
+DATASOURCE = dashboard.DataSourceRef(type_val="prometheus", uid="${datasource}")
 PLUGIN_VERSION = "11.3.0"
-REGIMES = ("idle", "memory_bound", "compute_bound", "latency_bound")
+"""Grafana version the panels' save model follows (written as every panel's pluginVersion)."""
 REGIME_COLORS = {
     "idle": "#8e8e8e",
     "memory_bound": "#3274d9",
     "compute_bound": "#56a64b",
     "latency_bound": "#ff9830",
+    "unknown": "#b877d9",
 }
-# The lever per regime, as DESIGN.md words it (the exporter's /classify says the same).
-LEVERS = {
-    "idle": "Nothing runs: release the GPU or give it work",
-    "memory_bound": "Move fewer bytes per FLOP: batch more, fuse kernels, tile for reuse, lower precision",
-    "compute_bound": "Fewer or cheaper FLOPs: lower precision (fp8), sparsity, a better algorithm",
-    "latency_bound": "Feed it: larger batches, CUDA graphs, faster input pipeline, fewer host syncs",
-}
+LOG10 = {"type": "log", "log": 10}
+
+
+def lever_phrase(regime: str) -> tuple[str, str]:
+    """The package's lever sentence split into its head and the lever: ("memory-bound", "move ...")."""
+    head, _, lever = lever_for(regime).partition(": ")
+    return (head, lever) if lever else (regime, head)
 
 
 # ---- building blocks ---------------------------------------------------------------------------
@@ -45,53 +83,55 @@ LEVERS = {
 
 def target(
     expr: str, legend: str = "", ref: str = "A", *, instant: bool = False, table: bool = False
-) -> Json:
+) -> Query:
     """One Prometheus query; `table` gives one row per series (instant queries for tables/XY)."""
-    return {
-        "datasource": DATASOURCE,
-        "editorMode": "code",
-        "expr": expr,
-        "format": "table" if table else "time_series",
-        "instant": instant,
-        "legendFormat": legend or "__auto",
-        "range": not instant,
-        "refId": ref,
-    }
+    query = (
+        prometheus.Dataquery()
+        .datasource(DATASOURCE)
+        .editor_mode(prometheus_m.QueryEditorMode.CODE)
+        .expr(expr)
+        .format(prometheus_m.PromQueryFormat.TABLE if table else prometheus_m.PromQueryFormat.TIME_SERIES)
+        .legend_format(legend or "__auto")
+        .ref_id(ref)
+    )
+    return query.instant() if instant else query.range()
 
 
-def regime_overrides(suffix: str = "") -> list[Json]:
-    """Fixed colours so a regime has the same colour on every panel."""
-    return [
-        {
-            "matcher": {"id": "byName", "options": f"{regime}{suffix}"},
-            "properties": [{"id": "color", "value": {"fixedColor": color, "mode": "fixed"}}],
-        }
-        for regime, color in REGIME_COLORS.items()
-    ]
+def steps(*pairs: tuple[str, float | None]) -> dashboard_b.ThresholdsConfig:
+    """Absolute thresholds from (colour, value) pairs; the first value is None (the base)."""
+    return (
+        dashboard_b.ThresholdsConfig()
+        .mode(dashboard.ThresholdsMode.ABSOLUTE)
+        .steps([dashboard.Threshold(color=color, value=value) for color, value in pairs])
+    )
 
 
-def regime_value_mappings() -> list[Json]:
+def fixed_color(color: str) -> dashboard.DynamicConfigValue:
+    return dashboard.DynamicConfigValue(id_val="color", value={"fixedColor": color, "mode": "fixed"})
+
+
+def value_map(options: dict[str, dashboard.ValueMappingResult]) -> list[dashboard.ValueMapping]:
+    return [dashboard.ValueMap(options=options)]
+
+
+def regime_value_mappings() -> list[dashboard.ValueMapping]:
     """Numeric regime code (see regime_code_expr) -> name and colour, for state timelines."""
-    return [
+    return value_map(
         {
-            "type": "value",
-            "options": {
-                str(code): {"text": regime, "color": REGIME_COLORS[regime], "index": code}
-                for code, regime in enumerate(REGIMES, start=1)
-            },
+            str(code): dashboard.ValueMappingResult(text=regime, color=REGIME_COLORS[regime], index=code)
+            for code, regime in enumerate(REGIMES, start=1)
         }
-    ]
+    )
 
 
-def lever_value_mappings() -> list[Json]:
-    return [
+def lever_value_mappings() -> list[dashboard.ValueMapping]:
+    """Regime name -> the lever, in the words /classify answers with."""
+    return value_map(
         {
-            "type": "value",
-            "options": {
-                regime: {"text": lever, "index": i} for i, (regime, lever) in enumerate(LEVERS.items())
-            },
+            regime: dashboard.ValueMappingResult(text=lever_for(regime), index=i)
+            for i, regime in enumerate(REGIMES)
         }
-    ]
+    )
 
 
 def regime_code_expr(selector: str, by: str) -> str:
@@ -107,72 +147,24 @@ def regime_code_expr(selector: str, by: str) -> str:
     return "\n+ ".join(parts)
 
 
-class Layout:
-    """Places panels left to right on Grafana's 24-column grid, wrapping to a new line."""
-
-    def __init__(self) -> None:
-        self.x = 0
-        self.y = 0
-        self.line_height = 0
-        self.next_id = 1
-        self.panels: list[Json] = []
-
-    def add(self, panel: Json, w: int, h: int) -> None:
-        if self.x + w > 24:
-            self.newline()
-        panel["id"] = self.next_id
-        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
-        self.next_id += 1
-        self.panels.append(panel)
-        self.x += w
-        self.line_height = max(self.line_height, h)
-
-    def newline(self) -> None:
-        self.y += self.line_height
-        self.x = 0
-        self.line_height = 0
-
-    def row(self, title: str) -> None:
-        if self.x:
-            self.newline()
-        self.add({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
-        self.newline()
+def with_regime_colors(panel: P) -> P:
+    """Fixed colours so a regime has the same colour on every panel."""
+    for regime, color in REGIME_COLORS.items():
+        panel.override_by_name(regime, [fixed_color(color)])
+    return panel
 
 
-def panel(
-    kind: str,
-    title: str,
-    description: str,
-    targets: Iterable[Json],
-    *,
-    unit: str = "none",
-    options: Json | None = None,
-    custom: Json | None = None,
-    defaults: Json | None = None,
-    overrides: list[Json] | None = None,
-    transformations: list[Json] | None = None,
-    interval: str | None = None,
-) -> Json:
-    field_defaults: Json = {"unit": unit, "custom": custom or {}}
-    field_defaults.update(defaults or {})
-    result: Json = {
-        "type": kind,
-        "title": title,
-        "description": description,
-        "datasource": DATASOURCE,
-        "pluginVersion": PLUGIN_VERSION,
-        "targets": list(targets),
-        "fieldConfig": {"defaults": field_defaults, "overrides": overrides or []},
-        "options": options or {},
-    }
-    if transformations:
-        result["transformations"] = transformations
-    if interval:
-        result["interval"] = interval
-    return result
+def common_panel(panel: P, title: str, description: str, targets: Iterable[Query]) -> P:
+    """Title, description, the datasource variable and the queries: what every panel has."""
+    panel.title(title).description(description).datasource(DATASOURCE).targets(list(targets))
+    return panel
 
 
-def stat(
+def reduce_last() -> common_b.ReduceDataOptions:
+    return common_b.ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False)
+
+
+def stat_panel(
     title: str,
     description: str,
     expr: str,
@@ -180,37 +172,28 @@ def stat(
     *,
     legend: str = "",
     decimals: int | None = None,
-    mappings: list[Json] | None = None,
-    thresholds: list[Json] | None = None,
-    text_mode: str = "value",
-) -> Json:
-    defaults: Json = {
-        "mappings": mappings or [],
-        "thresholds": {"mode": "absolute", "steps": thresholds or [{"color": "blue", "value": None}]},
-    }
-    if decimals is not None:
-        defaults["decimals"] = decimals
-    return panel(
-        "stat",
-        title,
-        description,
-        [target(expr, legend, instant=True)],
-        unit=unit,
-        defaults=defaults,
-        options={
-            "colorMode": "value",
-            "graphMode": "none",
-            "justifyMode": "auto",
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "textMode": text_mode,
-        },
+    mappings: list[dashboard.ValueMapping] | None = None,
+    thresholds: tuple[tuple[str, float | None], ...] = (("blue", None),),
+    text_mode: common.BigValueTextMode = common.BigValueTextMode.VALUE,
+) -> stat.Panel:
+    panel = (
+        common_panel(stat.Panel(), title, description, [target(expr, legend, instant=True)])
+        .unit(unit)
+        .mappings(mappings or [])
+        .thresholds(steps(*thresholds))
+        .color_mode(common.BigValueColorMode.VALUE)
+        .graph_mode(common.BigValueGraphMode.NONE)
+        .justify_mode(common.BigValueJustifyMode.AUTO)
+        .reduce_options(reduce_last())
+        .text_mode(text_mode)
     )
+    return panel if decimals is None else panel.decimals(decimals)
 
 
-def timeseries(
+def timeseries_panel(
     title: str,
     description: str,
-    targets: list[Json],
+    targets: list[Query],
     unit: str,
     *,
     stacked: bool = False,
@@ -218,192 +201,216 @@ def timeseries(
     log_y: bool = False,
     bars: bool = False,
     fill: int = 10,
-    overrides: list[Json] | None = None,
+    regime_colors: bool = False,
     interval: str | None = None,
-    thresholds: list[Json] | None = None,
+    thresholds: tuple[tuple[str, float | None], ...] = (),
     max_value: float | None = None,
-) -> Json:
-    custom: Json = {
-        "drawStyle": "bars" if bars else "line",
-        "fillOpacity": 80 if bars else (60 if stacked else fill),
-        "lineWidth": 1,
-        "showPoints": "never",
-        "spanNulls": False,
-        "stacking": {"group": "A", "mode": "percent" if percent else ("normal" if stacked else "none")},
-        "scaleDistribution": {"type": "log", "log": 10} if log_y else {"type": "linear"},
-        "thresholdsStyle": {"mode": "dashed" if thresholds else "off"},
-    }
-    defaults: Json = {"min": None if log_y else 0}
-    if max_value is not None:
-        defaults["max"] = max_value
-    if thresholds:
-        defaults["thresholds"] = {"mode": "absolute", "steps": thresholds}
-    return panel(
-        "timeseries",
-        title,
-        description,
-        targets,
-        unit=unit,
-        custom=custom,
-        defaults=defaults,
-        overrides=overrides,
-        interval=interval,
-        options={
-            "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull", "mean"]},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        },
+) -> timeseries.Panel:
+    stacking = common.StackingMode.PERCENT if percent else (common.StackingMode.NORMAL if stacked else None)
+    panel = (
+        common_panel(timeseries.Panel(), title, description, targets)
+        .unit(unit)
+        .draw_style(common.GraphDrawStyle.BARS if bars else common.GraphDrawStyle.LINE)
+        .fill_opacity(80 if bars else (60 if stacked else fill))
+        .line_width(1)
+        .show_points(common.VisibilityMode.NEVER)
+        .span_nulls(False)
+        .stacking(common_b.StackingConfig().group("A").mode(stacking or common.StackingMode.NONE))
+        .scale_distribution(
+            common_b.ScaleDistributionConfig().type(common.ScaleDistribution.LOG).log(10)
+            if log_y
+            else common_b.ScaleDistributionConfig().type(common.ScaleDistribution.LINEAR)
+        )
+        .thresholds_style(
+            common_b.GraphThresholdsStyleConfig().mode(
+                common.GraphThresholdsStyleMode.DASHED if thresholds else common.GraphThresholdsStyleMode.OFF
+            )
+        )
+        .legend(
+            common_b.VizLegendOptions()
+            .display_mode(common.LegendDisplayMode.TABLE)
+            .placement(common.LegendPlacement.RIGHT)
+            .show_legend(True)
+            .calcs(["lastNotNull", "mean"])
+        )
+        .tooltip(
+            common_b.VizTooltipOptions()
+            .mode(common.TooltipDisplayMode.MULTI)
+            .sort(common.SortOrder.DESCENDING)
+        )
     )
+    if not log_y:  # a log axis has no 0: leave its minimum to Grafana
+        panel.min(0)
+    if max_value is not None:
+        panel.max(max_value)
+    if thresholds:
+        panel.thresholds(steps(*thresholds))
+    if interval:
+        panel.interval(interval)
+    return with_regime_colors(panel) if regime_colors else panel
 
 
-def table(
+def table_panel(
     title: str,
     description: str,
-    targets: list[Json],
+    targets: list[Query],
     *,
     rename: dict[str, str],
     units: dict[str, str] | None = None,
     links: dict[str, Json] | None = None,
-    mappings: dict[str, list[Json]] | None = None,
+    mappings: dict[str, list[dashboard.ValueMapping]] | None = None,
     sort_by: str | None = None,
-) -> Json:
+) -> table.Panel:
     """Instant queries merged into one row per label set; only the renamed columns are shown."""
-    overrides: list[Json] = []
+    panel = (
+        common_panel(table.Panel(), title, description, targets)
+        .unit("none")
+        .show_header(True)
+        .cell_height(common.TableCellHeight.SM)
+        .footer(common_b.TableFooterOptions().show(False).reducer(["sum"]))
+        .transformations(
+            [
+                dashboard.DataTransformerConfig(id_val="merge", options={}),
+                dashboard.DataTransformerConfig(
+                    id_val="organize",
+                    options={
+                        "excludeByName": {"Time": True},
+                        "includeByName": dict.fromkeys(rename, True),
+                        "indexByName": {name: i for i, name in enumerate(rename)},
+                        "renameByName": rename,
+                    },
+                ),
+            ]
+        )
+    )
     for column, unit in (units or {}).items():
-        overrides.append(
-            {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "unit", "value": unit}]}
-        )
+        panel.override_by_name(column, [dashboard.DynamicConfigValue(id_val="unit", value=unit)])
     for column, link in (links or {}).items():
-        overrides.append(
-            {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "links", "value": [link]}]}
-        )
+        panel.override_by_name(column, [dashboard.DynamicConfigValue(id_val="links", value=[link])])
     for column, column_mappings in (mappings or {}).items():
-        overrides.append(
-            {
-                "matcher": {"id": "byName", "options": column},
-                "properties": [{"id": "mappings", "value": column_mappings}],
-            }
+        panel.override_by_name(
+            column, [dashboard.DynamicConfigValue(id_val="mappings", value=column_mappings)]
         )
-    order = {name: i for i, name in enumerate(rename)}
-    transformations: list[Json] = [
-        {"id": "merge", "options": {}},
-        {
-            "id": "organize",
-            "options": {
-                "excludeByName": {"Time": True},
-                "includeByName": dict.fromkeys(rename, True),
-                "indexByName": order,
-                "renameByName": rename,
-            },
-        },
-    ]
-    options: Json = {"showHeader": True, "cellHeight": "sm", "footer": {"show": False, "reducer": ["sum"]}}
     if sort_by:
-        options["sortBy"] = [{"displayName": sort_by, "desc": True}]
-    return panel(
-        "table",
-        title,
-        description,
-        targets,
-        overrides=overrides,
-        transformations=transformations,
-        options=options,
+        panel.sort_by([common_b.TableSortByFieldState().display_name(sort_by).desc(True)])
+    return panel
+
+
+def state_timeline_panel(title: str, description: str, expr: str, legend: str) -> statetimeline.Panel:
+    return (
+        common_panel(statetimeline.Panel(), title, description, [target(expr, legend)])
+        .unit("none")
+        .mappings(regime_value_mappings())
+        .thresholds(steps(("transparent", None)))
+        .color_scheme(dashboard_b.FieldColor().mode(dashboard.FieldColorModeId.THRESHOLDS))
+        .fill_opacity(80)
+        .line_width(0)
+        .show_value(common.VisibilityMode.NEVER)
+        .merge_values(True)
+        .row_height(0.8)
+        .align_value(common.TimelineValueAlignment.LEFT)
+        .legend(
+            common_b.VizLegendOptions()
+            .display_mode(common.LegendDisplayMode.LIST)
+            .placement(common.LegendPlacement.BOTTOM)
+            .show_legend(True)
+        )
     )
 
 
-def state_timeline(title: str, description: str, expr: str, legend: str) -> Json:
-    return panel(
-        "state-timeline",
-        title,
-        description,
-        [target(expr, legend)],
-        defaults={
-            "mappings": regime_value_mappings(),
-            "thresholds": {"mode": "absolute", "steps": [{"color": "transparent", "value": None}]},
-            "color": {"mode": "thresholds"},
-        },
-        custom={"fillOpacity": 80, "lineWidth": 0},
-        options={
-            "showValue": "never",
-            "mergeValues": True,
-            "rowHeight": 0.8,
-            "alignValue": "left",
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-        },
+def text_panel(title: str, content: str) -> text.Panel:
+    return text.Panel().title(title).mode(text_m.TextMode.MARKDOWN).content(content)
+
+
+# ---- template variables and the dashboard ------------------------------------------------------
+
+
+def datasource_variable() -> dashboard_b.DatasourceVariable:
+    return (
+        dashboard_b.DatasourceVariable("datasource")
+        .label("Data source")
+        .type("prometheus")
+        .hide(dashboard.VariableHide.DONT_HIDE)
+        .regex("")
+        .include_all(False)
+        .multi(False)
     )
-
-
-def text(title: str, content: str) -> Json:
-    return {"type": "text", "title": title, "options": {"mode": "markdown", "content": content}}
-
-
-# ---- template variables ------------------------------------------------------------------------
-
-
-def datasource_variable() -> Json:
-    return {
-        "name": "datasource",
-        "label": "Data source",
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {},
-        "hide": 0,
-        "refresh": 1,
-        "regex": "",
-        "includeAll": False,
-        "multi": False,
-    }
 
 
 def query_variable(
-    name: str, label: str, query: str, *, all_value: str | None = ".*", multi: bool = False, hide: int = 0
-) -> Json:
+    name: str, label: str, query: str, *, all_value: str | None = ".*", multi: bool = False
+) -> dashboard_b.QueryVariable:
     """A label_values() variable; all_value=None makes it single-valued without an All option."""
-    return {
-        "name": name,
-        "label": label,
-        "type": "query",
-        "datasource": DATASOURCE,
-        "definition": query,
-        "query": {"query": query, "refId": f"{name}-variable"},
-        "refresh": 2,
-        "sort": 1,
-        "hide": hide,
-        "includeAll": all_value is not None,
-        "allValue": all_value,
-        "multi": multi,
-        "current": {},
-        "regex": "",
-    }
+    variable = (
+        dashboard_b.QueryVariable(name)
+        .label(label)
+        .datasource(DATASOURCE)
+        .query({"query": query, "refId": f"{name}-variable"})
+        .refresh(dashboard.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dashboard.VariableSort.ALPHABETICAL_ASC)
+        .hide(dashboard.VariableHide.DONT_HIDE)
+        .include_all(all_value is not None)
+        .multi(multi)
+        .regex("")
+    )
+    return variable if all_value is None else variable.all_value(all_value)
 
 
-def dashboard(uid: str, title: str, description: str, variables: list[Json], layout: Layout) -> Json:
-    return {
-        "uid": uid,
-        "title": title,
-        "description": description,
-        "tags": ["ridgeline", "gpu", "roofline"],
-        "editable": True,
-        "graphTooltip": 1,
-        "refresh": "30s",
-        "schemaVersion": SCHEMA_VERSION,
-        "time": {"from": "now-6h", "to": "now"},
-        "timepicker": {},
-        "timezone": "browser",
-        "version": 1,
-        "annotations": {"list": []},
-        "links": [
-            {
-                "title": "Ridgeline",
-                "type": "dashboards",
-                "tags": ["ridgeline"],
-                "asDropdown": True,
-                "includeVars": True,
-                "keepTime": True,
-            }
-        ],
-        "templating": {"list": [datasource_variable(), *variables]},
-        "panels": layout.panels,
-    }
+class Board:
+    """A dashboard being laid out: rows and panels left to right on Grafana's 24-column grid.
+
+    The SDK's builder places each panel after the previous one and wraps when a line is full;
+    Board adds the panel ids and the pluginVersion the SDK's typed panels leave unset.
+    """
+
+    def __init__(self, uid: str, title: str, description: str) -> None:
+        self.builder = (
+            dashboard_b.Dashboard(title)
+            .uid(uid)
+            .description(description)
+            .tags(["ridgeline", "gpu", "roofline"])
+            .editable()
+            .tooltip(dashboard.DashboardCursorSync.CROSSHAIR)
+            .refresh("30s")
+            .time("now-6h", "now")
+            .timezone("browser")
+            .version(1)
+            .annotations([])
+            .link(
+                dashboard_b.DashboardLink("Ridgeline")
+                .type(dashboard.DashboardLinkType.DASHBOARDS)
+                .tags(["ridgeline"])
+                .as_dropdown(True)
+                .include_vars(True)
+                .keep_time(True)
+            )
+            .with_variable(datasource_variable())
+        )
+
+    def variable(self, variable: cog_builder.Builder[dashboard.VariableModel]) -> None:
+        self.builder.with_variable(variable)
+
+    def row(self, title: str) -> None:
+        self.builder.with_row(dashboard_b.Row(title).collapsed(False))
+
+    def add(self, panel: PanelBuilder, w: int, h: int) -> None:
+        sized = panel.span(w).height(h)
+        assert isinstance(sized, cog_builder.Builder), "an SDK panel builder"
+        self.builder.with_panel(sized)
+
+    def build(self) -> Json:
+        board = self.builder.build()
+        for variable in board.templating.list_val or []:
+            # The SDK writes the interval variable's auto* keys on every variable; Grafana 11.3's
+            # schema has them on none (tests/test_dashboards_schema.py).
+            variable.auto = variable.auto_min = variable.auto_count = None
+        for number, panel in enumerate(board.panels or [], start=1):
+            panel.id_val = number
+            if isinstance(panel, dashboard.Panel):
+                panel.plugin_version = PLUGIN_VERSION
+        encoded = json.loads(json.dumps(board, cls=JSONEncoder))
+        assert isinstance(encoded, dict)
+        return encoded
 
 
 NODE_LINK: Json = {
@@ -416,11 +423,12 @@ WORKLOAD_LINK: Json = {
     "url": "/d/ridgeline-workload/ridgeline-workload?${__url_time_range}&var-datasource=${datasource}"
     "&var-namespace=${__data.fields.namespace}&var-pod=${__data.fields.pod}",
 }
+CLUSTER_VARIABLE = ("cluster", "Cluster", "label_values(ridgeline_build_info, cluster)")
 
 # ---- Fleet -------------------------------------------------------------------------------------
 
 
-def workload_ranking(regime: str) -> list[Json]:
+def workload_ranking(regime: str) -> list[Query]:
     """Top pods by GPU-equivalents spent in `regime`, with their share, intensity and utilization."""
     c = 'cluster=~"$cluster"'
     in_regime = f'{c}, regime="{regime}"'
@@ -486,10 +494,16 @@ FLEET_INTENSITY = (
 
 def fleet() -> Json:
     c = 'cluster=~"$cluster"'
-    lay = Layout()
-    lay.row("Fleet now")
-    lay.add(
-        stat(
+    board = Board(
+        "ridgeline-fleet",
+        "Ridgeline / Fleet",
+        "Where the fleet's GPUs sit on their rooflines: regimes, GPU-hours, intensity, utilization "
+        "and the workloads to look at.",
+    )
+    board.variable(query_variable(*CLUSTER_VARIABLE, multi=True))
+    board.row("Fleet now")
+    board.add(
+        stat_panel(
             "GPUs reporting",
             "GPUs with a current regime, over the selected clusters.",
             f"sum(cluster:ridgeline_gpus:count{{{c}}})",
@@ -498,30 +512,30 @@ def fleet() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Idle but allocated",
             "GPUs whose regime is idle while a pod holds them.",
             f'count(ridgeline_regime{{{c}, regime="idle", pod!=""}} == 1) or vector(0)',
             "short",
-            thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}],
+            thresholds=(("green", None), ("orange", 1)),
         ),
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Latency-bound GPUs",
             "GPUs busy but at neither wall (the costliest regime).",
             f'sum(cluster:ridgeline_gpus:count{{{c}, regime="latency_bound"}}) or vector(0)',
             "short",
-            thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}],
+            thresholds=(("green", None), ("orange", 1)),
         ),
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Fleet flop utilization",
             "Achieved FLOP/s over the summed peak of every GPU (idle ones count).",
             FLEET_FLOP_UTILIZATION,
@@ -531,8 +545,8 @@ def fleet() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Fleet DRAM bandwidth utilization",
             "DRAM bytes/s over the summed bandwidth of every GPU.",
             FLEET_BANDWIDTH_UTILIZATION,
@@ -542,8 +556,8 @@ def fleet() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Fleet arithmetic intensity",
             "sum(FLOP/s) / sum(DRAM bytes/s): FLOP per byte over the fleet.",
             FLEET_INTENSITY,
@@ -554,21 +568,21 @@ def fleet() -> Json:
         4,
     )
 
-    lay.row("Regimes over time")
-    lay.add(
-        timeseries(
+    board.row("Regimes over time")
+    board.add(
+        timeseries_panel(
             "GPUs by regime",
             "Count of GPUs by current (debounced) regime.",
             [target(f"sum by (regime) (cluster:ridgeline_gpus:count{{{c}}})", "{{regime}}")],
             "short",
             stacked=True,
-            overrides=regime_overrides(),
+            regime_colors=True,
         ),
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "GPU-hours by regime",
             "GPU-hours spent in each raw regime per interval (from the time-in-regime counters, so exact).",
             [
@@ -580,14 +594,14 @@ def fleet() -> Json:
             "h",
             stacked=True,
             bars=True,
-            overrides=regime_overrides(),
+            regime_colors=True,
             interval="1h",
         ),
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Share of GPU time by regime",
             "Fraction of all GPU time in each regime (5m windows).",
             [
@@ -600,13 +614,13 @@ def fleet() -> Json:
             "percentunit",
             stacked=True,
             percent=True,
-            overrides=regime_overrides(),
+            regime_colors=True,
         ),
         12,
         8,
     )
-    lay.add(
-        table(
+    board.add(
+        table_panel(
             "GPUs by card and regime",
             "Current regime counts per card model.",
             [
@@ -621,18 +635,14 @@ def fleet() -> Json:
         8,
     )
 
-    lay.row("Roofline")
-    lay.add(
-        timeseries(
+    board.row("Roofline")
+    board.add(
+        timeseries_panel(
             "Fleet arithmetic intensity vs ridge",
             "Fleet FLOP per DRAM byte against each card's ridge: below the ridge the fleet is on "
             "the memory side.",
             [
-                target(
-                    FLEET_INTENSITY,
-                    "fleet intensity",
-                    "A",
-                ),
+                target(FLEET_INTENSITY, "fleet intensity", "A"),
                 target(f"max by (card) (ridgeline_ridge_flop_per_byte{{{c}}})", "ridge {{card}}", "B"),
             ],
             "FLOP/B",
@@ -641,16 +651,12 @@ def fleet() -> Json:
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Fleet flop and bandwidth utilization",
             "Achieved FLOP/s and DRAM bytes/s as fractions of the fleet's summed peaks.",
             [
-                target(
-                    FLEET_FLOP_UTILIZATION,
-                    "flop utilization",
-                    "A",
-                ),
+                target(FLEET_FLOP_UTILIZATION, "flop utilization", "A"),
                 target(
                     f"sum(cluster:ridgeline_dram_bytes:rate5m{{{c}}}) / "
                     f"sum(cluster:ridgeline_peak_bandwidth_bytes_per_second:sum{{{c}}})",
@@ -664,8 +670,8 @@ def fleet() -> Json:
         12,
         8,
     )
-    lay.add(
-        table(
+    board.add(
+        table_panel(
             "Nodes",
             "Per node: flop utilization, DRAM bandwidth utilization and intensity (5m).",
             [
@@ -704,37 +710,25 @@ def fleet() -> Json:
         8,
     )
 
-    lay.row("Workloads")
-    lay.add(
-        table(
-            "Top memory-bound workloads",
-            "Pods by GPU-equivalents spent memory-bound (5m). Lever: " + LEVERS["memory_bound"] + ".",
-            workload_ranking("memory_bound"),
-            rename=WORKLOAD_COLUMNS,
-            units=WORKLOAD_UNITS,
-            links={"Pod": WORKLOAD_LINK},
-            sort_by="GPUs in regime",
-        ),
-        12,
-        8,
-    )
-    lay.add(
-        table(
-            "Top latency-bound workloads",
-            "Pods by GPU-equivalents spent latency-bound (5m). Lever: " + LEVERS["latency_bound"] + ".",
-            workload_ranking("latency_bound"),
-            rename=WORKLOAD_COLUMNS,
-            units=WORKLOAD_UNITS,
-            links={"Pod": WORKLOAD_LINK},
-            sort_by="GPUs in regime",
-        ),
-        12,
-        8,
-    )
+    board.row("Workloads")
+    for regime, title in (("memory_bound", "memory-bound"), ("latency_bound", "latency-bound")):
+        board.add(
+            table_panel(
+                f"Top {title} workloads",
+                f"Pods by GPU-equivalents spent {title} (5m). Lever: {lever_phrase(regime)[1]}.",
+                workload_ranking(regime),
+                rename=WORKLOAD_COLUMNS,
+                units=WORKLOAD_UNITS,
+                links={"Pod": WORKLOAD_LINK},
+                sort_by="GPUs in regime",
+            ),
+            12,
+            8,
+        )
     by = "cluster, node, instance, gpu, uuid, card, namespace, pod"
     idle_held = f'{c}, regime="idle", pod!=""'
-    lay.add(
-        table(
+    board.add(
+        table_panel(
             "Idle-but-allocated GPUs",
             "GPUs idle now while a pod holds them, with the idle share of their last hour.",
             [
@@ -763,24 +757,19 @@ def fleet() -> Json:
         24,
         8,
     )
-    return dashboard(
-        "ridgeline-fleet",
-        "Ridgeline / Fleet",
-        "Where the fleet's GPUs sit on their rooflines: regimes, GPU-hours, intensity, utilization "
-        "and the workloads to look at.",
-        [query_variable("cluster", "Cluster", "label_values(ridgeline_build_info, cluster)", multi=True)],
-        lay,
-    )
+    return board.build()
 
 
 # ---- Node --------------------------------------------------------------------------------------
 
 
-def roofline_xy(sel: str, gpu_sel: str) -> Json:
+def roofline_xy(sel: str, gpu_sel: str) -> dashboard_b.Panel:
     """Per-GPU roofline: x = intensity (log), y = achieved FLOP/s (log), the card's roof as a line.
 
     The roof is three points per card — (1, B), (ridge, P), (10 x ridge, P) — built with
     label_replace so that both queries share a `point` label and merge into one x/y table.
+    The SDK's typed xychart builder models the v1 save model, so this panel is the generic builder
+    with the v2 options (see the module docstring).
     """
     ridge = f"max by (card) (ridgeline_ridge_flop_per_byte{{{sel}}})"
     peak = f"max by (card) (ridgeline_peak_flop_per_second{{{sel}}})"
@@ -813,63 +802,85 @@ def roofline_xy(sel: str, gpu_sel: str) -> Json:
             "y": {"matcher": {"id": "byName", "options": y}},
         }
 
-    log = {"type": "log", "log": 10}
-    return panel(
-        "xychart",
-        "Roofline per GPU",
-        "Each GPU at its measured arithmetic intensity (x, FLOP per DRAM byte, log) and achieved FLOP/s "
-        "(y, log). The line is the card's roof: bandwidth x intensity up to the ridge, then the peak. "
-        "Left of the ridge the lever is fewer bytes per FLOP; far below the roof the GPU is latency-bound.",
-        targets,
-        unit="flops",
-        custom={
-            "show": "points",
-            "pointSize": {"fixed": 8},
-            "scaleDistribution": log,
-            "axisPlacement": "auto",
-            "lineWidth": 2,
-        },
-        overrides=[
+    def prop(name: str, value: object) -> dashboard.DynamicConfigValue:
+        return dashboard.DynamicConfigValue(id_val=name, value=value)
+
+    return (
+        common_panel(
+            dashboard_b.Panel().type("xychart"),
+            "Roofline per GPU",
+            "Each GPU at its measured arithmetic intensity (x, FLOP per DRAM byte, log) and achieved "
+            "FLOP/s (y, log). The line is the card's roof: bandwidth x intensity up to the ridge, then "
+            "the peak. Left of the ridge the lever is fewer bytes per FLOP; far below the roof the GPU "
+            "is latency-bound.",
+            targets,
+        )
+        .unit("flops")
+        .custom(
             {
-                "matcher": {"id": "byName", "options": "Value #GX"},
-                "properties": [
-                    {"id": "unit", "value": "FLOP/B"},
-                    {"id": "custom.axisLabel", "value": "FLOP / byte"},
-                    {"id": "custom.scaleDistribution", "value": log},
-                ],
-            },
+                "show": "points",
+                "pointSize": {"fixed": 8},
+                "scaleDistribution": LOG10,
+                "axisPlacement": "auto",
+                "lineWidth": 2,
+            }
+        )
+        .override_by_name(
+            "Value #GX",
+            [
+                prop("unit", "FLOP/B"),
+                prop("custom.axisLabel", "FLOP / byte"),
+                prop("custom.scaleDistribution", LOG10),
+            ],
+        )
+        .override_by_name("Value #RX", [prop("unit", "FLOP/B"), prop("custom.scaleDistribution", LOG10)])
+        .override_by_name(
+            "Value #RY", [prop("custom.show", "lines"), prop("color", {"fixedColor": "red", "mode": "fixed"})]
+        )
+        .with_transformation(dashboard.DataTransformerConfig(id_val="merge", options={}))
+        .options(
             {
-                "matcher": {"id": "byName", "options": "Value #RX"},
-                "properties": [
-                    {"id": "unit", "value": "FLOP/B"},
-                    {"id": "custom.scaleDistribution", "value": log},
+                "mapping": "manual",
+                "series": [
+                    series("GPUs", "Value #GX", "Value #GY"),
+                    series("roof", "Value #RX", "Value #RY"),
                 ],
-            },
-            {
-                "matcher": {"id": "byName", "options": "Value #RY"},
-                "properties": [
-                    {"id": "custom.show", "value": "lines"},
-                    {"id": "color", "value": {"fixedColor": "red", "mode": "fixed"}},
-                ],
-            },
-        ],
-        transformations=[{"id": "merge", "options": {}}],
-        options={
-            "mapping": "manual",
-            "series": [series("GPUs", "Value #GX", "Value #GY"), series("roof", "Value #RX", "Value #RY")],
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "single"},
-        },
+                "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
+                "tooltip": {"mode": "single", "sort": "none"},
+            }
+        )
     )
 
 
 def node() -> Json:
     sel = 'instance="$instance"'
     gpu = 'gpu=~"$gpu"'
-    lay = Layout()
-    lay.row("Node")
-    lay.add(
-        stat(
+    board = Board(
+        "ridgeline-node",
+        "Ridgeline / Node",
+        "One node's GPUs on their rooflines: where each GPU sits, its regime over time, the "
+        "counters behind it and the exporter's health.",
+    )
+    board.variable(query_variable(*CLUSTER_VARIABLE, multi=True))
+    board.variable(
+        query_variable(
+            "node", "Node", 'label_values(ridgeline_build_info{cluster=~"$cluster"}, node)', multi=True
+        )
+    )
+    board.variable(
+        query_variable(
+            "instance",
+            "Instance",
+            'label_values(ridgeline_build_info{cluster=~"$cluster", node=~"$node"}, instance)',
+            all_value=None,
+        )
+    )
+    board.variable(
+        query_variable("gpu", "GPU", 'label_values(ridgeline_regime{instance="$instance"}, gpu)', multi=True)
+    )
+    board.row("Node")
+    board.add(
+        stat_panel(
             "GPUs",
             "GPUs Ridgeline sees on this node.",
             f"count(ridgeline_peak_flop_per_second{{{sel}}})",
@@ -878,8 +889,8 @@ def node() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Flop utilization",
             "Node FLOP/s over the summed peak of its GPUs (5m).",
             f"instance:ridgeline_flop_utilization:ratio_rate5m{{{sel}}}",
@@ -889,8 +900,8 @@ def node() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "DRAM bandwidth utilization",
             "Node DRAM bytes/s over the summed bandwidth (5m).",
             f"instance:ridgeline_dram_bandwidth_utilization:ratio_rate5m{{{sel}}}",
@@ -900,8 +911,8 @@ def node() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Arithmetic intensity",
             "Node FLOP per DRAM byte (5m).",
             f"instance:ridgeline_arithmetic_intensity_flop_per_byte:rate5m{{{sel}}}",
@@ -911,49 +922,42 @@ def node() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Source",
             "Whether the exporter can read GPU counters (ridgeline_source_up).",
             f"min by (source) (ridgeline_source_up{{{sel}}})",
             "none",
             legend="{{source}}",
-            text_mode="value_and_name",
-            mappings=[
+            text_mode=common.BigValueTextMode.VALUE_AND_NAME,
+            mappings=value_map(
                 {
-                    "type": "value",
-                    "options": {
-                        "0": {"text": "DOWN", "color": "red", "index": 0},
-                        "1": {"text": "UP", "color": "green", "index": 1},
-                    },
+                    "0": dashboard.ValueMappingResult(text="DOWN", color="red", index=0),
+                    "1": dashboard.ValueMappingResult(text="UP", color="green", index=1),
                 }
-            ],
-            thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
+            ),
+            thresholds=(("red", None), ("green", 1)),
         ),
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Newest sample age",
             "Seconds since the newest sample; over 120 s alerts (RidgelineSamplesStale).",
             f"time() - max(ridgeline_last_sample_timestamp_seconds{{{sel}}})",
             "s",
             decimals=1,
-            thresholds=[
-                {"color": "green", "value": None},
-                {"color": "orange", "value": 30},
-                {"color": "red", "value": 120},
-            ],
+            thresholds=(("green", None), ("orange", 30), ("red", 120)),
         ),
         4,
         4,
     )
 
-    lay.row("Roofline")
-    lay.add(roofline_xy(sel, gpu), 12, 12)
-    lay.add(
-        state_timeline(
+    board.row("Roofline")
+    board.add(roofline_xy(sel, gpu), 12, 12)
+    board.add(
+        state_timeline_panel(
             "Regime per GPU",
             "Current (debounced) regime of each GPU over time.",
             regime_code_expr(f"{sel}, {gpu}", "gpu, gpu_instance"),
@@ -963,9 +967,9 @@ def node() -> Json:
         12,
     )
 
-    lay.row("Counters")
-    lay.add(
-        timeseries(
+    board.row("Counters")
+    board.add(
+        timeseries_panel(
             "DRAM vs tensor activity",
             "Smoothed DRAM_ACTIVE and PIPE_TENSOR_ACTIVE per GPU. DRAM's practical wall is 0.8, "
             "the tensor pipe's 0.93.",
@@ -975,13 +979,13 @@ def node() -> Json:
             ],
             "percentunit",
             max_value=1,
-            thresholds=[{"color": "transparent", "value": None}, {"color": "orange", "value": 0.8}],
+            thresholds=(("transparent", None), ("orange", 0.8)),
         ),
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Roofline efficiency",
             "Achieved over attainable FLOP/s at the GPU's intensity: "
             "max(DRAM active, tensor active x clock ratio).",
@@ -992,8 +996,8 @@ def node() -> Json:
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Arithmetic intensity vs ridge",
             "Smoothed FLOP per DRAM byte per GPU against the card's ridge (absent while DRAM is idle).",
             [
@@ -1006,8 +1010,8 @@ def node() -> Json:
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Flop utilization per GPU",
             "Smoothed tensor activity x clock ratio: the fraction of peak FLOP/s achieved.",
             [target(f"ridgeline_flop_utilization_ratio{{{sel}, {gpu}}}", "GPU {{gpu}}")],
@@ -1017,21 +1021,21 @@ def node() -> Json:
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Share of node GPU time by regime",
             "Fraction of the node's GPU time in each raw regime (5m).",
             [target(f"instance:ridgeline_regime_time:ratio_rate5m{{{sel}}}", "{{regime}}")],
             "percentunit",
             stacked=True,
             percent=True,
-            overrides=regime_overrides(),
+            regime_colors=True,
         ),
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Activity as the GPU reports it",
             "GR_ENGINE_ACTIVE and GPU_UTIL where the source "
             "has them; busy here with DRAM and tensor flat at 0 means frozen profiling counters.",
@@ -1046,9 +1050,9 @@ def node() -> Json:
         8,
     )
 
-    lay.row("GPUs")
-    lay.add(
-        table(
+    board.row("GPUs")
+    board.add(
+        table_panel(
             "GPUs on this node",
             "Current regime, who holds the GPU, and the lever.",
             [
@@ -1075,9 +1079,9 @@ def node() -> Json:
         8,
     )
 
-    lay.row("Source health")
-    lay.add(
-        timeseries(
+    board.row("Source health")
+    board.add(
+        timeseries_panel(
             "Source and scrape up",
             "ridgeline_source_up per source and Prometheus' up for the target.",
             [
@@ -1090,19 +1094,19 @@ def node() -> Json:
         8,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Newest sample age",
             "time() - ridgeline_last_sample_timestamp_seconds.",
             [target(f"time() - ridgeline_last_sample_timestamp_seconds{{{sel}}}", "age")],
             "s",
-            thresholds=[{"color": "transparent", "value": None}, {"color": "red", "value": 120}],
+            thresholds=(("transparent", None), ("red", 120)),
         ),
         8,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Samples and errors",
             "Samples per second and sample errors per second by reason.",
             [
@@ -1119,28 +1123,7 @@ def node() -> Json:
         8,
         8,
     )
-    return dashboard(
-        "ridgeline-node",
-        "Ridgeline / Node",
-        "One node's GPUs on their rooflines: where each GPU sits, its regime over time, the "
-        "counters behind it and the exporter's health.",
-        [
-            query_variable("cluster", "Cluster", "label_values(ridgeline_build_info, cluster)", multi=True),
-            query_variable(
-                "node", "Node", 'label_values(ridgeline_build_info{cluster=~"$cluster"}, node)', multi=True
-            ),
-            query_variable(
-                "instance",
-                "Instance",
-                'label_values(ridgeline_build_info{cluster=~"$cluster", node=~"$node"}, instance)',
-                all_value=None,
-            ),
-            query_variable(
-                "gpu", "GPU", 'label_values(ridgeline_regime{instance="$instance"}, gpu)', multi=True
-            ),
-        ],
-        lay,
-    )
+    return board.build()
 
 
 # ---- Workload ----------------------------------------------------------------------------------
@@ -1148,10 +1131,31 @@ def node() -> Json:
 
 def workload() -> Json:
     sel = 'cluster=~"$cluster", namespace="$namespace", pod="$pod"'
-    lay = Layout()
-    lay.row("Workload")
-    lay.add(
-        stat(
+    board = Board(
+        "ridgeline-workload",
+        "Ridgeline / Workload",
+        "One namespace/pod across its GPUs: regime share, intensity against the ridge, and the lever.",
+    )
+    board.variable(query_variable(*CLUSTER_VARIABLE, multi=True))
+    board.variable(
+        query_variable(
+            "namespace",
+            "Namespace",
+            'label_values(ridgeline_regime{cluster=~"$cluster", pod!=""}, namespace)',
+            all_value=None,
+        )
+    )
+    board.variable(
+        query_variable(
+            "pod",
+            "Pod",
+            'label_values(ridgeline_regime{cluster=~"$cluster", namespace="$namespace", pod!=""}, pod)',
+            all_value=None,
+        )
+    )
+    board.row("Workload")
+    board.add(
+        stat_panel(
             "GPUs held",
             "GPUs attributed to this pod.",
             f"count(ridgeline_peak_flop_per_second{{{sel}}})",
@@ -1160,21 +1164,21 @@ def workload() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Main regime (5m)",
             "The regime with the largest share of the pod's GPU time.",
             f"topk(1, namespace_pod:ridgeline_regime_time:ratio_rate5m{{{sel}}})",
             "percentunit",
             legend="{{regime}}",
-            text_mode="value_and_name",
+            text_mode=common.BigValueTextMode.VALUE_AND_NAME,
             decimals=0,
         ),
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Flop utilization",
             "Pod FLOP/s over the summed peak of its GPUs (5m).",
             f"namespace_pod:ridgeline_flop_utilization:ratio_rate5m{{{sel}}}",
@@ -1184,8 +1188,8 @@ def workload() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "DRAM bandwidth utilization",
             "Pod DRAM bytes/s over the summed bandwidth of its GPUs (5m).",
             f"namespace_pod:ridgeline_dram_bandwidth_utilization:ratio_rate5m{{{sel}}}",
@@ -1195,8 +1199,8 @@ def workload() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Arithmetic intensity",
             "Pod FLOP per DRAM byte (5m).",
             f"namespace_pod:ridgeline_arithmetic_intensity_flop_per_byte:rate5m{{{sel}}}",
@@ -1206,8 +1210,8 @@ def workload() -> Json:
         4,
         4,
     )
-    lay.add(
-        stat(
+    board.add(
+        stat_panel(
             "Ridge",
             "The ridge of the pod's card(s): intensity needed to leave the memory side.",
             f"max by (card) (ridgeline_ridge_flop_per_byte{{{sel}}})",
@@ -1219,45 +1223,47 @@ def workload() -> Json:
         4,
     )
 
-    lay.row("Regimes")
-    lay.add(
-        panel(
-            "bargauge",
-            "Regime share (5m)",
-            "Share of the pod's GPU time in each regime.",
-            [
-                target(
-                    f"namespace_pod:ridgeline_regime_time:ratio_rate5m{{{sel}}}", "{{regime}}", instant=True
-                )
-            ],
-            unit="percentunit",
-            defaults={"min": 0, "max": 1},
-            overrides=regime_overrides(),
-            options={
-                "orientation": "horizontal",
-                "displayMode": "basic",
-                "showUnfilled": True,
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            },
+    board.row("Regimes")
+    board.add(
+        with_regime_colors(
+            common_panel(
+                bargauge.Panel(),
+                "Regime share (5m)",
+                "Share of the pod's GPU time in each regime.",
+                [
+                    target(
+                        f"namespace_pod:ridgeline_regime_time:ratio_rate5m{{{sel}}}",
+                        "{{regime}}",
+                        instant=True,
+                    )
+                ],
+            )
+            .unit("percentunit")
+            .min(0)
+            .max(1)
+            .orientation(common.VizOrientation.HORIZONTAL)
+            .display_mode(common.BarGaugeDisplayMode.BASIC)
+            .show_unfilled(True)
+            .reduce_options(reduce_last())
         ),
         8,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Regime share over time",
             "Share of the pod's GPU time in each regime (5m windows).",
             [target(f"namespace_pod:ridgeline_regime_time:ratio_rate5m{{{sel}}}", "{{regime}}")],
             "percentunit",
             stacked=True,
             percent=True,
-            overrides=regime_overrides(),
+            regime_colors=True,
         ),
         16,
         8,
     )
-    lay.add(
-        state_timeline(
+    board.add(
+        state_timeline_panel(
             "Regime per GPU",
             "Current (debounced) regime of each of the pod's GPUs.",
             regime_code_expr(sel, "instance, gpu, gpu_instance"),
@@ -1267,9 +1273,9 @@ def workload() -> Json:
         6,
     )
 
-    lay.row("Roofline")
-    lay.add(
-        timeseries(
+    board.row("Roofline")
+    board.add(
+        timeseries_panel(
             "Arithmetic intensity vs ridge",
             "Pod FLOP per DRAM byte against its card's ridge.",
             [
@@ -1286,8 +1292,8 @@ def workload() -> Json:
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Flop and bandwidth utilization",
             "Pod FLOP/s and DRAM bytes/s over its GPUs' peaks.",
             [
@@ -1306,8 +1312,8 @@ def workload() -> Json:
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "Achieved FLOP/s",
             "Estimated FLOP/s over the pod's GPUs.",
             [target(f"namespace_pod:ridgeline_flop:rate5m{{{sel}}}", "FLOP/s")],
@@ -1316,8 +1322,8 @@ def workload() -> Json:
         12,
         8,
     )
-    lay.add(
-        timeseries(
+    board.add(
+        timeseries_panel(
             "DRAM bytes/s",
             "Estimated DRAM traffic over the pod's GPUs.",
             [target(f"namespace_pod:ridgeline_dram_bytes:rate5m{{{sel}}}", "bytes/s")],
@@ -1327,9 +1333,9 @@ def workload() -> Json:
         8,
     )
 
-    lay.row("The lever")
-    lay.add(
-        table(
+    board.row("The lever")
+    board.add(
+        table_panel(
             "GPUs and the lever",
             "Each GPU of the pod, its current regime and what would move it.",
             [
@@ -1355,11 +1361,15 @@ def workload() -> Json:
         16,
         8,
     )
-    lay.add(
-        text(
+    board.add(
+        text_panel(
             "Reading the regimes",
             "\n".join(
-                [f"- **{regime}**: {lever}." for regime, lever in LEVERS.items()]
+                [
+                    f"- **{head}** (`{regime}`): {lever}."
+                    for regime in REGIMES
+                    for head, lever in [lever_phrase(regime)]
+                ]
                 + [
                     "",
                     "DCGM counters average every kernel in an interval, so a regime describes the pod's "
@@ -1370,27 +1380,7 @@ def workload() -> Json:
         8,
         8,
     )
-    return dashboard(
-        "ridgeline-workload",
-        "Ridgeline / Workload",
-        "One namespace/pod across its GPUs: regime share, intensity against the ridge, and the lever.",
-        [
-            query_variable("cluster", "Cluster", "label_values(ridgeline_build_info, cluster)", multi=True),
-            query_variable(
-                "namespace",
-                "Namespace",
-                'label_values(ridgeline_regime{cluster=~"$cluster", pod!=""}, namespace)',
-                all_value=None,
-            ),
-            query_variable(
-                "pod",
-                "Pod",
-                'label_values(ridgeline_regime{cluster=~"$cluster", namespace="$namespace", pod!=""}, pod)',
-                all_value=None,
-            ),
-        ],
-        lay,
-    )
+    return board.build()
 
 
 DASHBOARDS = {"ridgeline-fleet.json": fleet, "ridgeline-node.json": node, "ridgeline-workload.json": workload}

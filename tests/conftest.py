@@ -37,6 +37,18 @@ COUNTER_FIELDS = {
 }
 
 
+STEP_TIMES = pytest.StashKey[list[str]]()
+"""Lines like "image build: 13.5 s" that slow fixtures record; printed in the run's summary."""
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    lines = config.stash.get(STEP_TIMES, [])
+    if lines:
+        terminalreporter.section("step times")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     """The packaged catalog, loaded and validated once per run."""

@@ -1,7 +1,8 @@
 """A real Prometheus (with rules/ loaded) scraping real `ridgeline serve` daemons, for end-to-end tests.
 
-Shared by tests/test_rules_e2e.py (scenario traces) and tests/test_dashboards_demo.py (the bundled
-demo): starting and stopping the processes, Prometheus' HTTP API, bounded polling, and running a
+Shared by tests/test_rules_e2e.py (scenario traces, on Prometheus and on VictoriaMetrics),
+tests/test_dashboards_demo.py (the bundled demo) and tests/test_alertmanager.py: starting and
+stopping the processes, the Prometheus-compatible HTTP API, bounded polling, and running a
 dashboard's queries with its template variables resolved through the dashboard's own
 `label_values()` variable queries, as Grafana would.
 """
@@ -20,13 +21,14 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from conftest import free_port, stop_process
+from replay_lines import read_samples, write_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yml"))
@@ -34,6 +36,8 @@ DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
 PROMETHEUS = shutil.which("prometheus") or (
     "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
 )
+VICTORIA_METRICS = shutil.which("victoria-metrics")
+VMALERT = shutil.which("vmalert")
 # Grafana's built-in interval variables, as Grafana would fill them for a 1 s scrape interval
 # (GPU-hours panel: its panel interval is 1h).
 BUILTINS = {"__rate_interval": "1m", "__interval": "1h"}
@@ -49,16 +53,22 @@ REQUIRES_PROMETHEUS = [
 
 @dataclass
 class Stack:
-    """The running processes of one test module and the Prometheus they feed."""
+    """The running processes of one test module and the Prometheus they feed.
+
+    `prometheus_url` answers the query API (Prometheus, or VictoriaMetrics in a view made by
+    start_victoriametrics); `rules_url` the rules and alerts API when another process serves it
+    (vmalert).
+    """
 
     prometheus_url: str
     tmp: Path
     targets: dict[str, str] = field(default_factory=dict)
     processes: list[tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=list)
+    rules_url: str = ""
 
-    def api(self, path: str, **params: str) -> Any:
+    def api(self, path: str, *, base: str | None = None, **params: str) -> Any:
         """GET a Prometheus API path; returns `data`, raising AssertionError with the error text."""
-        url = f"{self.prometheus_url}{path}"
+        url = f"{base or self.prometheus_url}{path}"
         if params:
             url += "?" + urllib.parse.urlencode(params)
         try:
@@ -101,32 +111,96 @@ class Stack:
         self.targets[name] = address
         return address
 
-    def start_prometheus(self, static_configs: list[dict[str, Any]], job: str = "ridgeline") -> None:
-        """Start Prometheus (1 s scrape and evaluation, rules/ unchanged) and wait until ready."""
+    def start(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        """Start a process with its output in a log under tmp; stopped with the stack."""
+        log = self.tmp / f"{name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp)
+        self.processes.append((name, process, log))
+        return process
+
+    def wait_ready(self, url: str, what: str) -> None:
+        """Wait until GET url answers 200 (a server's readiness endpoint)."""
+
+        def ready() -> str | None:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return None if response.status == 200 else f"HTTP {response.status}"
+
+        wait_for(ready, self, f"{what} ready", 60.0)
+
+    def start_prometheus(
+        self,
+        static_configs: list[dict[str, Any]],
+        job: str = "ridgeline",
+        *,
+        rule_files: list[Path] = RULE_FILES,
+        alertmanager: str | None = None,
+    ) -> None:
+        """Start Prometheus (1 s scrape and evaluation, rules/ unchanged) and wait until ready.
+
+        With `alertmanager` (HOST:PORT), firing alerts are sent there.
+        """
         assert PROMETHEUS is not None
-        config = {
+        config: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
-            "rule_files": [str(p) for p in RULE_FILES],
+            "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [{"job_name": job, "static_configs": static_configs}],
         }
+        if alertmanager:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
         config_file = self.tmp / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(config))
         port = free_port()
-        log = self.tmp / "prometheus.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / 'tsdb'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp,
-            )  # fmt: skip
-        self.processes.append(("prometheus", process, log))
+        self.start(
+            "prometheus",
+            [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        )  # fmt: skip
         self.prometheus_url = f"http://127.0.0.1:{port}"
+        self.wait_ready(f"{self.prometheus_url}/-/ready", "Prometheus")
 
-        def ready() -> str | None:
-            with urllib.request.urlopen(f"{self.prometheus_url}/-/ready", timeout=5) as response:
-                return None if response.status == 200 else f"HTTP {response.status}"
+    def start_victoriametrics(
+        self,
+        static_configs: list[dict[str, Any]],
+        job: str = "ridgeline",
+        *,
+        rule_files: list[Path] = RULE_FILES,
+    ) -> Stack:
+        """VictoriaMetrics scraping the same targets every second, vmalert evaluating the rules.
 
-        wait_for(ready, self, "Prometheus ready", 60.0)
+        vmalert queries VictoriaMetrics every second and writes the recording rules' results back
+        to it. Returns a view of this stack (same processes) whose queries go to VictoriaMetrics
+        and whose rules and alerts come from vmalert. Alerts are read from vmalert's API; its
+        notifier points where nothing listens (tests/test_alertmanager.py covers notification).
+        """
+        if VICTORIA_METRICS is None or VMALERT is None:
+            pytest.fail("victoria-metrics/vmalert not found (Debian package victoria-metrics): "
+                        "run scripts/bootstrap --test")  # fmt: skip
+        scrape = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+            "scrape_configs": [{"job_name": job, "static_configs": static_configs}],
+        }
+        scrape_file = self.tmp / "victoriametrics-scrape.yml"
+        scrape_file.write_text(yaml.safe_dump(scrape))
+        vm_url = f"http://127.0.0.1:{free_port()}"
+        self.start(
+            "victoria-metrics",
+            [VICTORIA_METRICS, f"-storageDataPath={self.tmp / 'victoriametrics'}",
+             f"-httpListenAddr={vm_url.removeprefix('http://')}", f"-promscrape.config={scrape_file}",
+             # samples are queryable 1 s after the scrape (default 30 s), nothing is cached
+             "-search.latencyOffset=1s", "-search.disableCache", "-loggerLevel=WARN"],
+        )  # fmt: skip
+        self.wait_ready(f"{vm_url}/health", "VictoriaMetrics")
+        vmalert_url = f"http://127.0.0.1:{free_port()}"
+        self.start(
+            "vmalert",
+            [VMALERT, *(f"-rule={p}" for p in rule_files), f"-datasource.url={vm_url}",
+             f"-remoteWrite.url={vm_url}", f"-notifier.url=http://127.0.0.1:{free_port()}",
+             "-evaluationInterval=1s", f"-httpListenAddr={vmalert_url.removeprefix('http://')}",
+             "-loggerLevel=ERROR"],
+        )  # fmt: skip
+        self.wait_ready(f"{vmalert_url}/health", "vmalert")
+        return replace(self, prometheus_url=vm_url, rules_url=vmalert_url)
 
 
 @contextmanager
@@ -138,6 +212,13 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
     finally:
         for _name, process, _log in reversed(stack.processes):
             stop_process(process, timeout=10)
+
+
+def rebased_trace(source: Path, target: Path, now: float) -> None:
+    """Copy a JSON Lines trace with its timestamps shifted so that its first sample is `now`."""
+    samples = read_samples(source)
+    shift = now - min(s.timestamp for s in samples)
+    write_samples(target, (s._replace(timestamp=s.timestamp + shift) for s in samples))
 
 
 def wait_for(check: Callable[[], str | None], stack: Stack, what: str, deadline_seconds: float) -> None:
@@ -160,14 +241,15 @@ def wait_for(check: Callable[[], str | None], stack: Stack, what: str, deadline_
 
 def loaded_rules(stack: Stack) -> list[dict[str, Any]]:
     """Every rule Prometheus has loaded, with its health and last error."""
-    return [rule for group in stack.api("/api/v1/rules")["groups"] for rule in group["rules"]]
+    groups = stack.api("/api/v1/rules", base=stack.rules_url or None)["groups"]
+    return [rule for group in groups for rule in group["rules"]]
 
 
 def active_alerts(stack: Stack) -> set[tuple[str, str | None, str | None]]:
     """(alertname, node, gpu) of every alert that is pending or firing."""
     return {
         (a["labels"]["alertname"], a["labels"].get("node"), a["labels"].get("gpu"))
-        for a in stack.api("/api/v1/alerts")["alerts"]
+        for a in stack.api("/api/v1/alerts", base=stack.rules_url or None)["alerts"]
         if a["state"] in {"pending", "firing"}
     }
 

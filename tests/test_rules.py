@@ -19,12 +19,16 @@ RULE_FILES = sorted(RULES_DIR.glob("*.rules.yml"))
 TEST_FILES = sorted((RULES_DIR / "tests").glob("*.yml"))
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 RULES_DOC = ROOT / "docs" / "rules-and-dashboards.md"
-RUNBOOK_PREFIX = "https://github.com/ridgeline-dev/ridgeline/blob/main/docs/runbooks.md#"
+RUNBOOK_PREFIX = yaml.safe_load((ROOT / "deploy" / "names.yaml").read_text())["runbookUrlBase"] + "#"
+"""deploy/names.yaml is the one place naming the runbooks; generate.py and the chart read it too."""
 SEVERITIES = {"critical", "warning", "info"}
 RECORD_NAME = re.compile(r"^(instance|namespace_pod|cluster):ridgeline_[a-z0-9_]+:[a-z0-9_]+$")
 
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool binary not found on PATH")
+# The rules must load in the Prometheus a user has: Debian bookworm's (2.42, on PATH) and the next
+# Debian release's (2.53, fetched into .tools/ by scripts/bootstrap --test without touching apt).
+PROMTOOL_NEXT = ROOT / ".tools" / "promtool-trixie" / "usr" / "bin" / "promtool"
+PROMTOOL_RELEASES = {"2.42": PROMTOOL, "2.53": str(PROMTOOL_NEXT)}
 
 
 def _rules(kind: str) -> list[dict[str, Any]]:
@@ -36,10 +40,10 @@ def _rules(kind: str) -> list[dict[str, Any]]:
     return found
 
 
-def _promtool(*args: str, cwd: Path = ROOT) -> None:
-    assert PROMTOOL is not None
+def _promtool(*args: str, cwd: Path = ROOT, promtool: str | None = PROMTOOL) -> None:
+    assert promtool is not None
     proc = subprocess.run(
-        [PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+        [promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
     )
     if proc.returncode != 0:
         pytest.fail(f"promtool {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}", pytrace=False)
@@ -62,14 +66,53 @@ def test_rule_files_exist() -> None:
     assert TEST_FILES, "no promtool unit tests in rules/tests/"
 
 
-@needs_promtool
-def test_promtool_check_rules_accepts_every_rule_file() -> None:
-    _promtool("check", "rules", *(str(p) for p in RULE_FILES))
+def _release(release: str) -> str:
+    """The promtool binary of one Prometheus release, checked to be that release."""
+    promtool = PROMTOOL_RELEASES[release]
+    if promtool is None or not Path(promtool).exists():
+        pytest.fail(f"promtool {release} not found ({promtool}): run scripts/bootstrap --test", pytrace=False)
+    version = subprocess.run([promtool, "--version"], capture_output=True, text=True, timeout=30, check=True)
+    assert f"version {release}." in version.stdout, f"{promtool} is not promtool {release}: {version.stdout}"
+    return promtool
 
 
-@needs_promtool
-def test_promtool_unit_tests_pass() -> None:
-    _promtool("test", "rules", *(p.name for p in TEST_FILES), cwd=RULES_DIR / "tests")
+@pytest.mark.parametrize("release", sorted(PROMTOOL_RELEASES))
+def test_promtool_check_rules_accepts_every_rule_file(release: str) -> None:
+    _promtool("check", "rules", *(str(p) for p in RULE_FILES), promtool=_release(release))
+
+
+@pytest.mark.parametrize("release", sorted(PROMTOOL_RELEASES))
+def test_promtool_unit_tests_pass(release: str) -> None:
+    _promtool(
+        "test", "rules", *(p.name for p in TEST_FILES), cwd=RULES_DIR / "tests", promtool=_release(release)
+    )
+
+
+def _vmalert_dry_run(*rule_files: Path) -> subprocess.CompletedProcess[str]:
+    vmalert = shutil.which("vmalert")
+    if vmalert is None:
+        pytest.fail("vmalert not found (Debian package victoria-metrics): run scripts/bootstrap --test")
+    return subprocess.run(
+        [vmalert, "-dryRun", *(f"-rule={p}" for p in rule_files)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_vmalert_dry_run_loads_every_rule_file() -> None:
+    """VictoriaMetrics' vmalert parses every expression as MetricsQL and every annotation template."""
+    proc = _vmalert_dry_run(*RULE_FILES)
+    assert proc.returncode == 0, f"vmalert -dryRun rejects the rules:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_vmalert_dry_run_rejects_a_broken_template(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.rules.yml"
+    text = (RULES_DIR / "ridgeline-alerts.rules.yml").read_text()
+    broken.write_text(text.replace("humanizePercentage", "humanisePercentage", 1))
+    proc = _vmalert_dry_run(broken)
+    assert proc.returncode != 0 and "humanisePercentage" in proc.stdout + proc.stderr
 
 
 def test_every_alert_has_severity_summary_description_and_runbook() -> None:

@@ -1,11 +1,14 @@
-"""End-to-end proof of rules/ and grafana/ against a real Prometheus scraping real Ridgeline daemons.
+"""End-to-end proof of rules/ and grafana/ against a real Prometheus scraping real Ridgeline daemons,
+and once more against VictoriaMetrics.
 
 One `ridgeline serve --source replay` per scenario trace (tests/data/scenarios/, one node each),
 plus one target where nothing listens, are scraped every second by /usr/bin/prometheus with the
-two rule files loaded unchanged. Through Prometheus' HTTP API the test checks that every rule
-evaluates cleanly and every recording rule yields series, that exactly the expected alerts are
-pending or firing (the `for:` durations are 5-30 minutes, so "pending" is the proof that the
-expression matches; the durations themselves are proven by the promtool unit tests), and that every
+two rule files loaded unchanged, and by Debian's victoria-metrics with vmalert evaluating the same
+two files (MetricsQL) every second; every test below runs against both. Through the HTTP APIs
+(Prometheus', or VictoriaMetrics' and vmalert's) the test checks that every rule evaluates
+cleanly and every recording rule yields series, that exactly the expected alerts are pending or
+firing (the `for:` durations are 5-30 minutes, so "pending" is the proof that the expression
+matches; the durations themselves are proven by the promtool unit tests), and that every
 dashboard query, with its template variables resolved through the dashboard's own variable
 queries, runs without error and returns data.
 
@@ -34,12 +37,12 @@ from prometheus_stack import (
     active_alerts,
     dashboard_queries,
     loaded_rules,
+    rebased_trace,
     resolve_variables,
     running_stack,
     substitute,
     wait_for,
 )
-from replay_lines import read_samples, write_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "tests" / "data" / "scenarios"
@@ -64,20 +67,17 @@ EXPECTED_ALERTS = {
 PREFERRED = {"cluster": "e2e", "node": "decode-serving", "namespace": "llm", "pod": "decode-0"}
 
 
-def _rebased_trace(source: Path, target: Path, now: float) -> None:
-    """Copy a JSON Lines trace with its timestamps shifted so that its first sample is `now`."""
-    samples = read_samples(source)
-    shift = now - min(s.timestamp for s in samples)
-    write_samples(target, (s._replace(timestamp=s.timestamp + shift) for s in samples))
-
-
 def _wait_for(check: Callable[[], str | None], stack: Stack, what: str) -> None:
     """Poll until `check` returns None, within this module's deadline."""
     wait_for(check, stack, what, DEADLINE_SECONDS)
 
 
+BACKENDS = ("prometheus", "victoriametrics")
+
+
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack]]:
+    """Both backends, started together over the same daemons so that their waits overlap."""
     assert PROMETHEUS is not None
     tmp = tmp_path_factory.mktemp("rules-e2e")
     now = time.time()
@@ -86,7 +86,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for trace in sorted(SCENARIOS.glob("*.jsonl")):
             node = trace.stem
             replay = tmp / trace.name
-            _rebased_trace(trace, replay, now)
+            rebased_trace(trace, replay, now)
             address = stack.start_ridgeline(
                 node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", str(SPEED)
             )
@@ -95,7 +95,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.targets["unreachable"] = unreachable
         static_configs.append({"targets": [unreachable], "labels": {"cluster": "e2e", "node": "unreachable"}})
         stack.start_prometheus(static_configs)
-        yield stack
+        victoriametrics = stack.start_victoriametrics(static_configs)
+        yield {"prometheus": stack, "victoriametrics": victoriametrics}
+
+
+@pytest.fixture(params=BACKENDS)
+def stack(request: pytest.FixtureRequest, stacks: dict[str, Stack]) -> Stack:
+    return stacks[request.param]
 
 
 def test_prometheus_loads_every_rule_and_each_evaluates_cleanly(stack: Stack) -> None:

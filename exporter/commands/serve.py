@@ -17,33 +17,16 @@ from typing import Any
 from exporter.commands.options import (
     UserError,
     add_flag,
+    add_listen_flags,
     add_source_flags,
     non_negative_seconds,
+    parse_listen,
     source_choice,
     unit_ratio,
 )
 from exporter.roofline import PRECISIONS, Thresholds
 
 log = logging.getLogger("exporter.serve")
-
-DEFAULT_LISTEN = ":10295"
-"""All interfaces, port 10295 (docs/design.md, "HTTP API": 9100-9999 is allocated; 295 is the
-H100's ridge)."""
-
-
-# -- flag parsing helpers -------------------------------------------------------------------
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port)."""
-    raw = text.strip()
-    host, sep, port_text = raw.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise UserError(f"--listen {text!r}: expected HOST:PORT or :PORT, e.g. :10295 or 127.0.0.1:10295")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return (host or "0.0.0.0"), int(port_text)
-
 
 # -- flags ----------------------------------------------------------------------------------
 
@@ -55,7 +38,7 @@ def register(subparsers: Any) -> None:
         description="Sample GPU profiling counters, place each GPU on its roofline, serve the verdicts.",
     )
     add_source_flags(parser)
-    add_flag(parser, "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help="address to serve on")
+    add_listen_flags(parser)
     add_flag(parser, "--cards", action="append", default=[], metavar="FILE", help="extra card catalog file")
     add_flag(
         parser,
@@ -63,13 +46,19 @@ def register(subparsers: Any) -> None:
         choices=PRECISIONS,
         help="precision of the roof (default: the dominant tensor pipe when reported, else bf16)",
     )
-    add_flag(parser, "--web-config", metavar="FILE", help="exporter-toolkit web config (TLS, basic auth)")
     add_flag(
         parser,
         "--kubelet-socket",
         default="/var/lib/kubelet/pod-resources/kubelet.sock",
         metavar="PATH",
         help="kubelet PodResources socket; pod attribution is on when it exists",
+    )
+    add_flag(
+        parser,
+        "--hpc-job-mapping-dir",
+        metavar="DIR",
+        help="dcgm-exporter's HPC job mapping directory (one file per GPU index listing its job ids, "
+        "written by a Slurm prolog): adds an hpc_job label",
     )
     add_flag(
         parser,
@@ -160,7 +149,12 @@ def run(args: argparse.Namespace) -> int:
     name, options = source_choice(args)
     source = open_source(name, options)  # SourceError: one line, exit 2
     attributor = _start_attributor(args.kubelet_socket)
-    sampler = Sampler(name, options, catalog, config, source=source, attributor=attributor)
+    from exporter.attribution.hpc import start_job_map
+
+    job_map = start_job_map(args.hpc_job_mapping_dir)
+    sampler = Sampler(
+        name, options, catalog, config, source=source, attributor=attributor, job_mapper=job_map
+    )
     try:
         app: Any = create_app(
             catalog,
@@ -209,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
         sampler.stop()
         if attributor is not None:
             attributor.stop()
+        if job_map is not None:
+            job_map.stop()
     return 0
 
 

@@ -1,0 +1,213 @@
+"""The container image, for real: deploy/Dockerfile built with buildah (scripts/build-image) and run
+with podman the way a hardened node runs it — read-only root, every capability dropped, no new
+privileges, the image's own non-root user — on loopback. /metrics answers and promtool finds
+nothing to say about it; the image's HEALTHCHECK passes and follows --listen / RIDGELINE_LISTEN.
+
+Container storage lives in a temporary --root/--runroot, removed afterwards. Each build step's
+time is printed in pytest's summary ("image steps").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import STEP_TIMES, free_port
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = {name: shutil.which(name) for name in ("buildah", "podman", "debootstrap", "runc", "promtool")}
+missing = [name for name, path in TOOLS.items() if path is None]
+if missing:
+    pytestmark = [
+        pytestmark,
+        pytest.mark.skip(reason=f"not installed: {', '.join(missing)} (scripts/bootstrap --test)"),
+    ]
+
+IMAGE = "localhost/ridgeline:test"
+# crun fails on these machines' rlimits and hybrid cgroups; runc works. No systemd: cgroupfs,
+# file events, and no healthcheck timer (the test runs the check itself).
+RUN_FLAGS = [
+    "--network",
+    "host",
+    "--read-only",
+    "--cap-drop=ALL",
+    "--security-opt",
+    "no-new-privileges",
+    "--ulimit",
+    "nofile=20000:20000",
+    "--ulimit",
+    "nproc=4096:4096",
+    "--health-interval",
+    "disable",
+]
+
+
+class Podman:
+    """podman with its storage in one temporary directory."""
+
+    def __init__(self, storage: Path) -> None:
+        self.base = [
+            str(TOOLS["podman"]),
+            "--root",
+            str(storage / "root"),
+            "--runroot",
+            str(storage / "run"),
+            "--storage-driver",
+            "vfs",
+            "--runtime",
+            str(TOOLS["runc"]),
+            "--cgroup-manager",
+            "cgroupfs",
+            "--events-backend",
+            "file",
+            # libpod's state, events and network configs too, or they would land in /run
+            "--tmpdir",
+            str(storage / "run" / "libpod"),  # as scripts/build-image: libpod's database records it
+            "--network-config-dir",
+            str(storage / "networks"),
+        ]
+        self.storage = storage
+
+    def __call__(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [*self.base, *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"podman {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> str:
+        env_flags = [flag for name, value in (env or {}).items() for flag in ("--env", f"{name}={value}")]
+        return self("run", "--detach", *RUN_FLAGS, *env_flags, IMAGE, *args).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def podman(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Podman]:
+    storage = tmp_path_factory.mktemp("podman")
+    build = subprocess.run(
+        [
+            str(ROOT / "scripts" / "build-image"),
+            "--root",
+            str(storage / "root"),
+            "--runroot",
+            str(storage / "run"),
+            "--tag",
+            IMAGE,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    for step, seconds in re.findall(r"^build-image: (\w+) ([\d.]+) s$", build.stderr, flags=re.MULTILINE):
+        request.config.stash.setdefault(STEP_TIMES, []).append(f"image {step}: {seconds} s")
+    assert build.returncode == 0, f"scripts/build-image failed:\n{build.stderr[-4000:]}"
+    runner = Podman(storage)
+    try:
+        yield runner
+    finally:
+        runner("rm", "--all", "--force", "--time", "1", check=False)
+        runner("rmi", "--all", "--force", check=False)
+        shutil.rmtree(storage, ignore_errors=True)
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _wait_ready(podman: Podman, container: str, base: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if _get(base + "/readyz")[0] == 200:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            logs = podman("logs", container, check=False)
+            raise AssertionError(f"container {container[:12]} never got ready:\n{logs.stdout}{logs.stderr}")
+        time.sleep(0.2)
+
+
+def _healthcheck(podman: Podman, container: str) -> subprocess.CompletedProcess[str]:
+    return podman("healthcheck", "run", container, check=False, timeout=30)
+
+
+def test_image_metadata_keeps_healthcheck_user_and_entrypoint(podman: Podman) -> None:
+    (image,) = json.loads(podman("image", "inspect", IMAGE).stdout)
+    config = image["Config"]
+    assert config["User"] == "65532:65532"
+    assert config["Entrypoint"] == ["ridgeline", "serve"]
+    assert image["Healthcheck"]["Test"] == ["CMD", "ridgeline", "healthcheck"], "--format docker keeps it"
+    assert "10295/tcp" in config["ExposedPorts"]
+
+
+def test_hardened_container_serves_clean_metrics_and_passes_its_healthcheck(podman: Podman) -> None:
+    port = free_port()
+    container = podman.start("--replay", "demo", "--loop", "--listen", f"127.0.0.1:{port}")
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(podman, container, base)
+
+    status, body = _get(base + "/metrics")
+    assert status == 200
+    assert "ridgeline_regime{" in body and "ridgeline_build_info{" in body
+    lint = subprocess.run(
+        [str(TOOLS["promtool"]), "check", "metrics"],
+        input=body,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
+
+    health = _healthcheck(podman, container)
+    assert health.returncode == 0, (
+        f"HEALTHCHECK failed on --listen 127.0.0.1:{port}: {health.stdout}{health.stderr}"
+    )
+
+    # The posture the flags asked for, seen from inside: uid 65532, no capabilities, no writes to /.
+    assert podman("exec", container, "id", "-u").stdout.strip() == "65532"
+    status_text = podman("exec", container, "cat", "/proc/1/status").stdout
+    assert re.search(r"^CapEff:\s+0+$", status_text, flags=re.MULTILINE), status_text
+    assert re.search(r"^NoNewPrivs:\s+1$", status_text, flags=re.MULTILINE), status_text
+    write = podman("exec", container, "python", "-c", "open('/probe', 'w')", check=False)
+    assert write.returncode != 0 and "Read-only file system" in write.stderr
+
+
+def test_healthcheck_follows_ridgeline_listen_and_reports_a_dead_endpoint(podman: Podman) -> None:
+    port = free_port()
+    container = podman.start("--replay", "demo", "--loop", env={"RIDGELINE_LISTEN": f"127.0.0.1:{port}"})
+    _wait_ready(podman, container, f"http://127.0.0.1:{port}")
+    health = _healthcheck(podman, container)
+    assert health.returncode == 0, f"HEALTHCHECK failed on RIDGELINE_LISTEN: {health.stdout}{health.stderr}"
+
+    # The same check pointed at a port nothing listens on fails and says why.
+    dead = free_port()
+    failed = podman(
+        "exec",
+        "--env",
+        f"RIDGELINE_HEALTHCHECK_URL=http://127.0.0.1:{dead}/healthz",
+        container,
+        "ridgeline",
+        "healthcheck",
+        check=False,
+    )
+    assert failed.returncode == 1
+    assert f"127.0.0.1:{dead}" in failed.stderr and "refused" in failed.stderr.lower()
