@@ -6,7 +6,8 @@ shipped rules and dashboards read them (docs/rules-and-dashboards.md, "Series bu
 alert or panel goes empty without which collector); a large fleet that wants only the fleet view
 can drop the per-GPU readings and keep the counters. The source-health families
 (ridgeline_source_up, ridgeline_last_sample_timestamp_seconds, ridgeline_samples_total,
-ridgeline_sample_errors_total, ridgeline_build_info) are always exported: the health alerts need them.
+ridgeline_sample_errors_total, ridgeline_build_info) and ridgeline_profiling_field_missing (one
+series per missing field, normally none) are always exported: the health alerts need them.
 
 Standard library only, so that parsing `serve`'s flags does not import prometheus_client.
 """
@@ -43,9 +44,14 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
     ),
     CollectorSpec(
         "engine",
-        ("ridgeline_gr_engine_active_ratio", "ridgeline_gpu_utilization_ratio"),
-        2,
-        "GR_ENGINE_ACTIVE and GPU_UTIL where the source reports them",
+        (
+            "ridgeline_gr_engine_active_ratio",
+            "ridgeline_gpu_utilization_ratio",
+            "ridgeline_gr_engine_contradicted",
+        ),
+        3,
+        "GR_ENGINE_ACTIVE and GPU_UTIL where the source reports them, and whether GR_ENGINE_ACTIVE is "
+        "contradicted by busier counters",
     ),
     CollectorSpec(
         "regime",

@@ -56,8 +56,8 @@ _GAUGES: tuple[tuple[str, str, str, Callable[[GpuState], float | None]], ...] = 
     (
         "activity",
         "ridgeline_flop_utilization_ratio",
-        "Smoothed tensor activity times SM clock ratio (t*k): achieved FLOP/s over the card's "
-        "peak at the precision in use, 0-1.",
+        "Smoothed activity times SM clock ratio of the busiest compute pipe (tensor or CUDA-core "
+        "FP): achieved FLOP/s over the compute roof of the pipes in use, 0-1.",
         lambda g: g.estimate.flop_utilization if g.estimate else None,
     ),
     (
@@ -88,6 +88,14 @@ _GAUGES: tuple[tuple[str, str, str, Callable[[GpuState], float | None]], ...] = 
         lambda g: g.estimate.gpu_utilization if g.estimate else None,
     ),
 )
+
+
+def _roof(gpu: GpuState) -> Roof | None:
+    """The roof a GPU's series show: none for a MIG parent whose instances carry theirs."""
+    estimate = gpu.estimate
+    if estimate is None or gpu.mig_parent:
+        return None
+    return estimate.roof
 
 
 def gpu_labels(gpu: GpuState) -> dict[str, str]:
@@ -166,65 +174,92 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
         out.append(_regime_family(labelled))
     if "totals" in collectors:
         out.extend(_totals_families(labelled))
+    if "engine" in collectors:
+        out.append(_contradiction_family(labelled))
+    out.append(_missing_fields_family(labelled))  # health: normally empty, and an alert reads it
     out.extend(_health_families(snapshot))
     return out
 
 
 def _card_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Family]:
-    """ridgeline_gpu_info per GPU and each card's constants once per card and precision.
+    """ridgeline_gpu_info per GPU and each roof's constants once per node.
 
-    A node of 8 identical GPUs writes one peak, one bandwidth and one ridge series instead of 8
-    of each; PromQL joins them to the GPUs through ridgeline_gpu_info's card and precision labels
-    (rules/ridgeline-recording.rules.yml sums the peaks that way).
+    A roof is a card at a precision, or a MIG instance profile of a card at a precision (its slice
+    of the card's peak and bandwidth). A node of 8 identical GPUs writes one peak, one bandwidth and
+    one ridge series instead of 8 of each; PromQL joins them to the GPUs through
+    ridgeline_gpu_info's card, precision and mig_profile labels (rules/ridgeline-recording.rules.yml
+    sums the peaks that way). A MIG parent whose instances report, an unknown card and an instance
+    of an unknown profile have no roof: their ridgeline_gpu_info has no precision, so no peak joins.
     """
     info_rows: list[Row] = []
-    roofs: dict[tuple[str, str], Roof] = {}
+    roofs: dict[tuple[str, str, str | None], Roof] = {}
     for gpu, labels in labelled:
         estimate = gpu.estimate
         if estimate is None:
             continue
         extra: tuple[tuple[str, str], ...] = ()
-        if estimate.roof is not None and estimate.precision is not None:
+        roof = _roof(gpu)
+        if roof is not None and estimate.precision is not None:
+            profile = gpu.entity.profile if gpu.entity.gpu_instance is not None else None
             extra = (("precision", estimate.precision),)
-            roofs.setdefault((estimate.card, estimate.precision), estimate.roof)
+            if profile is not None:
+                extra = (("mig_profile", profile), *extra)
+            roofs.setdefault((estimate.card, estimate.precision, profile), roof)
         info_rows.append(Row(sample="ridgeline_gpu_info", labels=labels, extra=extra, value=1.0))
     peak_rows, ridge_rows = [], []
-    bandwidths: dict[str, float] = {}
-    for (card, precision), roof in sorted(roofs.items()):
-        key = {"card": card, "precision": precision}
-        peak_rows.append(Row("ridgeline_card_peak_flop_per_second", key, (), roof.peak_flop_per_second))
-        ridge_rows.append(Row("ridgeline_card_ridge_flop_per_byte", key, (), roof.ridge_flop_per_byte))
-        bandwidths.setdefault(card, roof.bandwidth_bytes_per_second)
+    bandwidths: dict[tuple[str, str | None], float] = {}
+    for (card, precision, profile), roof in sorted(
+        roofs.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")
+    ):
+        key = {"card": card, "precision": precision} | ({"mig_profile": profile} if profile else {})
+        peak_rows.append(
+            Row(
+                "ridgeline_card_peak_flop_per_second",
+                dict(sorted(key.items())),
+                (),
+                roof.peak_flop_per_second,
+            )
+        )
+        ridge_rows.append(
+            Row("ridgeline_card_ridge_flop_per_byte", dict(sorted(key.items())), (), roof.ridge_flop_per_byte)
+        )
+        bandwidths.setdefault((card, profile), roof.bandwidth_bytes_per_second)
     bandwidth_rows = [
-        Row("ridgeline_card_peak_bandwidth_bytes_per_second", {"card": card}, (), value)
-        for card, value in sorted(bandwidths.items())
+        Row(
+            "ridgeline_card_peak_bandwidth_bytes_per_second",
+            {"card": card} | ({"mig_profile": profile} if profile else {}),
+            (),
+            value,
+        )
+        for (card, profile), value in sorted(bandwidths.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))
     ]
     return [
         Family(
             name="ridgeline_gpu_info",
-            documentation="1 per GPU (or MIG instance) with a reading: its labels, and the precision of "
-            "its roof (absent for an unknown card); join the card constants on (card, precision).",
+            documentation="1 per GPU (or MIG instance) with a reading: its labels, and its roof's "
+            "precision and MIG profile (absent without a roof); join the card constants on (card, "
+            "precision, mig_profile).",
             type="gauge",
             rows=info_rows,
         ),
         Family(
             name="ridgeline_card_peak_flop_per_second",
-            documentation="A card's dense peak at a precision in use on this node, FLOP per second "
-            "(boost clock); one series per card and precision, not per GPU.",
+            documentation="A card's (or MIG profile's) dense peak at a precision in use on this node, "
+            "FLOP per second (boost clock); one series per roof, not per GPU.",
             type="gauge",
             rows=peak_rows,
         ),
         Family(
             name="ridgeline_card_peak_bandwidth_bytes_per_second",
-            documentation="A card's peak memory bandwidth, bytes per second; one series per card "
-            "on this node.",
+            documentation="A card's (or MIG profile's) peak memory bandwidth, bytes per second; one "
+            "series per card (and profile) on this node.",
             type="gauge",
             rows=bandwidth_rows,
         ),
         Family(
             name="ridgeline_card_ridge_flop_per_byte",
-            documentation="A card's ridge point at a precision in use on this node: peak FLOP/s over "
-            "bandwidth, FLOP per byte.",
+            documentation="A card's (or MIG profile's) ridge point at a precision in use on this node: "
+            "peak FLOP/s over bandwidth, FLOP per byte.",
             type="gauge",
             rows=ridge_rows,
         ),
@@ -249,7 +284,7 @@ def _regime_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
     return Family(
         name="ridgeline_regime",
         documentation="Debounced regime (state set): 1 for the current one of idle, memory_bound, "
-        "compute_bound, latency_bound; 0 for the others.",
+        "compute_bound, latency_bound, unknown; 0 for the others.",
         type="gauge",
         rows=regime_rows,
     )
@@ -259,7 +294,7 @@ def _totals_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Fa
     seconds_rows, flop_rows, dram_rows = [], [], []
     for gpu, labels in labelled:
         totals = gpu.totals
-        if totals.integrated_seconds > 0:
+        if totals.regime_seconds is not None:
             for name in REGIMES:
                 seconds_rows.append(
                     Row(
@@ -269,10 +304,11 @@ def _totals_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Fa
                         value=totals.regime_seconds[name],
                     )
                 )
-        if totals.has_roof_totals:
+        if totals.flop_total is not None:
             flop_rows.append(
                 Row(sample="ridgeline_flop_total", labels=labels, extra=(), value=totals.flop_total)
             )
+        if totals.dram_bytes_total is not None:
             dram_rows.append(
                 Row(
                     sample="ridgeline_dram_bytes_total",
@@ -291,15 +327,16 @@ def _totals_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Fa
         ),
         Family(
             name="ridgeline_flop",
-            documentation="Estimated FLOPs executed (tensor activity x clock ratio x peak x interval); "
-            "rate() is FLOP/s.",
+            documentation="Estimated FLOPs executed (each compute pipe's activity x clock ratio x its "
+            "peak x interval, summed); rate() is FLOP/s. Born at 0 with the first reading that has a "
+            "compute pipe; a MIG parent whose instances report has none.",
             type="counter",
             rows=flop_rows,
         ),
         Family(
             name="ridgeline_dram_bytes",
             documentation="Estimated DRAM bytes moved (DRAM activity x bandwidth x interval); "
-            "rate() is bytes/s.",
+            "rate() is bytes/s. Born at 0 with the first reading that has DRAM_ACTIVE.",
             type="counter",
             rows=dram_rows,
         ),
@@ -382,6 +419,51 @@ def _health_families(snapshot: Snapshot) -> list[Family]:
         )
     )
     return out
+
+
+def _missing_fields_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+    """One series per profiling field (1001-1008) a GPU's latest sample lacks: every GPU the
+    source sees stays in /metrics, and says what it lacks (docs/runbooks.md,
+    RidgelineProfilingCountersMissing)."""
+    rows = [
+        Row(
+            sample="ridgeline_profiling_field_missing",
+            labels=labels,
+            extra=(("field", name),),
+            value=1.0,
+        )
+        for gpu, labels in labelled
+        for name in gpu.inference.missing_fields
+    ]
+    return Family(
+        name="ridgeline_profiling_field_missing",
+        documentation="1 for each DCGM profiling field (1001-1008) the GPU's latest sample lacks "
+        "(absent or blank); the field label is its DCGM name.",
+        type="gauge",
+        rows=rows,
+    )
+
+
+def _contradiction_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+    """GR_ENGINE_ACTIVE idle while SM, tensor, FP or DRAM activity says work runs (1), else 0."""
+    rows = [
+        Row(
+            sample="ridgeline_gr_engine_contradicted",
+            labels=labels,
+            extra=(),
+            value=1.0 if gpu.estimate.gr_engine_contradicted else 0.0,
+        )
+        for gpu, labels in labelled
+        if gpu.estimate is not None and gpu.estimate.gr_engine_active is not None
+    ]
+    return Family(
+        name="ridgeline_gr_engine_contradicted",
+        documentation="1 while the smoothed GR_ENGINE_ACTIVE reads idle but SM_ACTIVE, a tensor or FP "
+        "pipe, or DRAM_ACTIVE near its wall says work runs (the busier evidence wins); 0 otherwise. "
+        "Present while GR_ENGINE_ACTIVE is reported.",
+        type="gauge",
+        rows=rows,
+    )
 
 
 def families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COLLECTORS) -> Iterator[Metric]:

@@ -25,9 +25,11 @@ CATALOG = load_catalog()
 H100 = "NVIDIA H100 80GB HBM3"
 PLAIN = Entity(0, "GPU-plain", H100)
 PODDED = Entity(1, "GPU-podded", H100)
-MIG = Entity(2, "GPU-mig", "NVIDIA A100-SXM4-40GB", gpu_instance=3)
+MIG = Entity(2, "GPU-mig", "NVIDIA A100-SXM4-40GB", gpu_instance=3, profile="3g.20gb")
+MIG_UNPROFILED = Entity(6, "GPU-mig-unprofiled", "NVIDIA A100-SXM4-40GB", gpu_instance=1)
 BLANK = Entity(3, "GPU-blank", H100)
 ALIEN = Entity(4, "GPU-alien", "NVIDIA Imaginary X1")
+NO_DCP = Entity(5, "GPU-no-dcp", H100)
 POD = Attribution("llm", "decode-0", "server")
 
 
@@ -44,6 +46,8 @@ def batch(ts: float) -> list[Sample]:
         Sample(ts, MIG, values(0.1, 0.05)),
         Sample(ts, BLANK, values(None, 0.5, f1001=0.8)),
         Sample(ts, ALIEN, values(0.6, 0.2)),
+        # a dcgm-exporter without the profiling metrics: device fields only
+        Sample(ts, NO_DCP, {fields.SM_CLOCK: 1980.0, fields.GPU_UTIL: 97.0}),
     ]
 
 
@@ -95,11 +99,62 @@ def test_every_design_metric_is_exposed(text: str) -> None:
         assert name in names, name
 
 
-def test_blank_dram_yields_no_derived_series_and_never_a_zero(text: str) -> None:
-    for name, rows in series(text).items():
-        for labels, _ in rows:
+def test_blank_dram_yields_no_dram_series_and_never_a_zero(text: str) -> None:
+    found = series(text)
+    for name in (
+        "ridgeline_dram_active_ratio",
+        "ridgeline_dram_bytes_total",
+        "ridgeline_arithmetic_intensity_flop_per_byte",
+        "ridgeline_roofline_efficiency_ratio",
+    ):
+        for labels, _ in found.get(name, []):
             if labels.get("uuid") == BLANK.uuid:
                 pytest.fail(f"{name} has a series for the GPU with blank DRAM_ACTIVE: {labels}")
+    # what the partial reading can say is there: its tensor ratio, FLOPs, and an unknown regime
+    tensor = {labels["uuid"]: v for labels, v in found["ridgeline_tensor_active_ratio"]}
+    assert tensor[BLANK.uuid] == pytest.approx(0.5)
+    assert BLANK.uuid in {labels["uuid"] for labels, _ in found["ridgeline_flop_total"]}
+    regime = {
+        labels["regime"] for labels, v in found["ridgeline_regime"] if labels["uuid"] == BLANK.uuid and v
+    }
+    assert regime == {"unknown"}
+
+
+def test_every_gpu_names_the_profiling_fields_it_lacks(text: str) -> None:
+    missing: dict[str, set[str]] = {}
+    for labels, value in series(text)["ridgeline_profiling_field_missing"]:
+        assert value == 1.0
+        missing.setdefault(labels["uuid"], set()).add(labels["field"])
+    profiling = {fields.field_name(fid) for fid in range(1001, 1009)}
+    assert missing[NO_DCP.uuid] == profiling
+    assert missing[BLANK.uuid] == profiling - {
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    }
+    assert missing[PLAIN.uuid] == profiling - {
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    }
+
+
+def test_a_gpu_without_profiling_counters_has_only_the_missing_fields_series(text: str) -> None:
+    names = {
+        name for name, rows in series(text).items() for labels, _ in rows if labels.get("uuid") == NO_DCP.uuid
+    }
+    assert names == {"ridgeline_profiling_field_missing"}
+
+
+def test_counters_are_born_at_zero_with_the_first_reading() -> None:
+    body, _ = MetricsEndpoint(lambda: snapshot_after(1)).render(None)
+    found = series(body.decode())
+    seconds = [
+        (labels, v) for labels, v in found["ridgeline_regime_seconds_total"] if labels["uuid"] == PLAIN.uuid
+    ]
+    assert len(seconds) == 5 and all(v == 0.0 for _, v in seconds)
+    for name in ("ridgeline_flop_total", "ridgeline_dram_bytes_total"):
+        assert [v for labels, v in found[name] if labels["uuid"] == PLAIN.uuid] == [0.0], name
+    assert not [labels for labels, _ in found["ridgeline_flop_total"] if labels["uuid"] == ALIEN.uuid]
 
 
 def test_labels_pod_only_when_attributed_and_gpu_instance_only_for_mig(text: str) -> None:
@@ -131,7 +186,7 @@ def test_regime_state_set_has_exactly_one_active_regime(text: str) -> None:
     per_gpu: dict[str, float] = {}
     for labels, value in series(text)["ridgeline_regime"]:
         per_gpu[labels["uuid"]] = per_gpu.get(labels["uuid"], 0.0) + value
-    assert per_gpu == {PLAIN.uuid: 1.0, PODDED.uuid: 1.0, MIG.uuid: 1.0, ALIEN.uuid: 1.0}
+    assert per_gpu == {PLAIN.uuid: 1.0, PODDED.uuid: 1.0, MIG.uuid: 1.0, ALIEN.uuid: 1.0, BLANK.uuid: 1.0}
 
 
 def test_source_health_series(text: str) -> None:
@@ -221,39 +276,57 @@ def test_counters_keep_their_card_label_through_a_blank_hiccup() -> None:
     assert {labels["card"] for labels, _ in found["ridgeline_regime_seconds_total"]} == {"h100-sxm"}
 
 
-def test_card_constants_are_written_once_per_card_and_precision(text: str) -> None:
+def test_card_constants_are_written_once_per_roof(text: str) -> None:
     """Two H100s (and an H100 with blank DRAM, which has no reading) share one series per constant;
-    the MIG instance's A100 has its own. Each GPU names its precision in ridgeline_gpu_info."""
+    the MIG instance has its profile's slice of the A100, keyed by mig_profile; an instance whose
+    profile nobody told has no roof. Each GPU names its roof in ridgeline_gpu_info."""
     found = series(text)
-    peaks = {
-        (labels["card"], labels["precision"]): v for labels, v in found["ridgeline_card_peak_flop_per_second"]
-    }
+    peaks = {tuple(sorted(labels.items())): v for labels, v in found["ridgeline_card_peak_flop_per_second"]}
     h100, a100 = CATALOG.lookup("h100-sxm"), CATALOG.lookup("a100-sxm4-40gb")
+    mig = a100.instance_roof("bf16", "3g.20gb")
+    assert mig is not None
     assert peaks == {
-        ("h100-sxm", "bf16"): h100.peak_flop_per_second("bf16"),
-        ("a100-sxm4-40gb", "bf16"): a100.peak_flop_per_second("bf16"),
+        (("card", "h100-sxm"), ("precision", "bf16")): h100.peak_flop_per_second("bf16"),
+        (
+            ("card", "a100-sxm4-40gb"),
+            ("mig_profile", "3g.20gb"),
+            ("precision", "bf16"),
+        ): mig.peak_flop_per_second,
     }
-    ridges = {
-        (labels["card"], labels["precision"]): v for labels, v in found["ridgeline_card_ridge_flop_per_byte"]
-    }
-    assert ridges[("h100-sxm", "bf16")] == pytest.approx(
+    ridges = {labels["card"]: v for labels, v in found["ridgeline_card_ridge_flop_per_byte"]}
+    assert ridges["h100-sxm"] == pytest.approx(
         h100.peak_flop_per_second("bf16") / h100.bandwidth_bytes_per_second
     )
-    bandwidth = {labels["card"]: v for labels, v in found["ridgeline_card_peak_bandwidth_bytes_per_second"]}
-    assert bandwidth == {
-        "h100-sxm": h100.bandwidth_bytes_per_second,
-        "a100-sxm4-40gb": a100.bandwidth_bytes_per_second,
+    assert ridges["a100-sxm4-40gb"] == pytest.approx(mig.ridge_flop_per_byte)
+    bandwidth = {
+        tuple(sorted(labels.items())): v
+        for labels, v in found["ridgeline_card_peak_bandwidth_bytes_per_second"]
     }
-    for labels, _ in found["ridgeline_card_peak_flop_per_second"]:
-        assert set(labels) == {"card", "precision"}, labels
+    assert bandwidth == {
+        (("card", "h100-sxm"),): h100.bandwidth_bytes_per_second,
+        (("card", "a100-sxm4-40gb"), ("mig_profile", "3g.20gb")): mig.bandwidth_bytes_per_second,
+    }
     info = {labels["uuid"]: labels for labels, _ in found["ridgeline_gpu_info"]}
-    assert set(info) == {PLAIN.uuid, PODDED.uuid, MIG.uuid, ALIEN.uuid}  # BLANK has no reading yet
+    # every GPU with an estimate (BLANK's is partial: the unknown regime); NO_DCP has none
+    assert set(info) == {PLAIN.uuid, PODDED.uuid, MIG.uuid, BLANK.uuid, ALIEN.uuid}
     assert info[PODDED.uuid]["precision"] == "bf16" and info[PODDED.uuid]["pod"] == "decode-0"
-    assert info[MIG.uuid]["gpu_instance"] == "3"
+    assert info[MIG.uuid]["gpu_instance"] == "3" and info[MIG.uuid]["mig_profile"] == "3g.20gb"
+    assert "mig_profile" not in info[PLAIN.uuid]
     # nothing per GPU repeats a card constant any more
     per_gpu = {name for name, rows in found.items() if any("uuid" in labels for labels, _ in rows)}
     assert not per_gpu & {"ridgeline_peak_flop_per_second", "ridgeline_ridge_flop_per_byte",
                           "ridgeline_peak_bandwidth_bytes_per_second"}  # fmt: skip
+
+
+def test_a_mig_instance_of_unknown_profile_joins_no_roof() -> None:
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    for i in range(3):
+        sampler.ingest([Sample(1000.0 + i, MIG_UNPROFILED, values(0.1, 0.05))])
+    body, _ = MetricsEndpoint(lambda: sampler.snapshot, process_metrics=False).render(None)
+    found = series(body.decode())
+    ((info, _),) = found["ridgeline_gpu_info"]
+    assert info["gpu_instance"] == "1" and "precision" not in info and "mig_profile" not in info
+    assert not found.get("ridgeline_card_peak_flop_per_second")
 
 
 def test_the_collectors_table_names_what_each_collector_writes() -> None:
@@ -265,6 +338,7 @@ def test_the_collectors_table_names_what_each_collector_writes() -> None:
     snapshot = snapshot_after()
     health = {f.name for f in build_families(snapshot, collectors=())}
     assert health == {
+        "ridgeline_profiling_field_missing",
         "ridgeline_source_up",
         "ridgeline_last_sample_timestamp_seconds",
         "ridgeline_samples",

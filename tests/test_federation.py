@@ -104,7 +104,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                     hpc = ["--hpc-job-mapping-dir", str(mapping)]
                 address = stack.start_ridgeline(
                     f"{cluster}-{node}", "--source", "replay", "--replay", str(replay), "--loop",
-                    "--speed", "10", *hpc,
+                    "--speed", "1", *hpc,
                 )  # fmt: skip
                 targets.append({"targets": [address], "labels": {"node": node}})  # no cluster label:
             config = {  # the server's external label names the cluster, as for a cluster Prometheus

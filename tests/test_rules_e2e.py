@@ -1,7 +1,7 @@
 """End-to-end proof of rules/ and grafana/ against a real Prometheus scraping real Ridgeline daemons,
 and once more against VictoriaMetrics.
 
-One `ridgeline serve --source replay` per scenario trace (tests/data/scenarios/, one node each),
+One `ridgeline serve --source replay` (at wall-clock pace) per scenario trace (tests/data/scenarios/, one node each),
 plus one target where nothing listens, are scraped every second by /usr/bin/prometheus with the
 two rule files loaded unchanged, and by Debian's victoria-metrics with vmalert evaluating the same
 two files (MetricsQL) every second; every test below runs against both. Through the HTTP APIs
@@ -46,7 +46,9 @@ from prometheus_stack import (
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "tests" / "data" / "scenarios"
-SPEED = 10
+SPEED = 1
+"""Wall-clock pace: the workload findings divide counter rates (FLOP/s) by peaks, and a faster
+replay would multiply the rates."""
 DEADLINE_SECONDS = 120.0
 
 pytestmark = REQUIRES_PROMETHEUS
@@ -59,8 +61,8 @@ EXPECTED_ALERTS = {
     ("RidgelineWorkloadMemoryBound", "llm/decode-1"),
     ("RidgelineWorkloadMemoryBound", "4242"),
     ("RidgelineWorkloadLatencyBound", "vision/resnet-train-0"),
-    # frozen counters leave only the GR engine busy, so the daemon calls the GPU latency-bound too
-    ("RidgelineWorkloadLatencyBound", "batch/etl-0"),
+    # frozen DRAM and tensor counters at 0 with SMs busy and no FP pipes reported: the regime is
+    # unknown (SMs busy on non-tensor work), not latency-bound, so only the frozen alert speaks
     ("RidgelineProfilingCountersFrozen", "profiling-frozen"),
     ("RidgelineWorkloadIdleAllocated", "research/notebook-0"),
     ("RidgelineExporterDown", "unreachable"),
