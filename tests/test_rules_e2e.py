@@ -3,14 +3,14 @@ and once more against VictoriaMetrics.
 
 One `ridgeline serve --source replay` at wall-clock pace per scenario trace
 (tests/data/scenarios/, one node each), plus one target where nothing listens, are scraped every
-second by /usr/bin/prometheus with the two rule files loaded unchanged, and by Debian's victoria-
-metrics with vmalert evaluating the same two files (MetricsQL) every second; every test below runs
-against both. Through the HTTP APIs (Prometheus', or VictoriaMetrics' and vmalert's) the test
-checks that every rule evaluates cleanly and every recording rule yields series, that exactly the
-expected alerts are pending or firing (the `for:` durations are 5-30 minutes, so "pending" is the
-proof that the expression matches; the durations themselves are proven by the promtool unit
-tests), and that every dashboard query, with its template variables resolved through the
-dashboard's own variable queries, runs without error and returns data.
+second by /usr/bin/prometheus with the two rule files loaded unchanged, and by Debian's
+victoria-metrics with vmalert evaluating the same two files (MetricsQL) every second; every test
+below runs against both. Through the HTTP APIs (Prometheus', or VictoriaMetrics' and vmalert's)
+the test checks that every rule evaluates cleanly and every recording rule yields series, that
+exactly the expected alerts are pending or firing (the `for:` durations are 5-30 minutes, so
+"pending" is the proof that the expression matches; the durations themselves are proven by the
+promtool unit tests), and that every dashboard query, with its template variables resolved through
+the dashboard's own variable queries, runs without error and returns data.
 
 The traces carry recorded timestamps; copies shifted to the present are replayed so that the
 series line up with Prometheus' own clock (ridgeline_last_sample_timestamp_seconds reports the
