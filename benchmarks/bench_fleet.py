@@ -65,7 +65,7 @@ from _loopback import free_port, stop
 from exporter import __version__, fields
 from exporter.catalog import load_catalog
 from exporter.exposition import build_families
-from exporter.inference import EntityInference, InferenceConfig, Totals, step
+from exporter.inference import EntityInference, InferenceConfig, step
 from exporter.sample import Attribution, Entity, Sample
 from exporter.state import GpuState, Snapshot, SourceHealth
 
@@ -234,12 +234,15 @@ def profile_inferences() -> dict[tuple[str, str], EntityInference]:
             )
             totals = state.totals
             seconds = totals.integrated_seconds
-            per_second = Totals(
-                regime_seconds={r: s / seconds for r, s in totals.regime_seconds.items()},
-                flop_total=totals.flop_total / seconds,
-                dram_bytes_total=totals.dram_bytes_total / seconds,
+            per_second = totals._replace(
+                regime_seconds=None
+                if totals.regime_seconds is None
+                else {r: s / seconds for r, s in totals.regime_seconds.items()},
+                flop_total=None if totals.flop_total is None else totals.flop_total / seconds,
+                dram_bytes_total=None
+                if totals.dram_bytes_total is None
+                else totals.dram_bytes_total / seconds,
                 integrated_seconds=1.0,
-                has_roof_totals=totals.has_roof_totals,
             )
             out[(card_key, profile)] = state._replace(totals=per_second)
     return out

@@ -6,8 +6,8 @@ shipped rules and dashboards read them (docs/rules-and-dashboards.md, "Series bu
 alert or panel goes empty without which collector); a large fleet that wants only the fleet view
 can drop the per-GPU readings and keep the counters. The source-health families
 (ridgeline_source_up, ridgeline_last_sample_timestamp_seconds, ridgeline_samples_total,
-ridgeline_sample_errors_total, ridgeline_build_info) and ridgeline_profiling_field_missing (one
-series per missing field, normally none) are always exported: the health alerts need them.
+ridgeline_sample_errors_total, ridgeline_build_info) are always exported: the health alerts need
+them.
 
 Standard library only, so that parsing `serve`'s flags does not import prometheus_client.
 """
@@ -76,6 +76,13 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
         1,
         "one ridgeline_gpu_info per GPU naming its card and precision, and the card constants once "
         "per card and precision on the node",
+    ),
+    CollectorSpec(
+        "missing",
+        ("ridgeline_profiling_field_missing",),
+        0,
+        "one series per DCGM profiling field (1001-1008) a GPU lacks: none where the source reports "
+        "them all, three per GPU where it lacks the FP pipes",
     ),
     CollectorSpec("process", ("process_*",), 0, "the exporter process' CPU, memory and file descriptors"),
 )

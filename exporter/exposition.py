@@ -176,7 +176,8 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
         out.extend(_totals_families(labelled))
     if "engine" in collectors:
         out.append(_contradiction_family(labelled))
-    out.append(_missing_fields_family(labelled))  # health: normally empty, and an alert reads it
+    if "missing" in collectors:
+        out.append(_missing_fields_family(labelled))
     out.extend(_health_families(snapshot))
     return out
 

@@ -338,7 +338,6 @@ def test_the_collectors_table_names_what_each_collector_writes() -> None:
     snapshot = snapshot_after()
     health = {f.name for f in build_families(snapshot, collectors=())}
     assert health == {
-        "ridgeline_profiling_field_missing",
         "ridgeline_source_up",
         "ridgeline_last_sample_timestamp_seconds",
         "ridgeline_samples",
@@ -370,7 +369,7 @@ def test_switched_off_collectors_leave_their_families_out_and_process_metrics_fo
         ([], {}, set()),
         (["--no-collector.engine", "--no-collector.roofline"], {}, {"engine", "roofline"}),
         (["--collector.disable-defaults", "--collector.totals", "--collector.card"], {},
-         {"activity", "roofline", "engine", "regime", "process"}),
+         {"activity", "roofline", "engine", "regime", "missing", "process"}),
         ([], {"RIDGELINE_COLLECTOR_ACTIVITY": "false"}, {"activity"}),
         (["--collector.activity"], {"RIDGELINE_COLLECTOR_ACTIVITY": "0"}, set()),  # the flag wins
     ],

@@ -240,7 +240,7 @@ CARD_CONSTANTS = {"ridgeline_card_ridge_flop_per_byte", "ridgeline_card_peak_flo
 """Per node, not per GPU: a level may read them where it needs a card's figure."""
 PER_GPU_FAMILIES = {
     name for spec in COLLECTORS if spec.name not in {"card", "process"} for name in spec.families
-} | {"ridgeline_gpu_info", "ridgeline_profiling_field_missing"}
+} | {"ridgeline_gpu_info"}
 
 
 def test_names_read_finds_what_an_expression_reads() -> None:
