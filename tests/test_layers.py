@@ -119,6 +119,16 @@ def test_lower_layers_do_not_import_higher_ones(layer: str, higher: tuple[str, .
     assert violations(modules(layer), higher) == []
 
 
+def test_collectors_table_imports_only_the_standard_library_and_roofline() -> None:
+    """`serve --help` and flag parsing read it; prometheus_client must not come with it."""
+    bad = [
+        f"exporter/collectors.py:{line} imports {name}"
+        for line, name in imports(PACKAGE / "collectors.py")
+        if name.split(".")[0] not in sys.stdlib_module_names and name not in ("__future__", "exporter.roofline")
+    ]
+    assert bad == []
+
+
 def test_sources_import_no_http_server_code() -> None:
     assert violations(modules("sources"), HTTP_SERVER) == []
 
