@@ -42,6 +42,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import os
 import random
 import re
 import shutil
@@ -897,6 +898,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
         )
         phases["compaction wait s"] = wait_for_blocks(prometheus)
         began = time.monotonic()
+        load_before = os.getloadavg()[0]
         time.sleep(2 * SCRAPE)  # every target scraped and every group evaluated on the settled TSDB
         groups, rule_times = rule_group_times(prometheus, args.cycles)
         alerts = alert_counts(prometheus)
@@ -909,6 +911,8 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
         ]
         errors = rule_errors(prometheus)
         phases["measure s"] = time.monotonic() - began
+        phases["load average at start"] = load_before
+        phases["load average at end"] = os.getloadavg()[0]
         gpus = fleet.gpus or 1
         per_gpu = (
             sum(
@@ -963,7 +967,7 @@ def report(m: Measured) -> None:
     )
     print(
         f"prometheus: {m.head_series:,.0f} head series, RSS {m.rss_bytes / 2**30:.2f} GiB; "
-        + ", ".join(f"{k} {v:.0f}" for k, v in m.phases.items())
+        + ", ".join(f"{k} {v:.1f}" for k, v in m.phases.items())
     )
     print(f"\n{'rule group':58} {'min ms':>8} {'median':>8} {'max ms':>8}")
     for name, times in m.groups.items():
