@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
@@ -93,9 +93,12 @@ class Sampler:
         backoff_initial_seconds: float = BACKOFF_INITIAL_SECONDS,
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
         wall_clock: Callable[[], float] = time.time,
+        observers: Sequence[Callable[[Snapshot], None]] = (),
     ) -> None:
         """source: an already opened source (serve opens it once up front so that a user's
-        mistake fails at start-up); opener reopens after errors (default: open_source)."""
+        mistake fails at start-up); opener reopens after errors (default: open_source).
+        observers: called on this thread with each snapshot once published (the live view's
+        trails, exporter/view/trails.py); they must be cheap, and one that raises is logged."""
         if opener is None:
             from exporter.sources import open_source
 
@@ -114,6 +117,8 @@ class Sampler:
         self._backoff_max = backoff_max_seconds
         self._backoff = backoff_initial_seconds
         self._clock = wall_clock
+        self._observers = tuple(observers)
+        self._failed_observers: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._tracked: dict[EntityKey, _Tracked] = {}
@@ -418,9 +423,16 @@ class Sampler:
 
     def _publish(self) -> None:
         self._generation += 1
-        self.snapshot = self._build_snapshot()
+        snapshot = self.snapshot = self._build_snapshot()
         self._dirty = False
         self._published_at = time.monotonic()
+        for index, observe in enumerate(self._observers):
+            try:
+                observe(snapshot)
+            except Exception:  # a view's bug must not stop sampling, nor flood the log
+                if index not in self._failed_observers:
+                    self._failed_observers.add(index)
+                    log.exception("snapshot observer %r failed (logged once)", observe)
 
 
 def _order(tracked: _Tracked) -> tuple[int, int, str]:

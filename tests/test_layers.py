@@ -163,3 +163,35 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert found == [(2, "fastapi"), (3, "exporter.web")]
     assert all(within(name, HTTP_SERVER) for _, name in found)
     assert not within("exporter.website", HTTP_SERVER)
+
+
+def test_chart_geometry_is_pure_code() -> None:
+    """The roofline chart is arithmetic on numbers: the web page, /roofline.svg and `top` share it."""
+    bad = [
+        f"exporter/view/roofline_chart.py:{line} imports {name}"
+        for line, name in imports(PACKAGE / "view" / "roofline_chart.py")
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and name not in ("__future__", "exporter.view.units")
+    ]
+    assert bad == []
+
+
+def test_the_view_imports_no_web_or_terminal_code() -> None:
+    """exporter/view draws; the web layer and `top` only serve or print what it draws."""
+    forbidden = (*HTTP_SERVER, "textual", "rich", "exporter.top", "exporter.commands", "exporter.cli")
+    assert violations(modules("view"), forbidden) == []
+
+
+def test_top_is_a_client_of_the_http_api_only() -> None:
+    """`ridgeline top` reads GET /classify over HTTP, never the daemon's state or its sources."""
+    internal = (
+        *HTTP_SERVER,
+        "exporter.state",
+        "exporter.sampler",
+        "exporter.sources",
+        "exporter.inference",
+        "exporter.exposition",
+        "exporter.attribution",
+        "exporter.catalog",
+    )
+    assert violations(modules("top", "commands/top.py"), internal) == []
