@@ -107,7 +107,9 @@ def test_trails_lead_to_the_dot_and_drop_points_off_the_axes() -> None:
     assert line.get("points", "").split()[-1] == f"{dot.x:.2f},{dot.y:.2f}".replace(".00", "")
 
 
-@pytest.mark.parametrize("regime", ["memory_bound", "compute_bound", "latency_bound", "idle", "balanced", "x"])
+@pytest.mark.parametrize(
+    "regime", ["memory_bound", "compute_bound", "latency_bound", "idle", "balanced", "x"]
+)
 def test_every_marker_is_centred_on_its_point(regime: str) -> None:
     """The browser test reads a dot's position as its marker's bounding-box centre."""
     scene = layout(spec(point("3", 100.0, 1e14, regime)))
@@ -127,7 +129,9 @@ def test_every_marker_is_centred_on_its_point(regime: str) -> None:
         pairs = [tuple(map(float, p.split(","))) for p in mark.get("points", "").split()]
         xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
     else:
-        numbers = [float(n) for n in mark.get("d", "").replace("M", " ").replace("L", " ").replace(",", " ").split()]
+        numbers = [
+            float(n) for n in mark.get("d", "").replace("M", " ").replace("L", " ").replace(",", " ").split()
+        ]
         xs, ys = numbers[0::2], numbers[1::2]
     assert (min(xs) + max(xs)) / 2 == pytest.approx(dot.x, abs=0.02)
     assert (min(ys) + max(ys)) / 2 == pytest.approx(dot.y, abs=0.02)
@@ -142,7 +146,9 @@ def test_svg_is_well_formed_carries_no_inline_style_and_escapes_text() -> None:
     root = ET.fromstring(text)
     assert not list(root.iter(f"{SVG}style"))
     assert all("style" not in element.attrib for element in root.iter())
-    assert root.find(f"{SVG}title") is not None and root.find(f"{SVG}title").text == 'Roofline: Card "A" & <B>'  # type: ignore[union-attr]
+    assert (
+        root.find(f"{SVG}title") is not None and root.find(f"{SVG}title").text == 'Roofline: Card "A" & <B>'
+    )  # type: ignore[union-attr]
     tip = next(t.text for t in root.iter(f"{SVG}title") if t.text and "GPU 0" in t.text)
     assert tip is not None and '<pod name="x">&' in tip
     assert "GPU 0: memory-bound at 10 FLOP/byte" in (root.find(f"{SVG}desc").text or "")  # type: ignore[union-attr]
@@ -151,7 +157,9 @@ def test_svg_is_well_formed_carries_no_inline_style_and_escapes_text() -> None:
 
 
 def test_a_document_of_several_charts_and_one_of_none() -> None:
-    other = ChartSpec("a100", "A100", 2.039e12, (ComputeRoof("bf16", 312e12, True),), (point("8", 5.0, 1e13),))
+    other = ChartSpec(
+        "a100", "A100", 2.039e12, (ComputeRoof("bf16", 312e12, True),), (point("8", 5.0, 1e13),)
+    )
     doc = ET.fromstring(render_svg_document([layout(spec(point("0", 50.0, 1e14))), layout(other)]))
     assert doc.tag == f"{SVG}svg"
     assert len([g for g in doc.iter(f"{SVG}g") if g.get("class") == "rl-dot"]) == 2

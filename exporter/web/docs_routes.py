@@ -1,11 +1,14 @@
-"""`GET /docs` and `GET /redoc` that work without internet: the UI's files come from this server.
+"""`GET /docs` that works without internet: Swagger UI's files come from this server.
 
-FastAPI's own pages load Swagger UI and ReDoc from a CDN, so on a GPU node without internet
-`/docs` is blank. The files come instead from the `fastapi-offline` package, which ships
-Swagger UI 5 and ReDoc 2 as package data and releases with their updates; this module serves
-those files itself (it does not use the package's app factory, so `create_app` stays ours).
-Swagger UI's online validator badge is turned off (validatorUrl null), so nothing is fetched
-from anywhere else.
+FastAPI's own page loads Swagger UI from a CDN, so on a GPU node without internet `/docs` is
+blank. The files come instead from the `fastapi-offline` package, which ships Swagger UI 5 as
+package data and releases with its updates; this module serves those files itself (it does not
+use the package's app factory, so `create_app` stays ours). Swagger UI's online validator badge
+is turned off (validatorUrl null), so nothing is fetched from anywhere else.
+
+There is no `/redoc`: ReDoc's bundle (the one fastapi-offline ships too) always loads its
+sidebar logo from cdn.redoc.ly, which an air-gapped node cannot reach (tests/test_live_page.py
+caught it). `/docs` and `/openapi.json` document the same API.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import fastapi_offline
 from fastapi import APIRouter
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import FileResponse, HTMLResponse
 
 ASSET_PREFIX = "/docs/assets"
@@ -23,7 +26,6 @@ ASSET_PREFIX = "/docs/assets"
 ASSETS: dict[str, str] = {
     "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
     "swagger-ui.css": "text/css; charset=utf-8",
-    "redoc.standalone.js": "text/javascript; charset=utf-8",
     "favicon.png": "image/png",
 }
 """The files fastapi-offline ships under fastapi_offline/static/, and what each is."""
@@ -39,7 +41,7 @@ def asset_directory() -> Path:
 
 
 def docs_router(title: str, openapi_url: str = "/openapi.json") -> APIRouter:
-    """/docs (Swagger UI), /docs/oauth2-redirect, /redoc and their assets, all local."""
+    """/docs (Swagger UI), /docs/oauth2-redirect and their assets, all local."""
     router = APIRouter()
     directory = asset_directory()
     oauth2_redirect_url = "/docs/oauth2-redirect"
@@ -60,16 +62,6 @@ def docs_router(title: str, openapi_url: str = "/openapi.json") -> APIRouter:
     @router.get(oauth2_redirect_url, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
         return get_swagger_ui_oauth2_redirect_html()
-
-    @router.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url=openapi_url,
-            title=f"{title} API",
-            redoc_js_url=f"{ASSET_PREFIX}/redoc.standalone.js",
-            redoc_favicon_url=favicon,
-            with_google_fonts=False,
-        )
 
     def asset_route(name: str, media_type: str) -> None:
         path = directory / name
