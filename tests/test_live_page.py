@@ -9,6 +9,7 @@ moves with the replay, and nothing fetched from anywhere but the exporter, with 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
 import time
@@ -28,13 +29,18 @@ PIXEL_TOLERANCE = 1.5
 """CSS pixels between where a dot is drawn and where /classify's numbers put it on the ticks."""
 
 MEASURE = """
-const centre = (el) => { const r = el.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; };
+const centre = (el) => {
+  const r = el.getBoundingClientRect();
+  return [r.left + r.width / 2, r.top + r.height / 2];
+};
 const svg = document.querySelector('#charts svg');
 if (!svg) return null;
 return {
   x: [...svg.querySelectorAll('line.rl-tick-x')].map(l => [Number(l.dataset.value), centre(l)[0]]),
   y: [...svg.querySelectorAll('line.rl-tick-y')].map(l => [Number(l.dataset.value), centre(l)[1]]),
-  dots: [...svg.querySelectorAll('g.rl-dot')].map(g => [g.dataset.gpu, g.dataset.regime, ...centre(g.querySelector('.rl-mark'))]),
+  dots: [...svg.querySelectorAll('g.rl-dot')].map(
+    g => [g.dataset.gpu, g.dataset.regime, ...centre(g.querySelector('.rl-mark'))]
+  ),
   rows: [...document.querySelectorAll('#gpus tbody tr')].map(r => r.innerText),
   offChart: document.querySelector('.off-chart').textContent,
   overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
@@ -77,8 +83,8 @@ def on_log_axis(ticks: list[list[float]], value: float) -> float:
 
 def assert_decades_evenly_spaced(ticks: list[list[float]]) -> None:
     values = [v for v, _ in ticks]
-    assert all(b / a == pytest.approx(10.0) for a, b in zip(values, values[1:], strict=False)), values
-    gaps = [b - a for (_, a), (_, b) in zip(ticks, ticks[1:], strict=False)]
+    assert all(b / a == pytest.approx(10.0) for a, b in itertools.pairwise(values)), values
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(ticks)]
     assert max(gaps) - min(gaps) < 0.5, gaps
 
 

@@ -184,9 +184,8 @@ def test_a_failing_observer_is_logged_once_and_sampling_goes_on(caplog: pytest.L
         for second in range(3):
             sampler.ingest(gpu_batch(1000.0 + second))
     assert len(calls) == 3 and sampler.snapshot.gpus
-    assert [r.message for r in caplog.records].count(
-        "snapshot observer %r failed (logged once)" % broken
-    ) == 1
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged.count(f"snapshot observer {broken!r} failed (logged once)") == 1
 
 
 # -- the routes ------------------------------------------------------------------------------------------
