@@ -109,11 +109,13 @@ class TopApp(App[None]):
 
     def poll(self) -> None:
         if not self.paused:
-            self.run_worker(self._fetch, thread=True, exclusive=True, group="poll")
+            self.run_worker(self._fetch, thread=True, exclusive=True, group="poll", exit_on_error=False)
 
     def _fetch(self) -> None:
         readings = fetch_all(self.clients)
-        self.call_from_thread(self.apply, readings)
+        if self.is_running:
+            with contextlib.suppress(RuntimeError):  # the app closed while we were fetching
+                self.call_from_thread(self.apply, readings)
 
     def apply(self, readings: list[NodeReading]) -> None:
         now = time.time()
@@ -152,7 +154,13 @@ class TopApp(App[None]):
             text.append("  · paused", style="bold")
         return text
 
+    def _mounted(self) -> bool:
+        """False while the app is starting up or closing: nothing to draw on."""
+        return self.is_running and bool(self.screen.query("#gpus"))
+
     def _show(self) -> None:
+        if not self._mounted():
+            return
         self.query_one("#status", Static).update(self.status_text())
         table = self.query_one("#gpus", DataTable)
         current = None
@@ -223,7 +231,8 @@ class TopApp(App[None]):
         return out
 
     def _show_chart(self) -> None:
-        self.query_one("#chart", Static).update(self.chart_text())
+        if self._mounted():
+            self.query_one("#chart", Static).update(self.chart_text())
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_chart()
@@ -252,7 +261,8 @@ class TopApp(App[None]):
 
     def action_pause(self) -> None:
         self.paused = not self.paused
-        self.query_one("#status", Static).update(self.status_text())
+        if self._mounted():
+            self.query_one("#status", Static).update(self.status_text())
 
     def action_refresh_now(self) -> None:
-        self.run_worker(self._fetch, thread=True, exclusive=True, group="poll")
+        self.run_worker(self._fetch, thread=True, exclusive=True, group="poll", exit_on_error=False)
