@@ -52,7 +52,7 @@ class TopApp(App[None]):
     TITLE = "ridgeline top"
     CSS = """
     #status { height: auto; padding: 0 1; }
-    #gpus { height: 1fr; min-height: 6; }
+    #gpus { height: auto; max-height: 70%; min-height: 4; }
     #chart { height: auto; padding: 0 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
