@@ -22,7 +22,7 @@ DEFAULT_URL = "http://127.0.0.1:10295"
 
 
 def register(subparsers: Any) -> None:
-    from exporter.top.table import SORT_KEYS
+    from exporter.top.sort_keys import SORT_KEYS
 
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "top",

@@ -118,20 +118,6 @@ def rows_of(readings: Sequence[NodeReading], previous: Mapping[str, NodeReading]
     return rows
 
 
-SORT_KEYS: dict[str, str] = {
-    "node": "node, then GPU index",
-    "gpu": "GPU index, then node",
-    "regime": "regime (memory, compute, latency, idle, unknown)",
-    "pod": "pod name",
-    "dram": "DRAM active, highest first",
-    "tensor": "tensor active, highest first",
-    "flop": "FLOP utilisation, highest first",
-    "intensity": "intensity over the ridge, highest first",
-    "efficiency": "roofline efficiency, lowest first",
-}
-"""`--sort` choices and what each means; `s` in the interactive view cycles through them."""
-
-
 def sort_rows(rows: Sequence[Row], key: str, reverse: bool = False) -> list[Row]:
     """Rows in `key` order (SORT_KEYS); missing values go last whichever the direction."""
 

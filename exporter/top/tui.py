@@ -27,7 +27,8 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Static
 
 from exporter.top.client import NodeClient, NodeReading, fetch_all
-from exporter.top.table import COLUMNS, RIGHT_ALIGNED, SORT_KEYS, Row, cell_text, rows_of, sort_rows
+from exporter.top.sort_keys import SORT_KEYS
+from exporter.top.table import COLUMNS, RIGHT_ALIGNED, Row, cell_text, rows_of, sort_rows
 from exporter.view.node_view import charts_from_verdicts
 from exporter.view.roofline_chart import render_text
 

@@ -106,7 +106,7 @@ class ViewBuilder:
         self._catalog = catalog
         self._trails = trails_provider or (lambda: {})
         self._cached: tuple[int, object, bytes] | None = None
-        """(generation, trails mapping, body) of the last answer built while ready."""
+        """(generation, trails mapping, body without readiness) of the last answer built."""
 
     def charts(
         self,
@@ -122,13 +122,22 @@ class ViewBuilder:
         return specs, unplaced, verdicts
 
     def live_json(self) -> bytes:
+        """The answer: built once per (snapshot, trails), with readiness (which ages with the wall
+        clock) put in front per request, so a stalled source costs no rebuild either."""
         snapshot = self._state()
         trails = self._trails()
         cached = self._cached
         if cached is not None and cached[0] == snapshot.generation and cached[1] is trails:
-            return cached[2]
-        specs, unplaced, verdicts = self.charts(snapshot, trails=trails)
+            body = cached[2]
+        else:
+            body = self._build(snapshot, trails)
+            self._cached = (snapshot.generation, trails, body)
         ready, reason = snapshot.readiness()
+        head = json.dumps({"ready": ready, "reason": reason}, allow_nan=False).encode("ascii")
+        return head[:-1] + b", " + body[1:]
+
+    def _build(self, snapshot: Snapshot, trails: Mapping[str, tuple[TrailPoint, ...]]) -> bytes:
+        specs, unplaced, verdicts = self.charts(snapshot, trails=trails)
         charts = []
         for spec in specs:
             scene = layout(spec)
@@ -148,17 +157,11 @@ class ViewBuilder:
             "interval_seconds": snapshot.interval_seconds,
             "source": snapshot.source.name,
             "source_up": snapshot.source.up,
-            "ready": ready,
-            "reason": reason,
             "gpus": verdicts,
             "charts": charts,
             "unplaced": _unplaced_json(unplaced),
         }
-        encoded = json.dumps(body, allow_nan=False).encode("ascii")
-        # Readiness ages with the wall clock, so a cached answer is only good for its generation
-        # while the source keeps publishing; a stalled source still rebuilds per request.
-        self._cached = (snapshot.generation, trails, encoded) if ready else None
-        return encoded
+        return json.dumps(body, allow_nan=False).encode("ascii")
 
 
 def view_router(
