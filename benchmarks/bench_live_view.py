@@ -24,8 +24,10 @@ from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources.base import SourceOptions
 from exporter.state import Snapshot
+from exporter.view.chart_svg import render_svg_document
+from exporter.view.chart_text import render_text
 from exporter.view.node_view import charts_from_verdicts
-from exporter.view.roofline_chart import layout, render_svg_document, render_text
+from exporter.view.roofline_chart import layout
 from exporter.view.trails import Trails
 from exporter.web.live_routes import gpu_verdict
 from exporter.web.view_routes import ViewBuilder

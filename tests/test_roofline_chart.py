@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from exporter.view.chart_svg import render_svg, render_svg_document
+from exporter.view.chart_text import render_text
 from exporter.view.roofline_chart import (
     MAX_DECADES,
     ChartPoint,
@@ -16,9 +18,6 @@ from exporter.view.roofline_chart import (
     TrailPoint,
     decade_ranges,
     layout,
-    render_svg,
-    render_svg_document,
-    render_text,
     spread,
 )
 

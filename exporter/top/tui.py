@@ -29,8 +29,8 @@ from textual.widgets import DataTable, Footer, Static
 from exporter.top.client import NodeClient, NodeReading, fetch_all
 from exporter.top.sort_keys import SORT_KEYS
 from exporter.top.table import COLUMNS, RIGHT_ALIGNED, Row, cell_text, rows_of, sort_rows
+from exporter.view.chart_text import render_text
 from exporter.view.node_view import charts_from_verdicts
-from exporter.view.roofline_chart import render_text
 
 REGIME_STYLES: dict[str, str] = {
     "memory_bound": "bold #56b4e9",

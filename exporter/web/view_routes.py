@@ -25,15 +25,9 @@ from fastapi.responses import Response
 from exporter import __version__
 from exporter.catalog import Catalog
 from exporter.state import GpuState, Snapshot
+from exporter.view.chart_svg import describe, render_svg, render_svg_document
 from exporter.view.node_view import Unplaced, charts_from_verdicts, point_key
-from exporter.view.roofline_chart import (
-    ChartSpec,
-    TrailPoint,
-    describe,
-    layout,
-    render_svg,
-    render_svg_document,
-)
+from exporter.view.roofline_chart import ChartSpec, TrailPoint, layout
 from exporter.web.live_routes import gpu_verdict
 from exporter.web.responses import JSON_MEDIA_TYPE, json_response
 
