@@ -74,13 +74,23 @@ def test_one_chart_per_card_with_every_roof_of_the_card(catalog: Catalog) -> Non
     assert [r for r in h100.roofs if r.in_use] == [by_label["bf16 · fp16"]]
 
 
+def test_a_gpu_on_its_cuda_cores_marks_that_pipes_roof(catalog: Catalog) -> None:
+    """`pipe` names the wall: fp32 on the CUDA cores is measured against the card's fp32 peak,
+    not against the tensor peak of its precision (and the mix's own ceiling is not a card roof)."""
+    vector = verdict(1, pipe="fp32", compute_roof_flop_per_second=78e12)
+    (spec,), _ = charts_from_verdicts([verdict(0, pipe="tensor"), vector], catalog=catalog)
+    assert sorted(r.label for r in spec.roofs if r.in_use) == ["bf16 · fp16", "fp64 tensor · fp32"]
+    assert all(r.flop_per_second != 78e12 for r in spec.roofs)
+
+
 def test_without_a_catalog_the_roofs_are_the_verdicts_own() -> None:
-    """`ridgeline top` has only the HTTP answer: the roof each verdict names (a pipe's, if any)."""
-    vector = verdict(1, pipe="fp32", compute_roof_flop_per_second=67e12)
+    """`ridgeline top` has only the HTTP answer: each verdict's precision peak, and for a GPU on
+    its CUDA cores the ceiling of its pipe mix that the verdict reports."""
+    vector = verdict(1, pipe="fp32", compute_roof_flop_per_second=78e12)
     (spec,), _ = charts_from_verdicts([verdict(0), vector])
     assert sorted((r.label, r.flop_per_second, r.in_use) for r in spec.roofs) == [
         ("bf16", 989.5e12, True),
-        ("fp32", 67e12, True),
+        ("fp32 pipe mix", 78e12, True),
     ]
 
 

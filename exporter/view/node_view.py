@@ -157,19 +157,42 @@ def _title(card_key: str, card: Card | None, instance: bool, compute: float, mem
     return f"{name}, MIG instance roof ({compute:.0%} of compute, {memory:.0%} of bandwidth)"
 
 
+def binding_roof(
+    verdict: Mapping[str, Any], card: Card | None, compute_fraction: float
+) -> tuple[float, str] | None:
+    """(FLOP/s, label) of the card roof a verdict's GPU is measured against.
+
+    The verdict's `pipe` names the compute pipe nearest its wall: the tensor cores (the
+    precision's peak, `peak_flop_per_second`) or a CUDA-core FP pipe, whose card roof is its
+    vector peak. Without the catalog (`top`) a CUDA-core pipe's roof is the verdict's own
+    `compute_roof_flop_per_second`: the ceiling of the GPU's mix of pipes.
+    """
+    pipe = verdict.get("pipe")
+    precision = str(verdict.get("precision") or "peak")
+    if isinstance(pipe, str) and pipe != "tensor":
+        vector = (
+            card.vector_peak_flop_per_second(pipe)
+            if card is not None and pipe in card.vector_tflops
+            else None
+        )
+        if vector is not None:
+            return vector * compute_fraction, f"{pipe} CUDA cores"
+        roof = _number(verdict.get("compute_roof_flop_per_second"))
+        return (roof, f"{pipe} pipe mix") if roof is not None else None
+    peak = _number(verdict.get("peak_flop_per_second"))
+    return (peak, PRECISION_LABELS.get(precision, precision)) if peak is not None else None
+
+
 def _roofs(
     card: Card | None, compute_fraction: float, members: Sequence[Mapping[str, Any]]
 ) -> list[ComputeRoof]:
+    """The card's roofs (or, without it, the precisions' peaks the verdicts carry), the ones a
+    GPU here is measured against marked in use, and any such roof the card lacks added."""
     in_use: list[tuple[float, str]] = []
     for m in members:
-        roof = compute_roof_of(m)
-        if roof is None:
-            continue
-        pipe = m.get("pipe")
-        precision = m.get("precision")
-        label = str(pipe) if isinstance(pipe, str) and pipe != "tensor" else str(precision or "peak")
-        if not any(_same(roof, v) for v, _ in in_use):
-            in_use.append((roof, PRECISION_LABELS.get(label, label)))
+        found = binding_roof(m, card, compute_fraction)
+        if found is not None and not any(_same(found[0], v) for v, _ in in_use):
+            in_use.append(found)
     roofs: list[ComputeRoof] = []
     if card is not None:
         roofs = card_roofs(card, compute_fraction)
