@@ -21,6 +21,7 @@ from typing import Any
 import bcrypt
 import pytest
 from browser import chromium, console_errors, foreign_requests, requested_urls
+from conftest import stop_process
 from test_serve_cli import serving
 
 pytestmark = pytest.mark.slow
@@ -154,7 +155,7 @@ def test_the_table_sorts_from_the_keyboard(finished_demo: str) -> None:
 def test_the_page_follows_the_replay_and_can_be_paused() -> None:
     from selenium.webdriver.common.by import By
 
-    with serving("--replay", "demo", "--loop") as (base, _), chromium() as driver:
+    with serving("--replay", "demo", "--loop") as (base, process), chromium() as driver:
         driver.get(base + "/")
         first = measured(driver, rows=8)
         moved = wait_for(
@@ -175,6 +176,13 @@ def test_the_page_follows_the_replay_and_can_be_paused() -> None:
         wait_for("updates to resume", lambda: driver.execute_script(MEASURE)["rows"] != held, seconds=10)
         assert foreign_requests(requested_urls(driver), base) == []
         assert console_errors(driver) == []
+        stop_process(process)  # the exporter goes away: the page says so and keeps the last state
+        status = wait_for(
+            "the page to say the exporter is not answering",
+            lambda: "not answering" in (t := driver.find_element(By.ID, "status").text) and t,
+        )
+        assert "showing the last state" in status
+        assert len(driver.execute_script(MEASURE)["rows"]) == 8
 
 
 def test_the_page_works_behind_basic_auth(tmp_path: Path) -> None:
