@@ -187,3 +187,19 @@ def test_text_chart_puts_each_gpu_in_its_cell() -> None:
     assert "━" in "".join(chart.lines) and "/" in "".join(chart.lines) and "┆" in "".join(chart.lines)
     assert [(p.key, why) for p, why in chart.off_chart] == [("7", "idle")]
     assert all(len(line) <= 80 for line in chart.lines)
+
+
+def test_nearby_dots_share_a_label_and_labels_do_not_overprint() -> None:
+    scene = layout(
+        spec(
+            point("0", 600.0, 750e12),
+            point("1", 601.0, 751e12),
+            point("4", 38.0, 1e14),
+            point("5", 50.0, 1.3e14),
+        )
+    )
+    texts = [label.text for label in scene.dot_labels]
+    assert texts == ["GPU 0, 1", "GPU 4", "GPU 5"]
+    four, five = scene.dot_labels[1], scene.dot_labels[2]
+    overlapping_columns = abs(four.x - five.x) < 6.5 * len(four.text)
+    assert not overlapping_columns or abs(four.y - five.y) >= 12.0

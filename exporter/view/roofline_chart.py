@@ -43,6 +43,8 @@ PLOT_BOTTOM_GUTTER = 44.0
 MARK_RADIUS = 5.0
 LABEL_GAP = 12.0
 """Least vertical distance between two roof labels (px); closer ones are pushed apart."""
+LABEL_CHAR_WIDTH = 6.5
+"""A label character's width at the chart's 11-unit font, near enough to keep labels apart."""
 CLUSTER_DISTANCE = 12.0
 """Dots nearer than this (px) share one label ("GPU 0, 1, 3")."""
 
@@ -391,18 +393,30 @@ def _dot_labels(axes: LogAxes, dots: Sequence[Dot]) -> tuple[DotLabel, ...]:
                 break
         else:
             clusters.append([dot])
-    labels = []
+    labels: list[DotLabel] = []
+    spans: list[tuple[float, float, float]] = []  # (left, right, baseline) of labels placed so far
     right = axes.left + axes.width
     for cluster in clusters:
         first = cluster[0]
         text = "GPU " + ", ".join(d.point.key for d in cluster)
+        width = LABEL_CHAR_WIDTH * len(text)
         x = first.x + MARK_RADIUS + 3
-        anchor_left = x + 7 * len(text) > right
+        anchor_left = x + width > right
+        left_edge = (first.x - MARK_RADIUS - 3 - width) if anchor_left else x
+        y = max(axes.top + 10, first.y - MARK_RADIUS - 2)
+        for _ in range(len(spans)):  # step up past any label this one would overprint
+            clash = [
+                b for a, z, b in spans if a < left_edge + width and left_edge < z and abs(b - y) < LABEL_GAP
+            ]
+            if not clash:
+                break
+            y = max(axes.top + 10, min(clash) - LABEL_GAP)
+        spans.append((left_edge, left_edge + width, y))
         labels.append(
             DotLabel(
                 text=text,
                 x=(first.x - MARK_RADIUS - 3) if anchor_left else x,
-                y=max(axes.top + 10, first.y - MARK_RADIUS - 2),
+                y=y,
                 anchor="end" if anchor_left else "start",
             )
         )
