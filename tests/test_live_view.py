@@ -8,10 +8,15 @@ the internet. The browser half of this is tests/test_live_page.py.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +29,7 @@ from exporter.sample import Attribution, Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.state import Snapshot
-from exporter.view.node_view import card_roofs, charts_from_verdicts, trail_key
+from exporter.view.node_view import card_roofs, charts_from_verdicts, point_key, trail_key
 from exporter.view.trails import Trails
 from exporter.web.app import create_app
 from exporter.web.docs_routes import ASSETS
@@ -295,3 +300,69 @@ def test_docs_reference_only_local_assets(rig: tuple[Sampler, TestClient]) -> No
         assert len(asset.content) > 1000
     assert client.get("/docs/oauth2-redirect").status_code == 200
     assert client.get("/openapi.json").json()["paths"]["/live.json"]["get"]["tags"] == ["live"]
+
+
+# -- MIG through the real scrape source ---------------------------------------------------------------
+
+
+MIG_PAGE = (Path(__file__).parent / "data" / "dcgm-exporter" / "mig-a100-profiles.txt").read_bytes()
+
+
+class _PageHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(MIG_PAGE)))
+        self.end_headers()
+        self.wfile.write(MIG_PAGE)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.mark.slow
+def test_mig_instances_are_drawn_on_their_own_roofs_from_a_real_scrape() -> None:
+    """A dcgm-exporter page of MIG instances, scraped by `serve`: one chart per instance roof,
+    each on its slice of the bandwidth, each dot at the numbers GET /classify gives."""
+    from test_serve_cli import get, serving
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        with serving("--source", "scrape", "--scrape-url", url, "--interval", "0.5") as (base, _):
+            deadline = time.monotonic() + 20
+            while True:
+                live = json.loads(get(base + "/live.json")[1])
+                if live["gpus"] and all(g["timestamp"] for g in live["gpus"]) and live["charts"]:
+                    break
+                assert time.monotonic() < deadline, live
+                time.sleep(0.2)
+            classify = json.loads(get(base + "/classify")[1])["gpus"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    instances = [g for g in classify if g["gpu_instance"] is not None]
+    assert len(instances) >= 4
+    titles = [c["title"] for c in live["charts"]]
+    assert all("MIG instance roof" in t for t in titles), titles
+    a100 = CATALOG.lookup("NVIDIA A100-SXM4-40GB")
+    for gpu in instances:
+        chart = next(c for c in live["charts"] if point_key(gpu) in c["gpus"])
+        root = ET.fromstring(chart["svg"].replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+        bandwidth = next(e for e in root.iter(f"{SVG}line") if e.get("class") == "rl-roof rl-roof-bandwidth")
+        assert float(bandwidth.get("data-bandwidth", "nan")) == pytest.approx(
+            gpu["bandwidth_bytes_per_second"]
+        )
+        assert gpu["bandwidth_bytes_per_second"] < a100.bandwidth_bytes_per_second  # a slice of it
+        dot = [
+            g
+            for g in root.iter(f"{SVG}g")
+            if g.get("class") == "rl-dot" and g.get("data-gpu") == point_key(gpu)
+        ]
+        if gpu["intensity_flop_per_byte"] and gpu["achieved_flop_per_second"]:
+            assert float(dot[0].get("data-intensity", "nan")) == gpu["intensity_flop_per_byte"]
+    assert live["unplaced"] == []  # every instance has its roof (the page lists no whole GPUs)
+    roofs = {(g["peak_flop_per_second"], g["bandwidth_bytes_per_second"]) for g in instances}
+    assert len(live["charts"]) == len(roofs) >= 3  # one chart per distinct instance roof

@@ -318,3 +318,23 @@ def test_interactive_view_keeps_the_last_rows_of_a_node_that_stops_answering() -
                 assert "(stale)" in str(table.get_row_at(0)[3])  # REGIME: no NODE column for one node
 
         asyncio.run(drive())
+
+
+def test_intensity_is_set_against_the_ridge_of_the_wall_the_verdict_uses() -> None:
+    """With a compute roof in the verdict (the ceiling of the GPU's pipe mix), the ridge is that
+    roof over the bandwidth, as the verdict's own `position` has it; else the precision's ridge."""
+    mix = row_from_verdict(
+        "n",
+        {
+            "gpu": 0,
+            "intensity_flop_per_byte": 600.0,
+            "ridge_flop_per_byte": 295.37,
+            "compute_roof_flop_per_second": 1e15,
+            "bandwidth_bytes_per_second": 3.35e12,
+        },
+    )
+    assert mix.ridge == pytest.approx(1e15 / 3.35e12) and mix.position == pytest.approx(
+        600 / 298.507, rel=1e-4
+    )
+    plain = row_from_verdict("n", {"gpu": 0, "intensity_flop_per_byte": 600.0, "ridge_flop_per_byte": 295.37})
+    assert plain.ridge == 295.37 and plain.intensity_text == "600/295"

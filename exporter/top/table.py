@@ -82,6 +82,16 @@ class Row:
         return f"{intensity_text(self.intensity)}/{intensity_text(self.ridge)}"
 
 
+def ridge_of(verdict: Mapping[str, Any]) -> float | None:
+    """The ridge of the wall a verdict measures its GPU against: its compute roof (the ceiling of
+    its mix of pipes) over the bandwidth, else its precision's ridge."""
+    roof = _number(verdict.get("compute_roof_flop_per_second"))
+    bandwidth = _number(verdict.get("bandwidth_bytes_per_second"))
+    if roof is not None and bandwidth:
+        return roof / bandwidth
+    return _number(verdict.get("ridge_flop_per_byte"))
+
+
 def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False) -> Row:
     attribution = verdict.get("attribution")
     pod = attribution.get("pod") if isinstance(attribution, Mapping) else None
@@ -100,7 +110,7 @@ def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False)
         tensor=_number(verdict.get("tensor_active")),
         flop=_number(verdict.get("flop_utilization")),
         intensity=_number(verdict.get("intensity_flop_per_byte")),
-        ridge=_number(verdict.get("ridge_flop_per_byte")),
+        ridge=ridge_of(verdict),
         efficiency=_number(verdict.get("roofline_efficiency")),
         lever=str(verdict.get("lever") or verdict.get("no_verdict_reason") or "–"),
         stale=stale,

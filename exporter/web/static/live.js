@@ -76,12 +76,19 @@
       : `${gpu.gpu}/${gpu.gpu_instance}`;
   }
 
+  // The ridge of the wall the verdict measures the GPU against: its compute roof (the ceiling of
+  // its mix of pipes, issue 9) over the bandwidth, else its precision's ridge.
+  function ridge(gpu) {
+    if (isNumber(gpu.compute_roof_flop_per_second) && isNumber(gpu.bandwidth_bytes_per_second) && gpu.bandwidth_bytes_per_second > 0) {
+      return gpu.compute_roof_flop_per_second / gpu.bandwidth_bytes_per_second;
+    }
+    return isNumber(gpu.ridge_flop_per_byte) ? gpu.ridge_flop_per_byte : null;
+  }
+
   function position(gpu) {
     if (isNumber(gpu.position)) return gpu.position;
-    if (isNumber(gpu.intensity_flop_per_byte) && isNumber(gpu.ridge_flop_per_byte) && gpu.ridge_flop_per_byte > 0) {
-      return gpu.intensity_flop_per_byte / gpu.ridge_flop_per_byte;
-    }
-    return null;
+    const r = ridge(gpu);
+    return isNumber(gpu.intensity_flop_per_byte) && r ? gpu.intensity_flop_per_byte / r : null;
   }
 
   const SORT_VALUES = {
@@ -168,7 +175,7 @@
       cell(
         row,
         isNumber(gpu.intensity_flop_per_byte)
-          ? `${si(gpu.intensity_flop_per_byte)} / ${si(gpu.ridge_flop_per_byte)} (${si(where)}×)`
+          ? `${si(gpu.intensity_flop_per_byte)} / ${si(ridge(gpu))} (${si(where)}×)`
           : "–",
         "num",
       );
