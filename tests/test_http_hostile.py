@@ -135,7 +135,9 @@ def test_with_every_slot_mid_request_a_new_connection_is_refused_then_served_aga
     serving: Callable[..., Guarded],
 ) -> None:
     server = serving(ConnectionLimits(request_timeout=2.0), cap=3)
-    head = b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n"
+    head = (
+        b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n"
+    )
     busy = [connect(server, head + b'{"card"') for _ in range(3)]
     assert wait_until(lambda: len(server.guard.open) == 3)
     time.sleep(0.2)
@@ -154,7 +156,7 @@ def test_with_every_slot_mid_request_a_new_connection_is_refused_then_served_aga
 
 def test_a_body_that_never_ends_gets_408(serving: Callable[..., Guarded]) -> None:
     server = serving(ConnectionLimits(request_timeout=1.0))
-    sock = connect(server, CHUNKED_HEAD + b"5\r\n{\"car")
+    sock = connect(server, CHUNKED_HEAD + b'5\r\n{"car')
     sock.settimeout(15)
     answer = sock.recv(4096)
     assert answer.startswith(b"HTTP/1.1 408"), answer
@@ -204,12 +206,12 @@ def test_a_client_gone_mid_body_costs_no_log_line(
     server = serving(ConnectionLimits(request_timeout=30.0))
     caplog.set_level(logging.DEBUG)
     for _ in range(40):
-        sock = connect(server, CHUNKED_HEAD + b"20\r\n{\"card\": \"h100")
+        sock = connect(server, CHUNKED_HEAD + b'20\r\n{"card": "h100')
         sock.close()
         sock = connect(
             server,
             b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 400\r\n\r\n{\"card\"",
+            b'Content-Length: 400\r\n\r\n{"card"',
         )
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         sock.close()  # a reset, not a FIN
