@@ -49,9 +49,11 @@ log = logging.getLogger("exporter.web")
 
 FD_RESERVE = 64
 """Descriptors kept free of connections: the sampler's source, the kubelet socket, log files."""
-ACCEPT_BACKLOG = 128
+ACCEPT_BACKLOG = 64
 """The listen() queue, and how many connections asyncio accepts in one go before the cap sees
-them; reserved on top of FD_RESERVE so a burst cannot overshoot the open-file limit."""
+them. Twice that is reserved on top of FD_RESERVE: one batch accepted but not yet counted, and
+one batch of evicted connections whose sockets close on the next turn of the loop. Without that
+room accept() hits EMFILE, and asyncio then stops accepting for a whole second."""
 
 
 class ListenError(Exception):
@@ -91,7 +93,7 @@ def raise_open_file_limit() -> int:
 
 def connection_cap(requested: int, open_file_limit: int) -> int:
     """The cap in force: `requested`, lowered so connections never take the last descriptors."""
-    room = open_file_limit - FD_RESERVE - ACCEPT_BACKLOG
+    room = open_file_limit - FD_RESERVE - 2 * ACCEPT_BACKLOG
     return max(1, min(requested, room))
 
 
