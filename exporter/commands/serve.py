@@ -236,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
                 watcher,
                 exempt_paths=AUTH_EXEMPT,
                 on_refusal=lambda message: guard.faults.note("auth_flood", message),
+                hold_refusals=lambda: len(guard.open) < guard.cap // 2,
             )
             watcher.start()
         sampler.start()

@@ -333,7 +333,10 @@ class GuardedH11Protocol(H11Protocol):
             (b"connection", b"close"),
         ]
         try:
-            self.transport.write(self.conn.send(h11.Response(status_code=408, headers=headers, reason=b"Request Timeout")) or b"")
+            self.transport.write(
+                self.conn.send(h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"))
+                or b""
+            )
             self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
             self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError:

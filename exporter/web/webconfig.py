@@ -350,6 +350,7 @@ class BasicAuthMiddleware:
         pool: CheckPool | None = None,
         on_refusal: Callable[[str], None] | None = None,
         refusal_delay: float = REFUSAL_DELAY_SECONDS,
+        hold_refusals: Callable[[], bool] = lambda: True,
     ) -> None:
         self.app = app
         self.exempt_paths = exempt_paths
@@ -357,6 +358,9 @@ class BasicAuthMiddleware:
         self.pool = pool or CheckPool()
         self._on_refusal = on_refusal
         self._refusal_delay = refusal_delay
+        self._hold_refusals = hold_refusals
+        """False when holding a refused guess would cost more than it saves (serve: when half the
+        connection cap is in use, a held guess is a slot a scrape may need)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         checker = self._source.password_checker()
@@ -379,7 +383,8 @@ class BasicAuthMiddleware:
                 self._on_refusal(
                     f"more than {self.pool.max_pending} password checks waiting: refusing guesses with 429"
                 )
-            await asyncio.sleep(self._refusal_delay)
+            if self._hold_refusals():
+                await asyncio.sleep(self._refusal_delay)
             await _plain(
                 send, 429, b"Too many password checks at once; retry later\n", [(b"retry-after", b"1")]
             )
