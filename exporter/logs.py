@@ -65,16 +65,34 @@ def formatter_for(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter()
 
 
-def setup_logging(level: str = "info", log_format: str = "text", stream: TextIO | None = None) -> None:
-    """Route every logger through one stderr handler in `log_format` at `level`.
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is at the time of the record (not the one at set-up), so a
+    caller that swaps stderr — a test harness capturing it — never leaves a closed stream here."""
 
-    Handlers other libraries installed on their own loggers (uvicorn's, when it was configured
-    before) are removed so nothing is printed twice or in a second format.
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
+def setup_logging(level: str = "info", log_format: str = "text", stream: TextIO | None = None) -> None:
+    """Route every logger through one handler in `log_format` at `level` (stderr by default).
+
+    A handler an earlier call installed is replaced, so calling it twice does not print twice;
+    handlers uvicorn installs on its own loggers are removed so nothing is printed in a second
+    format. Handlers others put on the root logger (a test harness's) are left alone.
     """
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler: logging.Handler = _StderrHandler() if stream is None else logging.StreamHandler(stream)
     handler.setFormatter(formatter_for(log_format))
+    handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
-    for old in list(root.handlers):
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper()))
@@ -83,3 +101,6 @@ def setup_logging(level: str = "info", log_format: str = "text", stream: TextIO 
         named.handlers = []
         named.propagate = True
         named.setLevel(logging.NOTSET)
+
+
+_HANDLER_NAME = "ridgeline"
