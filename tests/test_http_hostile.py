@@ -219,3 +219,16 @@ def test_a_client_gone_mid_body_costs_no_log_line(
     assert scrape(server) == 200
     noisy = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
     assert noisy == [], [r.getMessage() for r in noisy]
+
+
+@pytest.mark.parametrize(
+    ("requested", "limit", "cap", "backlog"),
+    [(1024, 1_048_576, 1024, 1024), (1024, 20_000, 1024, 1024), (1024, 1024, 480, 240), (1024, 256, 96, 48)],
+)
+def test_the_cap_leaves_two_accept_batches_and_the_reserve_below_the_fd_limit(
+    requested: int, limit: int, cap: int, backlog: int
+) -> None:
+    from exporter.web.server import FD_RESERVE, accept_backlog, connection_cap
+
+    assert (connection_cap(requested, limit), accept_backlog(limit)) == (cap, backlog)
+    assert connection_cap(requested, limit) + 2 * accept_backlog(limit) + FD_RESERVE <= limit

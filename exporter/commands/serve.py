@@ -155,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         ConnectionGuard,
         ConnectionLimits,
         ListenError,
+        accept_backlog,
         bind_listener,
         build_server,
         connection_cap,
@@ -195,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         shutdown_timeout=args.shutdown_timeout,
     )
     open_files = raise_open_file_limit()
-    cap = connection_cap(limits.max_connections, open_files)
+    cap, backlog = connection_cap(limits.max_connections, open_files), accept_backlog(open_files)
     if cap < limits.max_connections:
         log.warning(
             "--max-connections %d lowered to %d: the open-file limit is %d",
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
             open_files,
         )
     try:
-        listener = bind_listener(host, port)
+        listener = bind_listener(host, port, backlog)
     except ListenError as exc:
         raise UserError(f"--listen {args.listen}: {exc}") from None
 
@@ -224,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
             thresholds=thresholds,
         )
         guard = ConnectionGuard(
-            limits, cap=cap, tls_context=watcher.tls_context if watcher is not None else None
+            limits, cap=cap, backlog=backlog, tls_context=watcher.tls_context if watcher is not None else None
         )
         if watcher is not None:
             from exporter.web.webconfig import BasicAuthMiddleware

@@ -3,8 +3,8 @@ a deadline for each request, TLS per connection, and a bounded shutdown.
 
 What uvicorn's own settings do, they do here: `timeout_keep_alive` closes idle keep-alive
 connections, `timeout_graceful_shutdown` bounds the wait for open requests at shutdown, `backlog`
-sizes the accept queue. What they cannot do is done by `GuardedH11Protocol`, a small subclass of
-uvicorn's h11 protocol:
+sizes the accept queue (from the open-file limit). What they cannot do is done by
+`GuardedH11Protocol`, a small subclass of uvicorn's h11 protocol:
 
 * uvicorn has no request-head timeout: a connection that never finishes its head is kept
   forever (the issue's ~20,000 such connections exhausted the file descriptors). Here every
@@ -49,11 +49,9 @@ log = logging.getLogger("exporter.web")
 
 FD_RESERVE = 64
 """Descriptors kept free of connections: the sampler's source, the kubelet socket, log files."""
-ACCEPT_BACKLOG = 64
-"""The listen() queue, and how many connections asyncio accepts in one go before the cap sees
-them. Twice that is reserved on top of FD_RESERVE: one batch accepted but not yet counted, and
-one batch of evicted connections whose sockets close on the next turn of the loop. Without that
-room accept() hits EMFILE, and asyncio then stops accepting for a whole second."""
+MAX_ACCEPT_BACKLOG = 1024
+"""The listen() queue at most. asyncio also accepts up to this many connections in one go
+before the cap sees them, so it is sized from the open-file limit (`accept_backlog`)."""
 
 
 class ListenError(Exception):
@@ -91,13 +89,26 @@ def raise_open_file_limit() -> int:
     return int(soft if soft != resource.RLIM_INFINITY else 1 << 20)
 
 
+def accept_backlog(open_file_limit: int) -> int:
+    """The listen() queue for this open-file limit: a quarter of the descriptors, 16 to 1,024.
+
+    A short queue makes a burst of connections wait (at 64, 1,000 loopback connects took 10 ms
+    each here, at 256 and above 0.1 ms), but asyncio accepts a whole queue's worth before the
+    cap sees them, so it must fit below the limit too (`connection_cap`)."""
+    return max(16, min(MAX_ACCEPT_BACKLOG, (open_file_limit - FD_RESERVE) // 4))
+
+
 def connection_cap(requested: int, open_file_limit: int) -> int:
-    """The cap in force: `requested`, lowered so connections never take the last descriptors."""
-    room = open_file_limit - FD_RESERVE - 2 * ACCEPT_BACKLOG
+    """The cap in force: `requested`, lowered so connections never take the last descriptors.
+
+    Two accept batches are reserved on top of FD_RESERVE: one accepted but not yet counted, and
+    one of evicted connections whose sockets close on the next turn of the loop. Without that
+    room accept() hits EMFILE, and asyncio then stops accepting for a whole second."""
+    room = open_file_limit - FD_RESERVE - 2 * accept_backlog(open_file_limit)
     return max(1, min(requested, room))
 
 
-def bind_listener(host: str, port: int) -> socket.socket:
+def bind_listener(host: str, port: int, backlog: int = MAX_ACCEPT_BACKLOG) -> socket.socket:
     """A bound, listening socket for host:port; ListenError naming the cause otherwise."""
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -108,7 +119,7 @@ def bind_listener(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(ACCEPT_BACKLOG)
+        sock.listen(backlog)
     except OSError as exc:
         sock.close()
         raise ListenError(f"cannot listen: {_why(exc, port)}") from None
@@ -136,11 +147,13 @@ class ConnectionGuard:
         limits: ConnectionLimits,
         *,
         cap: int | None = None,
+        backlog: int = MAX_ACCEPT_BACKLOG,
         tls_context: Callable[[], ssl.SSLContext | None] | None = None,
         faults: EveryMinute | None = None,
     ) -> None:
         self.limits = limits
         self.cap = cap if cap is not None else limits.max_connections
+        self.backlog = backlog
         self.tls_context = tls_context or (lambda: None)
         self.faults = faults or EveryMinute()
         self.open: set[GuardedH11Protocol] = set()
@@ -387,7 +400,7 @@ def build_server(app: Any, guard: ConnectionGuard, *, access_log: bool = False) 
         log_config=None,
         log_level=None,
         access_log=access_log,
-        backlog=ACCEPT_BACKLOG,
+        backlog=guard.backlog,
         timeout_keep_alive=limits.keep_alive_seconds,
         timeout_graceful_shutdown=max(1, math.ceil(limits.shutdown_timeout)),
     )
