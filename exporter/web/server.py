@@ -212,6 +212,7 @@ class GuardedH11Protocol(H11Protocol):
         self._answered = 0
         self._early: list[bytes] = []
         self._released = False
+        self._handshake_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -228,7 +229,8 @@ class GuardedH11Protocol(H11Protocol):
             self._made(transport)
         else:
             self._phase = "tls"
-            self.loop.create_task(self._handshake(transport, context))
+            # Held here: the loop keeps only a weak reference to a task.
+            self._handshake_task = self.loop.create_task(self._handshake(transport, context))
 
     async def _handshake(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
         timeout = max(0.1, self.guard.limits.request_timeout)
