@@ -31,7 +31,6 @@ def from_tera(value: float) -> float:
     """
     return float(Decimal(repr(value)).scaleb(12))
 
-
 KEY_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -66,7 +65,9 @@ class UnknownPrecision(LookupError):
         self.card = card
         self.precision = precision
         self.available = available
-        super().__init__(f"card {card!r} has no {precision!r} peak; it has: {', '.join(available)}")
+        super().__init__(
+            f"card {card!r} has no {precision!r} peak; it has: {', '.join(available)}"
+        )
 
 
 STAND_IN_PRECISIONS: dict[str, tuple[str, ...]] = {
