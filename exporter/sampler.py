@@ -29,6 +29,7 @@ from typing import Protocol
 from exporter import __version__
 from exporter.catalog import Card, Catalog
 from exporter.inference import EntityInference, InferenceConfig, Totals, note_unknown_model, step
+from exporter.redaction import redact_credentials
 from exporter.sample import Attribution, Sample
 from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions
 from exporter.state import GpuState, Snapshot, SourceHealth
@@ -139,6 +140,9 @@ class Sampler:
         self._dirty = False
         """Batches were folded in since the last publish (the thread defers at --speed max)."""
         self._published_at = 0.0
+        self._announce_open = False
+        """A reopened source is announced after its first good read (an open that then fails
+        every read was never really open)."""
         self._health = SourceHealth(
             name=self.source_name,
             up=source is not None,
@@ -256,6 +260,9 @@ class Sampler:
             self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
             self._publish()
             return False
+        if self._announce_open:
+            self._announce_open = False
+            log.info("source %s opened and answered", self.source_name)
         if publish:
             self._collect_skipped(source)
             self._publish()
@@ -295,9 +302,12 @@ class Sampler:
                 hpc_job = job_mapper.lookup(entity.gpu)
             tracked = tracked_by_key.get(key)
             if tracked is None:
-                state = step(
-                    None, sample, card, config, totals=totals_by_key.get(key), count_work=not mig_parent
-                )
+                earlier = totals_by_key.get(key)
+                if earlier is not None:
+                    log.info(
+                        "GPU %s is back in the batches; its series continue from where they were", key[0]
+                    )
+                state = step(None, sample, card, config, totals=earlier, count_work=not mig_parent)
                 tracked_by_key[key] = _Tracked(
                     state=state, attribution=attribution, hpc_job=hpc_job, mig_parent=mig_parent
                 )
@@ -351,7 +361,7 @@ class Sampler:
             self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
             return False
         self.source_name = self._source.name
-        log.info("source %s opened", self.source_name)
+        self._announce_open = True  # logged once the source has answered a read, not before
         self._health = self._health._replace(name=self.source_name, up=True, reason=None, message=None)
         return True
 
@@ -365,6 +375,7 @@ class Sampler:
             log.debug("closing source %s failed", self.source_name, exc_info=True)
 
     def _record_error(self, reason: str, message: str) -> None:
+        message = redact_credentials(message)  # it reaches the log, /readyz and /classify
         self._errors[reason] = self._errors.get(reason, 0) + 1
         self._errors_view = None
         log.warning(
@@ -379,6 +390,12 @@ class Sampler:
         since = self._last_ok_wall
         grace_seconds = self._grace * self._options.interval_seconds
         if since is None or self._clock() - since > grace_seconds:
+            log.info(
+                "source %s down for more than %g s; dropping the series of %d GPUs",
+                self.source_name,
+                grace_seconds,
+                len(self._tracked),
+            )
             self._tracked.clear()
             self._ordered = None
 

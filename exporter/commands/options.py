@@ -57,6 +57,29 @@ def add_flag(parser: argparse.ArgumentParser | Any, flag: str, *, help: str, **k
     parser.add_argument(flag, help=f"{help} [env {variable}]", **kwargs)
 
 
+def add_log_flags(parser: argparse.ArgumentParser | Any, *, top: bool) -> None:
+    """--log-level and --log-format, on the top-level parser (with their RIDGELINE_* defaults)
+    and again on every command, so `ridgeline serve --log-level debug` works as well as
+    `ridgeline --log-level debug serve`. On a command they default to SUPPRESS: a command that
+    is not given the flag keeps the top-level value instead of overwriting it."""
+    from exporter.logs import LOG_FORMATS, LOG_LEVELS
+
+    if top:
+        add_flag(parser, "--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
+        add_flag(
+            parser,
+            "--log-format",
+            default="text",
+            choices=LOG_FORMATS,
+            help="text (one line per record) or json (one object per line)",
+        )
+        return
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="log verbosity")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help="text or json log lines"
+    )
+
+
 # -- flag value parsers ---------------------------------------------------------------------
 
 
@@ -91,6 +114,13 @@ def positive_seconds(text: str) -> float:
 
 def non_negative_seconds(text: str) -> float:
     return _finite_number(text, lambda v: v >= 0, "a number of seconds >= 0")
+
+
+def positive_int(text: str) -> int:
+    word = str(text).strip()
+    if not (word.isascii() and word.isdigit()) or int(word) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(word)
 
 
 def unit_ratio(text: str) -> float:
