@@ -358,6 +358,6 @@ def test_a_password_in_a_source_error_reaches_neither_the_log_nor_readyz(
     with caplog.at_level("DEBUG"):
         sampler.run_once()
     ready, reason = sampler.snapshot.readiness()
-    assert not ready and "http://prom:***@dcgm:9400/metrics" in reason
+    assert not ready and "http://prom:xxxxx@dcgm:9400/metrics" in reason
     assert secret not in reason and secret not in caplog.text
     assert secret not in str(sampler.snapshot.source)

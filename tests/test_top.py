@@ -203,7 +203,16 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         directory, "server", ca, "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
     )
     client = _make_leaf(directory, "laptop", ca, "extendedKeyUsage=clientAuth\n")
-    return Pki(ca[0], server[0], server[1], client[0], client[1], client[0], client[1])
+    return Pki(
+        ca_cert=ca[0],
+        server_cert=server[0],
+        server_key=server[1],
+        client_cert=client[0],
+        client_key=client[1],
+        stranger_cert=client[0],
+        stranger_key=client[1],
+        ca_key=ca[1],
+    )
 
 
 def test_top_over_tls_with_a_client_certificate_and_basic_auth(pki: Pki, tmp_path: Path) -> None:
