@@ -56,6 +56,9 @@ class ParseContext:
     base_timestamp: float
     """Time of the first batch for formats without timestamps (dmon, CSV without a ts column)."""
     lines_read: int = 0
+    line_offset: int = 0
+    """Added to the line numbers the parser logs: a file read in parts (exporter/sources/
+    replay_stream.py) hands each part to the parser alone."""
     skipped: dict[str, int] = field(default_factory=dict)
     logged_skips: int = 0
     warned: set[str] = field(default_factory=set)
@@ -67,7 +70,7 @@ class ParseContext:
         """Count a skipped line under `reason` and log it with its file and line number."""
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
         if self.logged_skips < MAX_LOGGED_SKIPS:
-            log.warning("%s:%d: %s; line skipped", self.name, line_number, message)
+            log.warning("%s:%d: %s; line skipped", self.name, line_number + self.line_offset, message)
         self.logged_skips += 1
 
     def warn_once(self, key: str, message: str) -> None:
