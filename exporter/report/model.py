@@ -40,6 +40,7 @@ two queries and are left out."""
 MEMORY_BYTES_FACTOR = 0.5
 """The memory lever: the bytes a memory-bound workload moves are halved (fp8 weights, fusion)."""
 
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """What one group (or the whole fleet) accrued over the range: the counters' increases.
@@ -304,9 +305,11 @@ def _remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:
     seconds = {
         r: fleet.gpu_seconds.get(r, 0.0) - sum(u.gpu_seconds.get(r, 0.0) for u in groups) for r in REGIMES
     }
+    rest = total - grouped
     return Usage(
         labels={},
-        gpu_seconds={r: max(0.0, s) for r, s in seconds.items()},
+        # a regime the difference leaves a rounding's worth of (two queries over one range) is 0
+        gpu_seconds={r: s if s > UNATTRIBUTED_SHARE * rest else 0.0 for r, s in seconds.items()},
         flop=max(0.0, fleet.flop - sum(u.flop for u in groups)),
         dram_bytes=max(0.0, fleet.dram_bytes - sum(u.dram_bytes for u in groups)),
         card_gpu_seconds={},

@@ -24,6 +24,7 @@ The plan (docs/report.md, "How the numbers are read"):
 from __future__ import annotations
 
 import base64
+import logging
 import math
 import ssl
 import urllib.error
@@ -31,7 +32,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -48,6 +49,8 @@ from exporter.report.series import (
     RecordedLevel,
 )
 from exporter.roofline import REGIMES
+
+log = logging.getLogger("exporter.report.prometheus")
 
 MAX_WINDOWS = 250
 """About how many query windows a range is cut into (a week: 168 one-hour windows)."""
@@ -166,6 +169,7 @@ class PrometheusClient:
             headers={**self._headers, "Content-Type": "application/x-www-form-urlencoded"},
         )
         self.queries += 1
+        log.debug("POST %s %s", path, form)
         try:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
                 raw = response.read()
@@ -266,6 +270,10 @@ class _Stretch:
     end: float
     level: RecordedLevel | None
     fleet_level: RecordedLevel | None
+    lookback: float | None = None
+    """How old a recorded reading may be (1.5 evaluation intervals)."""
+    dialect: str = "promql"
+    sample_interval: float | None = None
 
 
 def round_step(seconds: float) -> int:
@@ -320,6 +328,13 @@ def collect(
     notes: list[str] = []
     by = tuple(by)
     workload_by = workload_labels(by)
+    dialect = _dialect(client, end)
+    if dialect == "metricsql":
+        notes.append(
+            "MetricsQL server (VictoriaMetrics): raw counters read with increase_prometheus over "
+            "windows one scrape interval longer, as its increase() would credit a label set that "
+            "returns after a gap with the gap"
+        )
     sample_interval = _sample_interval(client, end, matchers)
     if sample_interval is None:
         notes.append(
@@ -342,9 +357,11 @@ def collect(
         level = workload_level = fleet_level = None
     needed = [lv for lv in (level, workload_level, fleet_level) if lv is not None]
     covered = _covered_windows(client, needed, start, end, step, matchers)
+    lookback = _lookback(client, needed[0], max(covered)) if covered and needed else None
 
     def stretches(lv: RecordedLevel | None, fleet_lv: RecordedLevel | None) -> list[_Stretch]:
-        return _stretches(start, end, step, covered if lv is not None else set(), lv, fleet_lv)
+        plain = _stretches(start, end, step, covered if lv is not None else set(), lv, fleet_lv, lookback)
+        return [replace(s, dialect=dialect, sample_interval=sample_interval) for s in plain]
 
     group_stretches = stretches(level, fleet_level)
     workload_stretches = stretches(workload_level, None)
@@ -361,7 +378,7 @@ def collect(
         groups = _usage(group_jobs, by)
         workloads = groups if workload_jobs is group_jobs else _usage(workload_jobs, workload_by)
         fleet, timeline = _fleet(fleet_jobs, step)
-    if level is not None and level.allocated_only and "hpc_job" not in by:
+    if any(s.level is not None and s.level.allocated_only for s in group_stretches):
         notes.append(
             "groups come from pod-level series: GPUs held by no pod form the ungrouped remainder, "
             "and their idle time (an HPC job's included) does not count as allocated"
@@ -394,6 +411,24 @@ def _sample_interval(
     return SAMPLE_PROBE_SECONDS / found[0][1]
 
 
+def _dialect(client: PrometheusClient, at: float) -> str:
+    """ "metricsql" when the server answers a MetricsQL-only function, else "promql"."""
+    try:
+        client.query(promql.DIALECT_PROBE, at)
+    except QueryError:
+        return "promql"
+    return "metricsql"
+
+
+def _lookback(client: PrometheusClient, level: RecordedLevel, at: float) -> float | None:
+    """1.5 evaluation intervals of the recording rules, measured at `at` (a covered window's end);
+    None (the server's own lookback) when it cannot be measured."""
+    found = client.query(promql.evaluation_count_expr(level, SAMPLE_PROBE_SECONDS), at)
+    if not found or found[0][1] < 2:
+        return None
+    return min(float(RATE_WINDOW_SECONDS), 1.5 * SAMPLE_PROBE_SECONDS / found[0][1])
+
+
 def _covered_windows(
     client: PrometheusClient,
     levels: Sequence[RecordedLevel],
@@ -422,6 +457,7 @@ def _stretches(
     covered: set[float],
     level: RecordedLevel | None,
     fleet_level: RecordedLevel | None,
+    lookback: float | None = None,
 ) -> list[_Stretch]:
     """The range cut into runs of windows read the same way (recorded where covered, else raw)."""
     out: list[_Stretch] = []
@@ -431,10 +467,13 @@ def _stretches(
         recorded = level is not None and window_end in covered
         lv = level if recorded else None
         flv = fleet_level if recorded else None
+        back = lookback if recorded else None
         if out and out[-1].level is lv and out[-1].fleet_level is flv:
-            out[-1] = _Stretch(start=out[-1].start, end=window_end, level=lv, fleet_level=flv)
+            out[-1] = _Stretch(start=out[-1].start, end=window_end, level=lv, fleet_level=flv, lookback=back)
         else:
-            out.append(_Stretch(start=window_end - step, end=window_end, level=lv, fleet_level=flv))
+            out.append(
+                _Stretch(start=window_end - step, end=window_end, level=lv, fleet_level=flv, lookback=back)
+            )
     return out
 
 
@@ -469,7 +508,18 @@ def _usage_jobs(
             if quantity == "regime" and lv is None:
                 keys = (*by, "card")  # raw: the card split comes with the regimes
             expr = promql.stretch_total(
-                promql.window_expr(quantity, keys, step, level=q_level, matchers=matchers), length, step
+                promql.window_expr(
+                    quantity,
+                    keys,
+                    step,
+                    level=q_level,
+                    matchers=matchers,
+                    lookback=stretch.lookback if q_level is not None else None,
+                    dialect=stretch.dialect,
+                    sample_interval=stretch.sample_interval,
+                ),
+                length,
+                step,
             )
             jobs.append((quantity, pool.submit(client.query, expr, stretch.end)))
     return jobs
@@ -520,7 +570,16 @@ def _fleet_jobs(
         lv = stretch.fleet_level
         usable = [m for m in matchers if lv is None or m.label in lv.labels]
         for quantity in ("regime", "flop", "dram_bytes"):
-            expr = promql.window_expr(quantity, (), step, level=lv, matchers=usable)
+            expr = promql.window_expr(
+                quantity,
+                (),
+                step,
+                level=lv,
+                matchers=usable,
+                lookback=stretch.lookback,
+                dialect=stretch.dialect,
+                sample_interval=stretch.sample_interval,
+            )
             future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
             jobs.append((quantity, future))
     return jobs

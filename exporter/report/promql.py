@@ -7,7 +7,8 @@ Every quantity is the increase of a counter over one query window of `step` seco
              (sum_over_time(x[STEP:5m]) * 300), so consecutive readings tile the window.
 
 A whole stretch of windows is summed inside Prometheus with an outer subquery,
-sum_over_time((EXPR)[LENGTH:STEP]) evaluated at the stretch's end, so one instant query answers
+sum_over_time((EXPR)[LENGTH:STEP]) evaluated at the stretch's end (ranges 1 ms short: see
+open_range), so one instant query answers
 one number per group however long the range is — never one query per series, nor a matrix of
 every window sent back to be added up here. Subquery points sit at multiples of STEP since the
 epoch; the range's end is aligned to STEP so that the windows tile it exactly.
@@ -30,6 +31,12 @@ from exporter.report.series import (
 QUANTITIES = ("regime", "flop", "dram_bytes", "idle_allocated", "cards")
 """regime: GPU-seconds by regime; flop, dram_bytes: estimated totals; idle_allocated: idle
 GPU-seconds of GPUs held by a pod or an HPC job; cards: GPU-seconds by card."""
+
+DIALECTS = ("promql", "metricsql")
+"""The query languages the input speaks: PromQL (Prometheus, Thanos, Mimir) and MetricsQL
+(VictoriaMetrics), told apart by DIALECT_PROBE."""
+DIALECT_PROBE = f"increase_prometheus({RAW_FLOP}[1m])"
+"""A MetricsQL-only function: answered by VictoriaMetrics, refused by PromQL servers."""
 
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*$')
@@ -75,6 +82,13 @@ def duration(seconds: float) -> str:
     return f"{whole}s"
 
 
+def open_range(seconds: float) -> str:
+    """A subquery range that holds exactly seconds ÷ step points whichever way the server bounds
+    ranges: Prometheus before 3.0 includes both ends ([t − d, t]: one point too many), 3.0 and
+    VictoriaMetrics only the right one. One millisecond short leaves out the left end either way."""
+    return f"{round(seconds * 1000) - 1}ms"
+
+
 def _selector(matchers: Sequence[Matcher], *extra: str) -> str:
     parts = [*extra, *(m.text() for m in matchers)]
     return "{" + ",".join(parts) + "}" if parts else ""
@@ -91,10 +105,29 @@ def window_expr(
     *,
     level: RecordedLevel | None,
     matchers: Sequence[Matcher] = (),
+    lookback: float | None = None,
+    dialect: str = "promql",
+    sample_interval: float | None = None,
 ) -> str:
     """One window's increase of `quantity`, summed by `by`: raw counters when level is None,
-    else the level's recorded series (which must keep every label in `by` and the matchers)."""
+    else the level's recorded series (which must keep every label in `by` and the matchers).
+
+    lookback: for recorded series, how old a reading may be (about 1.5 evaluation intervals):
+    without it a series that ended is read once more from the server's 5-minute lookback, which
+    Prometheus stops with a staleness marker but a backfilled block has none.
+
+    dialect "metricsql" (VictoriaMetrics): raw windows use increase_prometheus over the window
+    plus one sample interval (less 1 ms), so that each window starts at the previous window's
+    last sample. MetricsQL's own increase() starts from the last sample before the window however
+    old it is, and a GPU's counters carry across label changes (docs/design.md, "The daemon's
+    inference"): a label set that comes back after a gap would be credited with the whole gap."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}")
     window = duration(step)
+    function = "increase"
+    if dialect == "metricsql":
+        function = "increase_prometheus"
+        window = f"{round((step + (sample_interval or 0.0)) * 1000) - 1}ms"
     if quantity == "regime":
         keys = _by([*by, "regime"])
     elif quantity == "cards":
@@ -109,14 +142,14 @@ def window_expr(
             held_by_pod = _selector(matchers, 'regime="idle"', 'pod!=""')
             held_by_job = _selector(matchers, 'regime="idle"', 'pod=""', 'hpc_job!=""')
             inner = (
-                f"increase({RAW_REGIME_SECONDS}{held_by_pod}[{window}])"
-                f" or increase({RAW_REGIME_SECONDS}{held_by_job}[{window}])"
+                f"{function}({RAW_REGIME_SECONDS}{held_by_pod}[{window}])"
+                f" or {function}({RAW_REGIME_SECONDS}{held_by_job}[{window}])"
             )
         else:
             metric = {"regime": RAW_REGIME_SECONDS, "cards": RAW_REGIME_SECONDS, "flop": RAW_FLOP}.get(
                 quantity, RAW_DRAM_BYTES
             )
-            inner = f"increase({metric}{_selector(matchers)}[{window}])"
+            inner = f"{function}({metric}{_selector(matchers)}[{window}])"
         return f"sum by ({keys}) ({inner})"
     if quantity == "idle_allocated" and not level.allocated_only:
         raise ValueError(f"the {level.name} level does not tell allocated GPUs from the others")
@@ -129,20 +162,26 @@ def window_expr(
     }[quantity]
     extra = ('regime="idle"',) if quantity == "idle_allocated" else ()
     rate = duration(RATE_WINDOW_SECONDS)
-    return (
-        f"sum by ({keys}) (sum_over_time({metric}{_selector(matchers, *extra)}[{window}:{rate}]))"
-        f" * {RATE_WINDOW_SECONDS}"
-    )
+    reading = f"{metric}{_selector(matchers, *extra)}"
+    if lookback is not None:
+        reading = f"last_over_time({reading}[{round(lookback * 1000)}ms])"
+    return f"sum by ({keys}) (sum_over_time({reading}[{open_range(step)}:{rate}])) * {RATE_WINDOW_SECONDS}"
 
 
 def stretch_total(expr: str, length: float, step: float) -> str:
     """The sum of `expr` over every window of a stretch `length` long, evaluated at its end."""
-    return f"sum_over_time(({expr})[{duration(length)}:{duration(step)}])"
+    return f"sum_over_time(({expr})[{open_range(length)}:{duration(step)}])"
 
 
 def coverage_expr(level: RecordedLevel, step: float, matchers: Sequence[Matcher] = ()) -> str:
     """How many of the level's regime series have a sample in each window (absent: none)."""
     return f"count(last_over_time({level.regime_seconds}{_selector(matchers)}[{duration(step)}]))"
+
+
+def evaluation_count_expr(level: RecordedLevel, window: float) -> str:
+    """The median number of readings one of the level's series has in `window`: the rules'
+    evaluation interval is window ÷ that."""
+    return f"quantile(0.5, count_over_time({level.regime_seconds}[{duration(window)}]))"
 
 
 def sample_count_expr(window: float, matchers: Sequence[Matcher] = ()) -> str:
