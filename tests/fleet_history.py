@@ -116,6 +116,8 @@ def make_fleet(
                 length = rng.uniform(min_segment_hours, max_segment_hours) * 3600.0
                 length = round(length / scrape_seconds) * scrape_seconds
                 stop = min(end, t + length)
+                if end - stop < min_segment_hours * 3600.0:
+                    stop = end  # no segment shorter than the minimum, the last one included
                 kind, namespace, prefix, regime, tk, dram = WORKLOADS[rng.randrange(len(WORKLOADS))]
                 pod = f"{prefix}-{node}-{i}-{k}" if prefix else None
                 job = f"{4000 + n * 10 + i}" if kind == "hpc" else None
@@ -300,12 +302,24 @@ def write_raw(
     return written
 
 
-def write_recorded(fleet: Fleet, out: TextIO, start: float, end: float, *, eval_seconds: float = 60.0) -> int:
-    """namespace_pod:* and cluster:* series as the recording rules would record them at each
+def write_recorded(
+    fleet: Fleet,
+    out: TextIO,
+    start: float,
+    end: float,
+    *,
+    eval_seconds: float = 60.0,
+    milliseconds: bool = False,
+) -> int:
+    """namespace_pod:*, instance:* and cluster:* series as the recording rules would record them at each
     evaluation in [start, end] (rates over the 5 minutes before it); without the # EOF."""
-    from exporter.report.series import CLUSTER, NAMESPACE_POD
+    from exporter.report.series import CLUSTER, INSTANCE, NAMESPACE_POD
 
     window = 300.0
+
+    def stamp(at: float) -> str:
+        return f"{round(at * 1000)}" if milliseconds else f"{at:.3f}"
+
     evals = []
     t = start
     while t <= end + 1e-9:
@@ -343,6 +357,7 @@ def write_recorded(fleet: Fleet, out: TextIO, start: float, end: float, *, eval_
             NAMESPACE_POD,
             [({"namespace": ns, "pod": pod, **cluster}, parts) for (ns, pod), parts in sorted(pods.items())],
         ),
+        (INSTANCE, [(node_labels, parts) for node_labels, parts in _by_node(fleet)]),
         (CLUSTER, [(dict(cluster), [(gpu, s) for gpu in fleet.gpus for s in gpu.segments])]),
     )
     for level, groups in levels:
@@ -360,18 +375,29 @@ def write_recorded(fleet: Fleet, out: TextIO, start: float, end: float, *, eval_
                     if kind == "regime_seconds":
                         for regime in REGIMES:
                             text = _label_text({**labels, "regime": regime})
-                            series.setdefault(text, []).append(f"{seconds[regime]!r} {at:.3f}")
+                            series.setdefault(text, []).append(f"{seconds[regime]!r} {stamp(at)}")
                     elif kind == "flop":
-                        series.setdefault(_label_text(labels), []).append(f"{flop!r} {at:.3f}")
+                        series.setdefault(_label_text(labels), []).append(f"{flop!r} {stamp(at)}")
                     elif kind == "dram_bytes":
-                        series.setdefault(_label_text(labels), []).append(f"{dram!r} {at:.3f}")
+                        series.setdefault(_label_text(labels), []).append(f"{dram!r} {stamp(at)}")
                     else:
                         for key, count in gpus.items():
                             regime, card = key.split("|")
                             text = _label_text({**labels, "regime": regime, "card": card})
-                            series.setdefault(text, []).append(f"{count!r} {at:.3f}")
+                            series.setdefault(text, []).append(f"{count!r} {stamp(at)}")
                 for text, rows in series.items():
                     for row in rows:
                         out.write(f"{name}{{{text}}} {row}\n")
                         written += 1
     return written
+
+
+def _by_node(fleet: Fleet) -> list[tuple[dict[str, str], list[tuple[Gpu, Segment]]]]:
+    nodes: dict[str, list[tuple[Gpu, Segment]]] = {}
+    for gpu in fleet.gpus:
+        nodes.setdefault(gpu.node, []).extend((gpu, s) for s in gpu.segments)
+    out = []
+    for node, parts in sorted(nodes.items()):
+        labels = {"cluster": fleet.cluster, "instance": f"{node}:10295", "job": "ridgeline", "node": node}
+        out.append((labels, parts))
+    return out
