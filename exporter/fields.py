@@ -25,6 +25,10 @@ NVLINK_RX_BYTES = 1012
 PIPE_TENSOR_IMMA_ACTIVE = 1013
 PIPE_TENSOR_HMMA_ACTIVE = 1014
 PIPE_TENSOR_DFMA_ACTIVE = 1015
+SM_CLOCK_HERTZ = 1603
+"""DCGM 4.7's SM clock in hertz (go-dcgm pkg/dcgm/base_unit_fields_test.go); read as field 100."""
+GPU_UTIL_RATIO = 1613
+"""DCGM 4.7's GPU utilisation as a 0..1 double (dcgm_fields.h); read as field 203 in percent."""
 
 LEGACY_NAMES: dict[int, str] = {
     SM_CLOCK: "DCGM_FI_DEV_SM_CLOCK",
@@ -67,15 +71,50 @@ RENAMED: dict[str, int] = {
     # 1009-1012 (DCGM_FI_PROF_PCIE_/NVLINK_{TX,RX}_BYTES) and 100 (DCGM_FI_DEV_SM_CLOCK) kept
     # their names in DCGM 4.6. dcgm-exporter 4.9 prints the profiling rows above under these
     # DCGM 4.7 names too. Deliberately absent, because the name now means another unit:
-    # DCGM_FI_DEV_GPU_UTIL_RATIO (field 203 in percent in DCGM 4.6's bindings, field 1613 as a
-    # 0..1 ratio in DCGM 4.7 / dcgm-exporter 4.9) and DCGM_FI_DEV_SM_CLOCK_HERTZ (field 1603, Hz;
-    # go-dcgm pkg/dcgm/base_unit_fields_test.go). exporter/sources/scrape.py converts those two.
+    # DCGM_FI_DEV_GPU_UTIL_RATIO (see GPU_UTIL_RATIO_NAME) and DCGM_FI_DEV_SM_CLOCK_HERTZ
+    # (CONVERTED_NAMES).
 }
 """Later spellings of the same fields (same id, same unit): DCGM 4.6's *_UTIL_RATIO names.
 
 Kept here so every parser (scrape, replay) shares one table; names whose unit changed with
 the rename are not here (see the comment above and exporter/sources/scrape.py).
 """
+
+CONVERTED_IDS: dict[int, tuple[int, float]] = {
+    SM_CLOCK_HERTZ: (SM_CLOCK, 1e-6),
+    GPU_UTIL_RATIO: (GPU_UTIL, 100.0),
+}
+"""DCGM 4.7 fields that carry one of Ridgeline's fields in another unit: id -> (the field
+Ridgeline keeps, factor to its unit). Ridgeline keeps field 100 in MHz and 203 in percent."""
+
+CONVERTED_NAMES: dict[str, tuple[int, float]] = {"DCGM_FI_DEV_SM_CLOCK_HERTZ": (SM_CLOCK, 1e-6)}
+"""Names whose unit changed with the DCGM 4.7 rename (dcgm-exporter 4.9.0 release notes: "clocks
+from MHz to hertz ... utilization from a percentage to a 0 to 1 ratio")."""
+
+GPU_UTIL_RATIO_NAME = "DCGM_FI_DEV_GPU_UTIL_RATIO"
+"""One name, two fields. DCGM 4.6's bindings named field 203 (DCGM_FT_INT64, percent 0-100) so;
+DCGM 4.7 gave 203 back its old name and made this the name of field 1613 (DCGM_FT_DOUBLE, ratio
+0..1), which dcgm-exporter 4.9 prints. `gpu_util_ratio_is_percent` tells them apart."""
+
+DCGM_4_7_NAMES: frozenset[str] = frozenset({"DCGM_FI_DEV_SM_CLOCK_HERTZ"})
+"""Names only DCGM 4.7 / dcgm-exporter 4.9 print; a page carrying one is a 4.9 page."""
+
+
+def gpu_util_ratio_is_percent(value: float, written_as_integer: bool) -> bool:
+    """Whether a DCGM_FI_DEV_GPU_UTIL_RATIO value is DCGM 4.6's field 203 (percent), not 1613.
+
+    The value itself first: above 1 (beyond RATIO_CLAMP_LIMIT) it cannot be a ratio; a fraction
+    such as 0.37 cannot be field 203, an integer field. Then how it was written: dcgm-exporter
+    formats an INT64 field with "%d" and a DOUBLE with "%f" (pkg/dcgmexporter ToString), so
+    "1" is field 203 and "1.000000" is 1613. 0 reads the same either way. The scrape source
+    adds page-level evidence for the one case this leaves open (see docs/sources.md).
+    """
+    if value > RATIO_CLAMP_LIMIT:
+        return True
+    if not value.is_integer():
+        return False
+    return written_as_integer
+
 
 SHORT_NAMES: dict[str, int] = {
     # valueFormat->shortName in NVIDIA DCGM dcgmlib/src/dcgm_fields.cpp; TDFMA follows the

@@ -23,6 +23,10 @@ class Entity:
     uuid: str
     model: str
     gpu_instance: int | None = None
+    profile: str | None = None
+    """The MIG profile of a GPU instance as NVIDIA names it ("3g.40gb", "1g.10gb+me"): from
+    dcgm-exporter's GPU_I_PROFILE label, a replay file, or --mig-profile. None for a whole GPU
+    and for an instance whose profile no source told."""
 
     @property
     def key(self) -> tuple[int, int | None]:
@@ -37,6 +41,12 @@ class Attribution:
     namespace: str
     pod: str
     container: str
+
+
+MAX_ENTITIES = 1024
+"""Entities one batch may hold. DCGM watches at most 32 GPUs (DCGM_MAX_NUM_DEVICES) with up to 7
+GPU instances each (256 entities); a page or file naming more is hostile or broken, and the rest
+is skipped and counted rather than letting memory grow with the input."""
 
 
 class Sample(NamedTuple):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from exporter.sample import Attribution, Entity, Sample
-from exporter.sources.replay_formats import PARSERS, ParseContext
+from exporter.sources.replay_formats import PARSERS, ParseContext, read_lines
 from exporter.sources.replay_formats.jsonl import sample_to_json
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -24,17 +24,20 @@ def replay_line(
     uuid: str | None = None,
     model: str = H100,
     gpu_instance: int | None = None,
+    profile: str | None = None,
     attribution: Attribution | None = None,
 ) -> str:
     """One line for GPU `gpu` at `ts`; the UUID defaults to GPU-<index>."""
-    entity = Entity(gpu=gpu, uuid=uuid or f"GPU-{gpu}", model=model, gpu_instance=gpu_instance)
+    entity = Entity(
+        gpu=gpu, uuid=uuid or f"GPU-{gpu}", model=model, gpu_instance=gpu_instance, profile=profile
+    )
     return sample_to_json(Sample(timestamp=ts, entity=entity, values=values, attribution=attribution))
 
 
 def read_samples(path: Path) -> list[Sample]:
     """Every sample of a JSON Lines trace, as the replay source reads them (batch order)."""
     ctx = ParseContext(name=str(path), default_model=None, interval_seconds=1.0, base_timestamp=0.0)
-    batches = PARSERS["jsonl"](path.read_text(encoding="utf-8").splitlines(), ctx)
+    batches = PARSERS["jsonl"](read_lines(lambda: path.open("rb"), str(path)), ctx)
     return [sample for _, samples in batches for sample in samples]
 
 

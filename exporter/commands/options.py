@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from exporter.sources import SOURCE_NAMES
-from exporter.sources.base import REPLAY_FORMATS, SourceOptions
+from exporter.sources.base import REPLAY_FORMATS, MigProfileHint, SourceOptions
 
 if TYPE_CHECKING:
     from exporter.inference import InferenceConfig
@@ -110,6 +110,38 @@ def gpu_list(text: str) -> tuple[int, ...]:
     return indexes
 
 
+def mig_profiles(text: str) -> tuple[MigProfileHint, ...]:
+    """--mig-profile: comma-separated [GPU:]GI=PROFILE, e.g. 1=3g.40gb,0:2=2g.20gb."""
+    hints: list[MigProfileHint] = []
+    expected = "[GPU:]GI=PROFILE pairs like 1=3g.40gb,0:2=2g.20gb"
+    for item in str(text).split(","):
+        if not item.strip():
+            continue
+        where, equals, profile = item.strip().partition("=")
+        gpu_text, colon, instance_text = where.strip().rpartition(":")
+        profile = profile.strip()
+        indexes = [instance_text, gpu_text] if colon else [instance_text]
+        if (
+            not equals
+            or not all(t.strip().isascii() and t.strip().isdigit() and len(t.strip()) <= 5 for t in indexes)
+            or not profile
+            or not profile.isascii()
+            or not all(c.isalnum() or c in ".+_-" for c in profile)
+            or len(profile) > 64
+        ):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {item.strip()!r}")
+        hints.append(
+            MigProfileHint(
+                gpu_instance=int(instance_text),
+                profile=profile,
+                gpu=int(gpu_text) if colon else None,
+            )
+        )
+    if not hints:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return tuple(hints)
+
+
 # -- the source flags of serve and record --------------------------------------------------
 
 
@@ -132,7 +164,32 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
         help="replay speed multiplier or max",
     )
     add_flag(parser, "--loop", action="store_true", default=False, help="replay the file over and over")
-    add_flag(parser, "--scrape-url", metavar="URL", help="dcgm-exporter /metrics URL for --source scrape")
+    add_flag(
+        parser,
+        "--scrape-url",
+        metavar="URL",
+        help="dcgm-exporter /metrics URL for --source scrape (user:password@ allowed; shown redacted)",
+    )
+    add_flag(
+        parser,
+        "--scrape-timeout",
+        type=positive_seconds,
+        default=5.0,
+        metavar="S",
+        help="one deadline for a whole scrape: lookup, connect, TLS, headers and body (default 5)",
+    )
+    add_flag(
+        parser,
+        "--scrape-auth-file",
+        metavar="PATH",
+        help="file whose first line is user:password, for basic auth to the scraped exporter",
+    )
+    add_flag(
+        parser,
+        "--scrape-bearer-token-file",
+        metavar="PATH",
+        help="file holding a bearer token for the scraped exporter",
+    )
     add_flag(
         parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
     )
@@ -141,8 +198,8 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_replay_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags that name and read a replay file: part of the source flags, and all that
-    `report --replay` takes of them."""
+    """The flags that name and read a replay file: part of the source flags, and all of them
+    that `report --replay` takes."""
     add_flag(
         parser, "--replay", metavar="PATH|demo", help="replay a recorded file, or the bundled demo trace"
     )
@@ -162,6 +219,15 @@ def add_replay_flags(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         metavar="S",
         help="seconds between samples of a live source (default 1); dmon/CSV sample spacing",
+    )
+    add_flag(
+        parser,
+        "--mig-profile",
+        type=mig_profiles,
+        default=(),
+        metavar="[GPU:]GI=PROFILE,...",
+        help="MIG profile of GPU instances the input does not name (dcgmi dmon), e.g. 1=3g.40gb,0:2=2g.20gb;"
+        " GPU: also names the instance's parent GPU",
     )
 
 
@@ -246,9 +312,15 @@ def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
         speed=args.speed,
         loop=bool(args.loop),
         scrape_url=args.scrape_url,
+        scrape_timeout_seconds=args.scrape_timeout,
+        scrape_auth_file=Path(args.scrape_auth_file) if args.scrape_auth_file else None,
+        scrape_bearer_token_file=(
+            Path(args.scrape_bearer_token_file) if args.scrape_bearer_token_file else None
+        ),
         dcgm_address=args.dcgm_address,
         dcgm_bindings=Path(args.dcgm_bindings) if args.dcgm_bindings else None,
         gpus=args.gpus,
+        mig_profiles=args.mig_profile,
     )
     return name, options
 

@@ -1,11 +1,11 @@
 """The replay input: one recorded trace through the daemon's own sampler and inference -> `Usage`.
 
-The trace is read in parts (exporter/sources/replay_stream.py) and every batch goes through the
-real `Sampler` (exporter/sampler.py) with `serve`'s inference settings, so the regime seconds,
-FLOPs and bytes are the very totals `ridgeline serve --replay FILE --speed max` would export at
-the end — the same smoothing, debouncing, integration caps and dropout rules, not a
-re-implementation. Memory stays bounded: one part of the file, the sampler's per-GPU state, and
-one running total per (GPU, label set) seen.
+The trace is streamed by the replay source itself (exporter/sources/replay.py, `--speed max`)
+and every batch goes through the real `Sampler` (exporter/sampler.py) with `serve`'s inference
+settings, so the regime seconds, FLOPs and bytes are the very totals `ridgeline serve --replay
+FILE --speed max` would export at the end — the same parsing, smoothing, debouncing,
+integration caps and dropout rules, not a re-implementation. Memory stays bounded: the
+source's read-ahead, the sampler's per-GPU state, and one running total per (GPU, label set).
 
 A GPU's totals are credited to the labels it carried when they grew (its pod, HPC job, card):
 a GPU that moves from one pod to another splits its time between them, as the counters'
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exporter.catalog import Catalog
 from exporter.exposition import gpu_labels
@@ -26,7 +26,7 @@ from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_
 from exporter.roofline import REGIMES
 from exporter.sampler import Sampler
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
-from exporter.sources.replay_stream import PART_LINES, StreamingReplaySource
+from exporter.sources.replay import ReplaySource
 from exporter.state import GpuState
 
 TIMELINE_POINTS = 500
@@ -99,14 +99,14 @@ def collect_replay(
     *,
     by: Sequence[str],
     workload_by: Sequence[str],
-    part_lines: int = PART_LINES,
     progress: Callable[[int], None] | None = None,
 ) -> ReplayCollected:
     """Run the trace through the sampler and measure every group's usage."""
-    source = StreamingReplaySource(options, part_lines=part_lines)
+    options = replace(options, speed=None, loop=False)
+    source = ReplaySource(options)
     source.open()  # SourceUnavailable: one line, exit 2
 
-    def no_reopen(name: str, opts: SourceOptions) -> StreamingReplaySource:
+    def no_reopen(name: str, opts: SourceOptions) -> ReplaySource:
         raise SourceUnavailable("replay_stopped", "the trace cannot be reopened mid-report")
 
     sampler = Sampler("replay", options, catalog, config, source=source, opener=no_reopen)
@@ -239,14 +239,10 @@ def collect_replay(
             f"{spans - integrated:.0f} of {spans:.0f} GPU-seconds between each GPU's first and last "
             "sample were not integrated (each GPU's first sample, blank readings, gaps, missed batches)"
         )
-    if source.records_skipped:
-        reasons = ", ".join(f"{r}: {n}" for r, n in sorted(source.skipped_by_reason.items()))
-        notes.append(f"{source.records_skipped} lines skipped ({reasons})")
-    if source.out_of_order_batches:
-        notes.append(
-            f"{source.out_of_order_batches} batches went back in time across the file's parts and "
-            "were ignored where they did not advance a GPU's time: sort the trace by time"
-        )
+    stats = source.replay_stats
+    if stats.lines_skipped:
+        reasons = ", ".join(f"{r}: {n}" for r, n in sorted(stats.skipped_by_reason.items()))
+        notes.append(f"{stats.lines_skipped} lines skipped ({reasons})")
     if gap_count > len(gaps):
         notes.append(f"{gap_count} gaps, the first {len(gaps)} listed")
     timeline = _timeline(first_ts, checkpoints)

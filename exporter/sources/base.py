@@ -7,7 +7,8 @@ exporter/sources/__init__.py's registry, as node_exporter does with its collecto
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -39,6 +40,37 @@ REPLAY_FORMATS: tuple[str, ...] = ("jsonl", "csv", "dmon")
 
 
 @dataclass(frozen=True, slots=True)
+class MigProfileHint:
+    """`--mig-profile [GPU:]GI=PROFILE`: the MIG profile (and, with GPU, the parent) of a GPU
+    instance that the input does not name itself (dcgmi dmon prints neither)."""
+
+    gpu_instance: int
+    profile: str
+    gpu: int | None = None
+    """The parent GPU; None: this GPU-instance id on every GPU."""
+
+
+def hinted_profile(hints: Sequence[MigProfileHint], gpu: int, gpu_instance: int) -> str | None:
+    """The profile the hints give GPU `gpu`'s instance `gpu_instance`; a hint naming the GPU wins
+    over one for every GPU."""
+    fallback = None
+    for hint in hints:
+        if hint.gpu_instance != gpu_instance:
+            continue
+        if hint.gpu == gpu:
+            return hint.profile
+        if hint.gpu is None:
+            fallback = hint.profile
+    return fallback
+
+
+def hinted_parent(hints: Sequence[MigProfileHint], gpu_instance: int) -> int | None:
+    """The parent GPU a hint names for a GPU-instance id, when exactly one hint names one."""
+    parents = {hint.gpu for hint in hints if hint.gpu_instance == gpu_instance and hint.gpu is not None}
+    return parents.pop() if len(parents) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
 class SourceOptions:
     """Everything a source factory may need, straight from the CLI flags."""
 
@@ -49,11 +81,18 @@ class SourceOptions:
     speed: float | None = 1.0
     """Replay speed multiplier; None means as fast as possible (`--speed max`)."""
     loop: bool = False
-    scrape_url: str | None = None
+    scrape_url: str | None = field(default=None, repr=False)
+    """May hold user:password@; never printed (repr=False) — use scrape.redact_url to show it."""
     scrape_timeout_seconds: float = 5.0
+    """One deadline for the whole scrape: name lookup, connect, TLS, headers and body."""
+    scrape_auth_file: Path | None = None
+    """A file whose first line is `user:password`, for basic auth to the upstream."""
+    scrape_bearer_token_file: Path | None = None
+    """A file holding a bearer token for the upstream (Authorization: Bearer)."""
     dcgm_address: str | None = None
     dcgm_bindings: Path | None = None
     gpus: tuple[int, ...] | None = None
+    mig_profiles: tuple[MigProfileHint, ...] = ()
 
 
 class Source(Protocol):

@@ -1,36 +1,40 @@
 """The replay source: plays a recorded file (or the bundled demo) at its own pace, faster, or flat out.
 
-The whole file is parsed once at open() into batches (one timestamp, one sample per GPU), so
-read() in the sampler loop only waits until the next batch is due and hands it out; parsing is
-what costs, and it happens once. Looping shifts timestamps by whole trace periods so that they
-stay monotonic, as a live source's would.
+The file is streamed from disk: read() pulls the next batch from the parser, which reads only as
+far as that batch needs, so memory stays flat for a file of any size and a 1 GB file plays as a
+1 MB one does. open() reads the first lines to tell the format and parses up to the first batch,
+so a file that cannot play fails at start-up with one clear line. Looping reads the file again
+and shifts timestamps by whole trace periods so that they stay monotonic, as a live source's
+would; what was skipped is counted (and logged) on the first pass only.
 """
 
 from __future__ import annotations
 
-import gc
 import importlib.resources
-import itertools
 import logging
 import os
 import statistics
 import threading
 import time
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO, cast
 
 from exporter.sample import Sample
 from exporter.sources.base import EndOfStream, SourceError, SourceOptions, SourceUnavailable
 from exporter.sources.replay_formats import (
+    DETECT_LINES,
     FORMATS,
     PARSERS,
     Batch,
     ParseContext,
     ReplayFormatError,
+    ReplayReadError,
     ReplayStats,
     detect_format,
+    read_lines,
 )
+from exporter.sources.replay_formats.lines import Opener
 
 log = logging.getLogger("exporter.sources.replay")
 
@@ -38,7 +42,8 @@ DEMO_NAME = "demo"
 DEMO_RESOURCE = "data/demo.jsonl.gz"
 """The bundled trace (scripts/make_demo_trace.py writes it), inside the `exporter` package."""
 
-_GZIP_MAGIC = b"\x1f\x8b"
+PERIOD_GAPS = 1000
+"""Gaps between batches kept (from the first pass) to find the trace's typical interval."""
 
 
 class ReplaySource:
@@ -64,20 +69,32 @@ class ReplaySource:
         self._closed = threading.Event()
         self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closed.wait
         self._wall_clock = wall_clock
-        self._batches: list[Batch] = []
-        self._index = 0
+        self._opener: Opener | None = None
+        self._batches: Iterator[Batch] | None = None
+        self._pending: Batch | None = None
+        self._ctx: ParseContext | None = None
+        self._base_timestamp = 0.0
+        self._first_pass = True
+        self._batches_this_pass = 0
+        self._ended = False
         self._loop = 0
+        self._offset = 0.0
         self._period = 0.0
+        self._samples = 0
+        self._batch_count = 0
+        self._first_ts: float | None = None
+        self._last_ts: float | None = None
+        self._gaps: list[float] = []
         self._start_wall: float | None = None
         self._start_trace = 0.0
-        self._stats = ReplayStats(lines_read=0, lines_skipped=0, skipped_by_reason={}, samples=0, batches=0)
         self.format: str | None = None
         self.display_name = options.replay or ""
 
     # -- Source protocol -------------------------------------------------------------------
 
     def open(self) -> None:
-        """Read and parse the whole file; SourceUnavailable with one clear line if it cannot play."""
+        """Tell the format and parse up to the first batch; SourceUnavailable with one clear line
+        if the file cannot play."""
         options = self._options
         speed = options.speed
         if speed is not None and not (speed > 0 and speed != float("inf")):
@@ -91,12 +108,12 @@ class ReplaySource:
             raise SourceUnavailable(
                 "bad_interval", f"--interval must be positive, not {options.interval_seconds}"
             )
-        name, data = self._read_bytes()
+        name, opener = self._locate()
         self.display_name = name
-        lines = _decode(name, data).splitlines()
-        if not any(line.strip() for line in lines):
+        head, too_long = _head(opener, name)
+        if not head and not too_long:
             raise SourceUnavailable("replay_empty", f"replay file {name} is empty")
-        detected = detect_format(lines)
+        detected = detect_format(head)
         chosen = options.replay_format or detected
         if chosen is None:
             raise SourceUnavailable(
@@ -104,73 +121,53 @@ class ReplaySource:
                 f"cannot tell the format of {name} (not JSON Lines, CSV or dcgmi dmon text); "
                 "pass --replay-format jsonl|csv|dmon",
             )
-        ctx = ParseContext(
-            name=name,
-            default_model=options.model,
-            interval_seconds=options.interval_seconds,
-            base_timestamp=self._wall_clock(),
-        )
         mismatch = (
             f"{name} looks like {detected} text, not {chosen}; pass --replay-format {detected} "
             "or leave --replay-format out"
         )
+        self._opener = opener
+        self.format = chosen
+        self._base_timestamp = self._wall_clock()
+        self._reset_counts()
+        ctx = self._ctx = self._context(quiet=False)
+        self._batches = PARSERS[chosen](read_lines(opener, name), ctx)
         try:
-            batches = _parse_without_gc(chosen, lines, ctx)
+            self._pending = next(self._batches)
+        except StopIteration:
+            ctx.finish_logging()
+            if detected is not None and detected != chosen:
+                raise SourceUnavailable("replay_format", mismatch) from None
+            reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(ctx.skipped.items()))
+            hint = "; pass --model with the GPU's NVML name" if "no_model" in ctx.skipped else ""
+            raise SourceUnavailable(
+                "replay_no_samples",
+                f"no valid sample in {name} ({ctx.lines_read} lines read"
+                + (f"; skipped {reasons})" if reasons else ")")
+                + hint,
+            ) from None
         except ReplayFormatError as exc:
             if detected is not None and detected != chosen:
                 raise SourceUnavailable("replay_format", mismatch) from None
             raise SourceUnavailable("replay_format", str(exc)) from None
-        ctx.finish_logging()
-        skipped = sum(ctx.skipped.values())
-        if not batches:
-            if detected is not None and detected != chosen:
-                raise SourceUnavailable("replay_format", mismatch)
-            reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(ctx.skipped.items()))
-            raise SourceUnavailable(
-                "replay_no_samples",
-                f"no valid sample in {name} ({ctx.lines_read} lines read"
-                + (f"; skipped {reasons})" if reasons else ")"),
-            )
-        self.format = chosen
-        self._batches = batches
-        self._period = _period(batches, options.interval_seconds)
-        samples = sum(len(samples) for _, samples in batches)
-        self._stats = ReplayStats(
-            lines_read=ctx.lines_read,
-            lines_skipped=skipped,
-            skipped_by_reason=dict(ctx.skipped),
-            samples=samples,
-            batches=len(batches),
-        )
-        self._index = 0
-        self._loop = 0
-        self._start_wall = None
+        except ReplayReadError as exc:
+            raise SourceUnavailable("replay_unreadable", str(exc)) from None
         self._closed.clear()
         log.info(
-            "replaying %s (%s): %d samples in %d batches over %.0f s, %d lines skipped, speed %s%s",
+            "replaying %s (%s) from disk, speed %s%s",
             name,
             chosen,
-            samples,
-            len(batches),
-            batches[-1][0] - batches[0][0],
-            skipped,
             "max" if speed is None else f"{speed:g}x",
             ", looping" if options.loop else "",
         )
 
     def read(self) -> list[Sample]:
         """The next batch, once it is due; EndOfStream after the last one unless looping."""
-        if not self._batches:
+        if self._batches is None:
             raise SourceError("not_open", "replay source read before open()")
         if self._closed.is_set():
             raise EndOfStream()
-        if self._index >= len(self._batches):
-            if not self._options.loop:
-                raise EndOfStream()
-            self._index = 0
-            self._loop += 1
-        timestamp, samples = self._batches[self._index]
-        offset = self._loop * self._period
+        timestamp, samples = self._next_batch()
+        offset = self._offset
         speed = self._options.speed
         if speed is not None:
             now = self._clock()
@@ -182,15 +179,9 @@ class ReplaySource:
                 self._sleep(due - now)
                 if self._closed.is_set():
                     raise EndOfStream()
-        self._index += 1
         if offset == 0.0:
-            return list(samples)
-        return [
-            Sample(
-                timestamp=s.timestamp + offset, entity=s.entity, values=s.values, attribution=s.attribution
-            )
-            for s in samples
-        ]
+            return samples
+        return [s._replace(timestamp=s.timestamp + offset) for s in samples]
 
     def close(self) -> None:
         """Wake a read() that is waiting for its batch; safe to call twice."""
@@ -198,32 +189,128 @@ class ReplaySource:
 
     @property
     def records_skipped(self) -> int:
-        """Lines the parser skipped (any reason): the Source protocol's count of bad input."""
-        return self._stats.lines_skipped
+        """Lines the parser skipped (any reason) on the first pass: the Source protocol's count."""
+        return 0 if self._ctx is None else sum(self._ctx.skipped.values())
 
     # -- for the daemon and the tests ------------------------------------------------------------
 
     @property
     def replay_stats(self) -> ReplayStats:
-        """Lines read and skipped (by reason), samples and batches parsed, loops completed."""
-        stats = self._stats
+        """Lines read and skipped (by reason), samples and batches played on the first pass so
+        far, and loops completed."""
+        ctx = self._ctx
+        skipped = {} if ctx is None else dict(ctx.skipped)
         return ReplayStats(
-            lines_read=stats.lines_read,
-            lines_skipped=stats.lines_skipped,
-            skipped_by_reason=dict(stats.skipped_by_reason),
-            samples=stats.samples,
-            batches=stats.batches,
+            lines_read=0 if ctx is None else ctx.lines_read,
+            lines_skipped=sum(skipped.values()),
+            skipped_by_reason=skipped,
+            samples=self._samples,
+            batches=self._batch_count,
             loops=self._loop,
         )
 
     @property
     def period_seconds(self) -> float:
-        """Trace time one loop adds to the timestamps: its duration plus one interval."""
+        """Trace time one loop adds to the timestamps: its duration plus one interval (known once
+        the first pass has ended)."""
         return self._period
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _read_bytes(self) -> tuple[str, bytes]:
+    def _context(self, *, quiet: bool) -> ParseContext:
+        options = self._options
+        return ParseContext(
+            name=self.display_name,
+            default_model=options.model,
+            interval_seconds=options.interval_seconds,
+            base_timestamp=self._base_timestamp,
+            mig_profiles=options.mig_profiles,
+            quiet=quiet,
+        )
+
+    def _reset_counts(self) -> None:
+        self._first_pass = True
+        self._batches_this_pass = 0
+        self._ended = False
+        self._loop = 0
+        self._offset = 0.0
+        self._period = 0.0
+        self._samples = 0
+        self._batch_count = 0
+        self._first_ts = self._last_ts = None
+        self._gaps = []
+        self._start_wall = None
+
+    def _next_batch(self) -> Batch:
+        """The next batch of the file, reading it again from the start when looping."""
+        if self._pending is not None:
+            batch, self._pending = self._pending, None
+            self._note(batch)
+            return batch
+        assert self._batches is not None and self._opener is not None and self.format is not None
+        while not self._ended:
+            try:
+                batch = next(self._batches)
+            except StopIteration:
+                if self._first_pass:
+                    self._end_first_pass()
+                elif self._batches_this_pass == 0:
+                    self._ended = True  # the file was emptied between loops
+                    break
+                if not self._options.loop:
+                    self._ended = True
+                    break
+                self._loop += 1
+                self._offset += self._period
+                self._batches_this_pass = 0
+                self._batches = PARSERS[self.format](
+                    read_lines(self._opener, self.display_name), self._context(quiet=True)
+                )
+                continue
+            except ReplayReadError as exc:
+                raise SourceError("replay_unreadable", str(exc)) from None
+            except ReplayFormatError as exc:
+                raise SourceError("replay_format", str(exc)) from None
+            self._note(batch)
+            return batch
+        raise EndOfStream()
+
+    def _note(self, batch: Batch) -> None:
+        self._batches_this_pass += 1
+        if not self._first_pass:
+            return
+        timestamp = batch[0]
+        if self._last_ts is not None and len(self._gaps) < PERIOD_GAPS:
+            self._gaps.append(timestamp - self._last_ts)
+        if self._first_ts is None:
+            self._first_ts = timestamp
+        self._last_ts = timestamp
+        self._samples += len(batch[1])
+        self._batch_count += 1
+
+    def _end_first_pass(self) -> None:
+        """The trace's period (duration plus its median interval), and the first pass's summary."""
+        self._first_pass = False
+        interval = statistics.median(self._gaps) if self._gaps else self._options.interval_seconds
+        if interval <= 0:
+            interval = self._options.interval_seconds
+        first = self._first_ts if self._first_ts is not None else 0.0
+        last = self._last_ts if self._last_ts is not None else first
+        self._period = (last - first) + interval
+        ctx = self._ctx
+        assert ctx is not None
+        ctx.finish_logging()
+        log.info(
+            "%s: %d samples in %d batches over %.0f s, %d lines skipped",
+            self.display_name,
+            self._samples,
+            self._batch_count,
+            last - first,
+            sum(ctx.skipped.values()),
+        )
+
+    def _locate(self) -> tuple[str, Opener]:
+        """The file's name as shown and a way to open it, checked readable now."""
         replay = self._options.replay
         if not replay:
             raise SourceUnavailable(
@@ -231,17 +318,17 @@ class ReplaySource:
             )
         if replay == DEMO_NAME:
             resource = importlib.resources.files("exporter").joinpath(DEMO_RESOURCE)
-            try:
-                return "demo.jsonl.gz", resource.read_bytes()
-            except OSError as exc:
+            if not resource.is_file():
                 raise SourceUnavailable(
-                    "replay_unreadable", f"the bundled demo trace is missing from this install ({exc})"
-                ) from None
+                    "replay_unreadable", "the bundled demo trace is missing from this install"
+                )
+            return "demo.jsonl.gz", lambda: cast(BinaryIO, resource.open("rb"))
         path = Path(os.path.expanduser(replay))
         if path.is_dir():
             raise SourceUnavailable("replay_unreadable", f"replay path {replay} is a directory, not a file")
         try:
-            return replay, path.read_bytes()
+            with open(path, "rb"):
+                pass
         except FileNotFoundError:
             raise SourceUnavailable("replay_unreadable", f"replay file {replay} does not exist") from None
         except OSError as exc:
@@ -249,62 +336,31 @@ class ReplaySource:
             raise SourceUnavailable(
                 "replay_unreadable", f"cannot read replay file {replay}: {reason}"
             ) from None
+        return replay, lambda: open(path, "rb")
 
 
-def _decode(name: str, data: bytes) -> str:
-    """Text of a plain or gzip file; a gzip cut short (an interrupted recording) keeps what it has."""
-    if data[:2] == _GZIP_MAGIC:
-        parts: list[bytes] = []
-        rest = data
-        while rest[:2] == _GZIP_MAGIC:
-            inflater = zlib.decompressobj(wbits=31)
-            try:
-                parts.append(inflater.decompress(rest))
-            except zlib.error as exc:
-                if not parts:
-                    raise SourceUnavailable(
-                        "replay_unreadable", f"{name}: corrupt gzip data ({exc})"
-                    ) from None
-                log.warning("%s: corrupt gzip data; replaying what came before it", name)
-                break
-            if not inflater.eof:
-                log.warning("%s: gzip stream ends early (interrupted recording?); replaying it", name)
-                break
-            rest = inflater.unused_data
-        data = b"".join(parts)
-    return data.decode("utf-8-sig", errors="replace")
-
-
-def _parse_without_gc(chosen: str, lines: list[str], ctx: ParseContext) -> list[Batch]:
-    """Run a parser with the cyclic garbage collector paused, then file its output as old.
-
-    A parse allocates about a million objects that live on and hold no cycles; with the
-    collector running, generation scans go over them again and again (about 40 % of the parse),
-    and the first young-generation scan after it walks all of them once more (another 7 %).
-    gc.freeze() then gc.unfreeze() moves every young object straight into the oldest generation
-    without a scan; it is skipped when something else (a pre-forking server) has frozen objects,
-    since unfreezing would release those too.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
+def _head(opener: Opener, name: str) -> tuple[list[str], int]:
+    """The file's first non-blank lines (at most DETECT_LINES), for format detection, and how many
+    lines too long to keep came among them."""
+    head: list[str] = []
+    too_long = 0
+    lines = read_lines(opener, name)
     try:
-        return PARSERS[chosen](lines, ctx)
+        for _, text in lines:
+            if text is None:
+                too_long += 1
+                if too_long >= DETECT_LINES:
+                    break
+                continue
+            if not text.strip():
+                continue
+            head.append(text)
+            if len(head) >= DETECT_LINES:
+                break
+    except ReplayReadError as exc:
+        raise SourceUnavailable("replay_unreadable", str(exc)) from None
     finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()
-
-
-def _period(batches: list[Batch], fallback_interval: float) -> float:
-    """Trace duration plus one typical interval (the median gap between batches)."""
-    first, last = batches[0][0], batches[-1][0]
-    if len(batches) > 1:
-        gaps = [b[0] - a[0] for a, b in itertools.pairwise(batches)]
-        interval = statistics.median(gaps)
-        if interval <= 0:
-            interval = fallback_interval
-    else:
-        interval = fallback_interval
-    return (last - first) + interval
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+    return head, too_long

@@ -1,67 +1,82 @@
 """Scrape source: read an existing dcgm-exporter's `/metrics` page and turn it into samples.
 
 For nodes that already run NVIDIA's dcgm-exporter: Ridgeline reads the page dcgm-exporter
-serves (Prometheus text format, parsed with prometheus-client's own parser) instead of
-opening a second DCGM connection. It accepts the legacy field names, DCGM 4.6's
-`*_UTIL_RATIO` names and dcgm-exporter 4.9's renames, and keeps the pod labels dcgm-exporter
-attached. Uses only the standard library's urllib, so it needs no HTTP client dependency.
+serves instead of opening a second DCGM connection. The page is fetched under one deadline
+(exporter/sources/http_fetch.py) and parsed as it streams in, line by line, keeping only the
+GPUs it names and the values of the families Ridgeline uses, so memory does not grow with the
+page. It accepts the legacy field names, DCGM 4.6's `*_UTIL_RATIO` names and dcgm-exporter
+4.9's renames, and keeps the pod labels dcgm-exporter attached. A series Ridgeline cannot use
+(an odd `gpu` label, a broken line) is skipped and counted, never the page. See docs/sources.md.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
-import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.client import HTTPResponse
-from urllib.parse import urlsplit
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from exporter import fields
-from exporter.sample import Attribution, Entity, Sample, join_hpc_jobs
-from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
+from exporter import __version__, fields
+from exporter.sample import MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
+from exporter.sources.base import (
+    MigProfileHint,
+    SourceError,
+    SourceOptions,
+    SourceUnavailable,
+    hinted_profile,
+)
+from exporter.sources.http_fetch import Deadline, FetchError, Request, get
 
 log = logging.getLogger(__name__)
 
-CONVERTED_NAMES: dict[str, tuple[int, float]] = {
-    "DCGM_FI_DEV_SM_CLOCK_HERTZ": (fields.SM_CLOCK, 1e-6),
-    "DCGM_FI_DEV_GPU_UTIL_RATIO": (fields.GPU_UTIL, 100.0),
-}
-"""Names whose unit changed with the rename: name -> (Ridgeline field id, factor to its unit).
+MAX_LINE_BYTES = 64 * 1024
+"""A page line longer than this is skipped (a dcgm-exporter line is a few hundred bytes)."""
 
-dcgm-exporter 4.9 "renames the 23 default and profiling-preset fields that DCGM 4.7 deprecates
-to their new DCGM 4.7 names. Eleven of them also change unit: clocks from MHz to hertz, ...
-utilization from a percentage to a 0 to 1 ratio" (dcgm-exporter 4.9.0 release notes). DCGM 4.7
-gives the SM clock in hertz as DCGM_FI_DEV_SM_CLOCK_HERTZ = field 1603 (go-dcgm
-pkg/dcgm/base_unit_fields_test.go) and GPU utilisation as a ratio as DCGM_FI_DEV_GPU_UTIL_RATIO
-= field 1613; Ridgeline keeps field 100 in MHz and field 203 in percent, so both are converted.
-Caveat: DCGM 4.6's own Python bindings briefly used DCGM_FI_DEV_GPU_UTIL_RATIO for field 203
-in percent; no released dcgm-exporter printed that name, so the 4.9 meaning wins here.
-"""
+MAX_INDEX_DIGITS = 5
+"""A `gpu` or `GPU_I_ID` label longer than this is not an index (DCGM numbers GPUs below 32)."""
 
-MAX_BODY_BYTES = 64 * 1024 * 1024
-"""A `/metrics` page larger than this is not dcgm-exporter's (a full 8-GPU page is ~200 KiB)."""
+MAX_PROFILE_CHARS = 64
 
-_DEVICE_RE = re.compile(r"^nvidia(\d+)$")
+SKIP_LOG_EVERY_SECONDS = 60.0
+"""Skipped series are logged on the first page that has them, then at most once a minute."""
+
+REDACTED = "xxxxx"
+
+_DEVICE_RE = re.compile(r"nvidia(\d{1,5})")
+_GPU_LABEL = re.compile(r'(?:^|,)\s*gpu\s*=\s*"([^"\\]*)"')
+_INSTANCE_LABEL = re.compile(r'(?:^|,)\s*GPU_I_ID\s*=\s*"([^"\\]*)"')
+_LABEL_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_NAME_RE = re.compile(rb"[A-Za-z_:][A-Za-z0-9_:]*(?:[{\s]|$)")
+_PROFILE_RE = re.compile(r"[0-9A-Za-z.+_-]+")
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+_KNOWN_NAMES = frozenset(
+    [
+        *fields.LEGACY_NAMES.values(),
+        *(n.upper() for n in fields.RENAMED),
+        *fields.CONVERTED_NAMES,
+        fields.GPU_UTIL_RATIO_NAME,
+    ]
+)
 
 
 def metric_field(name: str) -> tuple[int, float] | None:
     """The Ridgeline field id and unit factor for a dcgm-exporter metric name; None if unused.
 
     Only DCGM_FI_* names count: a page may carry the exporter's own DCGM_EXP_* families or
-    process metrics, which are not DCGM fields.
+    process metrics, which are not DCGM fields. DCGM_FI_DEV_GPU_UTIL_RATIO is not answered here:
+    its unit depends on the page (see fields.gpu_util_ratio_is_percent).
     """
     upper = name.upper()
     if upper.endswith("_TOTAL") and upper[: -len("_TOTAL")] in _KNOWN_NAMES:
         upper = upper[: -len("_TOTAL")]
-    if upper in CONVERTED_NAMES:
-        return CONVERTED_NAMES[upper]
-    if not upper.startswith("DCGM_FI_"):
+    if upper in fields.CONVERTED_NAMES:
+        return fields.CONVERTED_NAMES[upper]
+    if not upper.startswith("DCGM_FI_") or upper == fields.GPU_UTIL_RATIO_NAME:
         return None
     fid = fields.field_id(upper)
     if fid is None or fid not in fields.LEGACY_NAMES:
@@ -69,20 +84,291 @@ def metric_field(name: str) -> tuple[int, float] | None:
     return (fid, 1.0)
 
 
-_KNOWN_NAMES = frozenset(
-    [*fields.LEGACY_NAMES.values(), *(n.upper() for n in fields.RENAMED), *CONVERTED_NAMES]
-)
+def redact_url(url: str) -> str:
+    """The URL with any password (or a lone user part, often a token) replaced by xxxxx."""
+    try:
+        parts = urlsplit(url)
+        has_user = parts.username is not None
+        password = parts.password
+    except ValueError:
+        return re.sub(r"//[^/?#]*@", f"//{REDACTED}@", url)
+    if not has_user:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    userinfo = f"{parts.username}:{REDACTED}" if password is not None else REDACTED
+    return parts._replace(netloc=f"{userinfo}@{host}").geturl()
+
+
+# -- the page, line by line ------------------------------------------------------------------
 
 
 @dataclass
 class _Series:
-    """Values gathered for one entity while walking a page."""
+    """What one entity (GPU or MIG instance) has gathered on this page so far."""
 
     entity: Entity
     attribution: Attribution | None
     timestamp: float | None
     values: dict[int, float | None] = field(default_factory=dict)
     hpc_jobs: list[str] = field(default_factory=list)
+    """The job ids of a dcgm-exporter with --hpc-job-mapping-dir, which repeats each GPU's series
+    once per job (label hpc_job); the sample carries them joined (sample.join_hpc_jobs)."""
+    util_ratio: tuple[float, bool] | None = None
+    """DCGM_FI_DEV_GPU_UTIL_RATIO as read (value, written as an integer); its unit is decided
+    once the whole page is in."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Labels:
+    """What a label set yields: an entity (or why not) and a pod."""
+
+    entity: Entity | None
+    attribution: Attribution | None
+    problem: str | None = None
+    reason: str = "bad_gpu_label"
+    hpc_job: str | None = None
+
+
+_NO_ENTITY = _Labels(entity=None, attribution=None)
+
+
+class PageReader:
+    """Parses a dcgm-exporter page fed in chunks; `samples()` once the page is in.
+
+    Keeps one record per GPU / MIG instance named by any DCGM_FI_* series (so a page without the
+    profiling fields still yields every GPU, with the fields it has), the values of the families
+    Ridgeline reads, and counts of what it skipped, by reason.
+    """
+
+    def __init__(self, now: float, hints: tuple[MigProfileHint, ...] = ()) -> None:
+        self._now = now
+        self._hints = hints
+        self._tail = b""
+        self._discarding = False
+        self._line_number = 0
+        self._series: dict[tuple[int, int | None], _Series] = {}
+        self._families: dict[str, tuple[int, float] | str | None] = {}
+        self._labels: dict[str, _Labels] = {}
+        self._saw_exposition = False
+        self.has_4_7_names = False
+        self.skipped: dict[str, int] = {}
+        self.first_skip: str | None = None
+
+    # feeding
+
+    def feed(self, chunk: bytes) -> None:
+        if self._discarding:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                return
+            self._discarding = False
+            chunk = chunk[newline + 1 :]
+        lines = (self._tail + chunk).split(b"\n")
+        self._tail = lines.pop()
+        for line in lines:
+            self._line_number += 1
+            self._line(line)
+        if len(self._tail) > MAX_LINE_BYTES:
+            self._line_number += 1
+            if self._tail.startswith(b"DCGM_FI_"):
+                self._skip("line_too_long", f"line {self._line_number} is over {MAX_LINE_BYTES} bytes")
+            self._tail = b""
+            self._discarding = True
+
+    def finish(self) -> list[Sample]:
+        """The samples of the page, in GPU order; call once, after the last chunk."""
+        if self._tail and not self._discarding:
+            self._line_number += 1
+            self._line(self._tail)
+        self._tail = b""
+        self._decide_util_ratio()
+        return [
+            Sample(
+                timestamp=entry.timestamp if entry.timestamp is not None else self._now,
+                entity=entry.entity,
+                values=entry.values,
+                attribution=entry.attribution,
+                hpc_job=join_hpc_jobs(entry.hpc_jobs),
+            )
+            for _, entry in sorted(self._series.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))
+        ]
+
+    @property
+    def looks_like_exposition(self) -> bool:
+        """Whether any line had the Prometheus text format's shape (a comment or `name value`)."""
+        return self._saw_exposition
+
+    # one line
+
+    def _line(self, raw: bytes) -> None:
+        if not raw.startswith(b"DCGM_FI_"):
+            if not self._saw_exposition:
+                stripped = raw.strip()
+                if stripped.startswith(b"#") or _NAME_RE.match(stripped):
+                    self._saw_exposition = True
+            return
+        self._saw_exposition = True
+        try:
+            text = raw.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError:
+            self._skip("bad_line", f"line {self._line_number} is not UTF-8")
+            return
+        brace = text.find("{")
+        if brace >= 0:
+            close = text.rfind("}")
+            if close < brace:
+                self._skip("bad_line", f"line {self._line_number}: unclosed label set: {text[:80]!r}")
+                return
+            name, labels_text, rest = text[:brace], text[brace + 1 : close], text[close + 1 :]
+        else:
+            name, _, rest = text.partition(" ")
+            labels_text = ""
+        family = self._family(name.strip())
+        entry = self._known_entry(labels_text)
+        if entry is None:
+            labels = self._labels_of(labels_text)
+            if labels.problem is not None:
+                self._skip(labels.reason, f"line {self._line_number}: {labels.problem}: {text[:120]!r}")
+                return
+            entity = labels.entity
+            if entity is None:
+                return  # a node-level series (no gpu label): nothing to attribute it to
+            key = entity.key
+            entry = self._series.get(key)
+            if entry is None:
+                if len(self._series) >= MAX_ENTITIES:
+                    self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
+                    return
+                entry = _Series(entity=entity, attribution=labels.attribution, timestamp=None)
+                self._series[key] = entry
+            elif entry.attribution is None and labels.attribution is not None:
+                entry.attribution = labels.attribution
+            if labels.hpc_job and labels.hpc_job not in entry.hpc_jobs:
+                entry.hpc_jobs.append(labels.hpc_job)
+        if family is None:
+            return  # a DCGM field Ridgeline does not read: the GPU is known, that is all
+        parts = rest.split()
+        if not 1 <= len(parts) <= 2:
+            self._skip("bad_line", f"line {self._line_number}: expected a value: {text[:120]!r}")
+            return
+        try:
+            raw_value = float(parts[0])
+            stamp = float(parts[1]) / 1000.0 if len(parts) == 2 else None
+        except ValueError:
+            self._skip("bad_line", f"line {self._line_number}: not a number: {text[:120]!r}")
+            return
+        if entry.timestamp is None and stamp is not None:
+            entry.timestamp = stamp
+        if family == fields.GPU_UTIL_RATIO_NAME:
+            if entry.util_ratio is None:
+                entry.util_ratio = (raw_value, not any(c in parts[0] for c in ".eEnN"))
+            return
+        assert not isinstance(family, str)
+        fid, factor = family
+        if entry.values.get(fid) is None:
+            scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
+            entry.values[fid] = fields.clean_value(fid, scaled)
+
+    def _known_entry(self, labels_text: str) -> _Series | None:
+        """The entity's record when this label set names a GPU already known (and brings no pod
+        it lacks), found from its gpu and GPU_I_ID labels alone: a page whose every line carries
+        another label set then costs two short searches a line, not a parse."""
+        if labels_text in self._labels:
+            return None  # the cache answers as cheaply
+        match = _GPU_LABEL.search(labels_text)
+        if match is None:
+            return None
+        gpu = _index(match.group(1))
+        instance_match = _INSTANCE_LABEL.search(labels_text)
+        instance = None if instance_match is None else _index(instance_match.group(1))
+        if gpu is None or (instance_match is not None and instance is None):
+            return None  # let the full parse say what is wrong
+        entry = self._series.get((gpu, instance))
+        brings_pod = entry is not None and entry.attribution is None and 'pod="' in labels_text
+        if entry is None or brings_pod or "hpc_job=" in labels_text:
+            return None  # unknown, or this series may bring a pod or a job the GPU has none of yet
+        return entry
+
+    def _family(self, name: str) -> tuple[int, float] | str | None:
+        """What a metric name means, cached: (field, factor), the GPU_UTIL_RATIO name, or None."""
+        try:
+            return self._families[name]
+        except KeyError:
+            pass
+        upper = name.upper()
+        meaning: tuple[int, float] | str | None
+        meaning = fields.GPU_UTIL_RATIO_NAME if upper == fields.GPU_UTIL_RATIO_NAME else metric_field(name)
+        if upper in fields.DCGM_4_7_NAMES:
+            self.has_4_7_names = True
+        if len(self._families) < 4096:
+            self._families[name] = meaning
+        return meaning
+
+    def _labels_of(self, text: str) -> _Labels:
+        """Labels -> entity and pod, cached by their text: dcgm-exporter repeats one label set per
+        GPU on every family, so the page's thousands of lines parse a few label sets."""
+        found = self._labels.get(text)
+        if found is None:
+            found = self._parse_labels(text)
+            if len(self._labels) >= 4096:
+                self._labels.clear()
+            self._labels[text] = found
+        return found
+
+    def _parse_labels(self, text: str) -> _Labels:
+        labels: dict[str, str] = {}
+        position = 0
+        while position < len(text):
+            match = _LABEL_RE.match(text, position)
+            if match is None:
+                if text[position:].strip(" ,"):
+                    return _Labels(None, None, "unreadable labels", reason="bad_line")
+                break
+            value = match.group(2)
+            if "\\" in value:
+                value = re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], value)
+            labels.setdefault(match.group(1), value)
+            position = match.end()
+        return _labels_to_entity(labels, self._hints)
+
+    def _skip(self, reason: str, example: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        if self.first_skip is None:
+            self.first_skip = example
+
+    def _decide_util_ratio(self) -> None:
+        """DCGM_FI_DEV_GPU_UTIL_RATIO on this page: DCGM 4.6's field 203 in percent or 4.7's
+        field 1613 as a ratio (fields.gpu_util_ratio_is_percent, per series), with the page's own
+        evidence first: one value above 1 makes the whole family percent, one fraction makes it a
+        ratio; where every value is a bare integer 0 or 1, a page with DCGM 4.7 names is 4.9's."""
+        readings = [e.util_ratio for e in self._series.values() if e.util_ratio is not None]
+        numbers = [value for value, _ in readings if not (fields.is_blank(value) or value != value)]
+        if any(v > fields.RATIO_CLAMP_LIMIT for v in numbers):
+            page: bool | None = True
+        elif any(not v.is_integer() for v in numbers if abs(v) != float("inf")):
+            page = False
+        else:
+            page = False if self.has_4_7_names else None
+        for entry in self._series.values():
+            if entry.util_ratio is None:
+                continue
+            value, integer = entry.util_ratio
+            if entry.values.get(fields.GPU_UTIL) is not None:
+                continue  # the page also printed DCGM_FI_DEV_GPU_UTIL: that one is unambiguous
+            if fields.is_blank(value) or value != value:
+                entry.values[fields.GPU_UTIL] = None
+                continue
+            percent = page if page is not None else fields.gpu_util_ratio_is_percent(value, integer)
+            entry.values[fields.GPU_UTIL] = fields.clean_value(
+                fields.GPU_UTIL, value if percent else value * 100.0
+            )
+
+
+def _index(text: str) -> int | None:
+    """An index label as an int: ASCII digits only (`gpu="²"` is not GPU 2), a few at most."""
+    if text.isascii() and text.isdigit() and len(text) <= MAX_INDEX_DIGITS:
+        return int(text)
+    return None
 
 
 def _label(labels: Mapping[str, str], *names: str) -> str:
@@ -93,85 +379,61 @@ def _label(labels: Mapping[str, str], *names: str) -> str:
     return ""
 
 
-def _entity(labels: Mapping[str, str]) -> Entity | None:
+def _labels_to_entity(labels: Mapping[str, str], hints: tuple[MigProfileHint, ...]) -> _Labels:
     """The GPU (or MIG instance) a dcgm-exporter series describes, from its labels.
 
     dcgm-exporter labels every series with gpu, UUID, pci_bus_id, device (nvidiaN) and
     modelName, plus GPU_I_PROFILE/GPU_I_ID on MIG instances (pkg/dcgmexporter; e.g. the page
     quoted in NVIDIA/dcgm-exporter PR #736). For MIG, gpu and UUID name the parent GPU.
     """
-    gpu_text = labels.get("gpu", "")
-    if not gpu_text.isdigit():
-        match = _DEVICE_RE.match(labels.get("device", ""))
+    gpu_text = labels.get("gpu")
+    if gpu_text is not None:
+        gpu = _index(gpu_text)
+        if gpu is None:
+            return _Labels(None, None, f"gpu={gpu_text[:20]!r} is not a GPU index")
+    else:
+        match = _DEVICE_RE.fullmatch(labels.get("device", ""))
         if match is None:
-            return None
-        gpu_text = match.group(1)
+            return _NO_ENTITY
+        gpu = int(match.group(1))
     instance_text = labels.get("GPU_I_ID", "")
-    gpu_instance = int(instance_text) if instance_text.isdigit() else None
-    gpu = int(gpu_text)
+    gpu_instance: int | None = None
+    profile: str | None = None
+    if instance_text:
+        gpu_instance = _index(instance_text)
+        if gpu_instance is None:
+            return _Labels(None, None, f"GPU_I_ID={instance_text[:20]!r} is not an instance id")
+        label = labels.get("GPU_I_PROFILE", "").strip()
+        if label and len(label) <= MAX_PROFILE_CHARS and _PROFILE_RE.fullmatch(label):
+            profile = label
+        else:
+            profile = hinted_profile(hints, gpu, gpu_instance)
     uuid = _label(labels, "UUID", "uuid")
     if not uuid:  # the sampler keys GPUs by uuid: without one, every GPU would collide
         uuid = f"GPU-scrape-{gpu}"
-    return Entity(
+    entity = Entity(
         gpu=gpu,
         uuid=uuid,
         model=_label(labels, "modelName", "model_name", "model"),
         gpu_instance=gpu_instance,
+        profile=profile,
     )
-
-
-def _attribution(labels: Mapping[str, str]) -> Attribution | None:
     namespace = labels.get("namespace", "")
     pod = labels.get("pod", "")
-    if not namespace or not pod:
-        return None
-    return Attribution(namespace=namespace, pod=pod, container=labels.get("container", ""))
+    attribution = None
+    if namespace and pod:
+        attribution = Attribution(namespace=namespace, pod=pod, container=labels.get("container", ""))
+    return _Labels(entity=entity, attribution=attribution, hpc_job=labels.get("hpc_job") or None)
 
 
-def parse_page(text: str, now: float) -> list[Sample]:
-    """Samples from a dcgm-exporter page: one per GPU / MIG instance, fields keyed by id.
+def parse_page(text: str, now: float, hints: tuple[MigProfileHint, ...] = ()) -> list[Sample]:
+    """Samples from a whole page held as text (tests and tools; the source streams)."""
+    reader = PageReader(now, hints)
+    reader.feed(text.encode("utf-8"))
+    return reader.finish()
 
-    Raises ValueError when the text is not Prometheus exposition format. Blank sentinels,
-    NaN and out-of-range ratios become None (exporter.fields.clean_value). When several series
-    for the same GPU carry different pods (shared GPUs), the first attributed one is kept. A
-    dcgm-exporter with --hpc-job-mapping-dir repeats each GPU's series once per job (label
-    hpc_job); those become one sample whose hpc_job is the ids joined by commas.
-    """
-    series: dict[tuple[int, int | None], _Series] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            mapped = metric_field(family.name) or metric_field(sample.name)
-            if mapped is None:
-                continue
-            fid, factor = mapped
-            entity = _entity(sample.labels)
-            if entity is None:
-                log.debug("skipping %s series without a gpu or device label", sample.name)
-                continue
-            entry = series.get(entity.key)
-            if entry is None:
-                stamp = None if sample.timestamp is None else float(sample.timestamp)
-                entry = _Series(entity, _attribution(sample.labels), stamp)
-                series[entity.key] = entry
-            elif entry.attribution is None:
-                entry.attribution = _attribution(sample.labels)
-            job = sample.labels.get("hpc_job", "")
-            if job and job not in entry.hpc_jobs:
-                entry.hpc_jobs.append(job)
-            raw = float(sample.value)
-            value = fields.clean_value(fid, raw if fields.is_blank(raw) else raw * factor)
-            if fid not in entry.values or entry.values[fid] is None:
-                entry.values[fid] = value
-    return [
-        Sample(
-            timestamp=entry.timestamp if entry.timestamp is not None else now,
-            entity=entry.entity,
-            values=dict(entry.values),
-            attribution=entry.attribution,
-            hpc_job=join_hpc_jobs(entry.hpc_jobs),
-        )
-        for _, entry in sorted(series.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))
-    ]
+
+# -- the source ------------------------------------------------------------------------------
 
 
 class ScrapeSource:
@@ -179,81 +441,169 @@ class ScrapeSource:
 
     name = "scrape"
     paced = False
-    records_skipped = 0
 
     def __init__(self, options: SourceOptions) -> None:
         self._url = options.scrape_url or ""
         self._timeout = options.scrape_timeout_seconds
+        self._auth_file = options.scrape_auth_file
+        self._token_file = options.scrape_bearer_token_file
+        self._hints = options.mig_profiles
+        self._request: Request | None = None
+        self._url_authorization: str | None = None
+        self._skipped_total = 0
+        self._skip_logged_at: float | None = None
+        self.display_name = redact_url(self._url)
+        """The URL as it may be shown (logs, errors, /readyz): password replaced by xxxxx."""
+
+    @property
+    def records_skipped(self) -> int:
+        """Series skipped (odd gpu label, broken line, too many GPUs) over every page read."""
+        return self._skipped_total
 
     def open(self) -> None:
-        """Check the URL only: dcgm-exporter may start after Ridgeline, so a first failed read is
-        reported by read() (source_up 0) rather than stopping the daemon."""
-        parts = urlsplit(self._url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        """Check the URL and the credentials only: dcgm-exporter may start after Ridgeline, so a
+        first failed read is reported by read() (source_up 0) rather than stopping the daemon."""
+        shown = self.display_name
+        try:
+            parts = urlsplit(self._url)
+            port = parts.port
+        except ValueError as exc:
+            raise SourceUnavailable("bad_url", f"--scrape-url {shown} is not a valid URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise SourceUnavailable(
                 "bad_url",
                 f"--scrape-url must be an http(s) URL of a dcgm-exporter /metrics page, "
-                f"e.g. http://localhost:9400/metrics; got {self._url!r}",
+                f"e.g. http://localhost:9400/metrics; got {shown!r}",
             )
-        if self._timeout <= 0:
-            raise SourceUnavailable("bad_timeout", f"scrape timeout must be > 0 s, got {self._timeout}")
+        if not self._timeout > 0:
+            raise SourceUnavailable("bad_timeout", f"--scrape-timeout must be > 0 s, got {self._timeout}")
+        given = [
+            name
+            for name, present in (
+                ("user:password@ in --scrape-url", parts.username is not None),
+                ("--scrape-auth-file", self._auth_file is not None),
+                ("--scrape-bearer-token-file", self._token_file is not None),
+            )
+            if present
+        ]
+        if len(given) > 1:
+            raise SourceUnavailable(
+                "bad_credentials", f"give one way to authenticate, not {' and '.join(given)}"
+            )
+        if parts.username is not None:
+            self._url_authorization = _basic(unquote(parts.username), unquote(parts.password or ""))
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        self._request = Request(
+            scheme=parts.scheme,
+            host=parts.hostname,
+            port=port if port is not None else (443 if parts.scheme == "https" else 80),
+            target=target,
+            headers=(
+                ("User-Agent", f"ridgeline/{__version__}"),
+                ("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1"),
+            ),
+        )
+        try:
+            self._authorization()
+        except SourceError as exc:
+            raise SourceUnavailable(exc.reason, exc.message) from None
 
     def read(self) -> list[Sample]:
-        body = self._fetch()
+        if self._request is None:
+            raise SourceError("not_open", "scrape source read before open()")
+        shown = self.display_name
+        request = self._request
+        authorization = self._authorization()
+        if authorization is not None:
+            request = Request(
+                scheme=request.scheme,
+                host=request.host,
+                port=request.port,
+                target=request.target,
+                headers=request.headers,
+                authorization=authorization,
+            )
+        deadline = Deadline(self._timeout)
+        reader = PageReader(time.time(), self._hints)
         try:
-            text = body.decode("utf-8")
-            samples = parse_page(text, time.time())
-        except (UnicodeDecodeError, ValueError, TypeError, IndexError) as exc:
-            raise SourceError(
-                "parse_error", f"{self._url} did not return Prometheus text format: {exc}"
-            ) from exc
+            for chunk in get(request, deadline):
+                reader.feed(chunk)
+                deadline.remaining()  # parsing counts against the deadline too
+        except TimeoutError:
+            raise SourceError("timeout", f"{shown} did not answer within {self._timeout:g} s") from None
+        except FetchError as exc:
+            if exc.reason == "connection":
+                raise SourceError(exc.reason, f"cannot reach {shown}: {exc.message}") from None
+            raise SourceError(exc.reason, f"{shown} {exc.message}") from None
+        samples = reader.finish()
+        self._note_skipped(reader)
         if not samples:
+            skipped = ", ".join(f"{r}: {n}" for r, n in sorted(reader.skipped.items()))
+            if not reader.looks_like_exposition:
+                raise SourceError("parse_error", f"{shown} did not return Prometheus text format")
+            if skipped:
+                raise SourceError(
+                    "no_dcgm_metrics", f"{shown}: every DCGM_FI_* GPU series was skipped ({skipped})"
+                )
             raise SourceError(
                 "no_dcgm_metrics",
-                f"{self._url} answered, but with no DCGM_FI_* GPU series: is it dcgm-exporter, "
-                "and does its collectors CSV include the profiling fields?",
+                f"{shown} answered, but with no DCGM_FI_* GPU series: is it dcgm-exporter's /metrics?",
             )
         return samples
 
     def close(self) -> None:
         """Nothing is held between reads."""
 
-    def _fetch(self) -> bytes:
-        """GET the page within the timeout, as a whole (not per socket read)."""
-        request = urllib.request.Request(
-            self._url, headers={"Accept": "text/plain;version=0.0.4", "User-Agent": "ridgeline"}
-        )
-        deadline = time.monotonic() + self._timeout
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                return _read_until(response, deadline, self._url, self._timeout)
-        except urllib.error.HTTPError as exc:
-            exc.close()  # the error carries the open response; release its socket now
-            raise SourceError("http_status", f"{self._url} answered HTTP {exc.code} {exc.reason}") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError | socket.timeout):
-                raise _timeout(self._url, self._timeout) from exc
-            raise SourceError("connection", f"cannot reach {self._url}: {exc.reason}") from exc
-        except TimeoutError as exc:
-            raise _timeout(self._url, self._timeout) from exc
-        except OSError as exc:
-            raise SourceError("connection", f"cannot reach {self._url}: {exc}") from exc
+    def _authorization(self) -> str | None:
+        """The Authorization header, files re-read on every scrape so rotated secrets apply."""
+        if self._url_authorization is not None:
+            return self._url_authorization
+        if self._auth_file is not None:
+            first = _first_line(self._auth_file, "--scrape-auth-file")
+            user, colon, password = first.partition(":")
+            if not colon or not user:
+                raise SourceError(
+                    "bad_credentials", f"--scrape-auth-file {self._auth_file}: expected user:password"
+                )
+            return _basic(user, password)
+        if self._token_file is not None:
+            token = _first_line(self._token_file, "--scrape-bearer-token-file")
+            if not token:
+                raise SourceError(
+                    "bad_credentials", f"--scrape-bearer-token-file {self._token_file} is empty"
+                )
+            return f"Bearer {token}"
+        return None
+
+    def _note_skipped(self, reader: PageReader) -> None:
+        count = sum(reader.skipped.values())
+        if not count:
+            return
+        self._skipped_total += count
+        now = time.monotonic()
+        if self._skip_logged_at is None or now - self._skip_logged_at >= SKIP_LOG_EVERY_SECONDS:
+            self._skip_logged_at = now
+            reasons = ", ".join(f"{r}: {n}" for r, n in sorted(reader.skipped.items()))
+            log.warning(
+                "%s: skipped %d series on this page (%s; first: %s); %d skipped since start",
+                self.display_name,
+                count,
+                reasons,
+                reader.first_skip,
+                self._skipped_total,
+            )
 
 
-def _timeout(url: str, seconds: float) -> SourceError:
-    return SourceError("timeout", f"{url} did not answer within {seconds:g} s")
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
-def _read_until(response: HTTPResponse, deadline: float, url: str, seconds: float) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        if time.monotonic() > deadline:
-            raise _timeout(url, seconds)
-        chunk = response.read(65536)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise SourceError("parse_error", f"{url} returned more than {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
+def _first_line(path: Path, flag: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline(4096).strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SourceError("bad_credentials", f"cannot read {flag} {path}: {reason}") from None

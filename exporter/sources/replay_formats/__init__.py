@@ -1,12 +1,13 @@
 """Replay file formats (Ridgeline JSON Lines, CSV, `dcgmi dmon` text): detection and parsing.
 
-Each parser turns the file's lines into batches of samples once; exporter.sources.replay plays
-them. See docs/replay-formats.md for what each format accepts.
+Each parser reads a file's physical lines as they stream from disk (lines.read_lines) and yields
+batches as soon as each is complete; exporter.sources.replay plays them. See
+docs/replay-formats.md for what each format accepts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 from exporter.sources.base import REPLAY_FORMATS
 from exporter.sources.replay_formats.common import (
@@ -15,25 +16,26 @@ from exporter.sources.replay_formats.common import (
     ReplayFormatError,
     ReplayStats,
 )
-from exporter.sources.replay_formats.csv_table import parse_csv
-from exporter.sources.replay_formats.dmon import is_header, looks_like_row, parse_dmon
-from exporter.sources.replay_formats.jsonl import parse_jsonl
+from exporter.sources.replay_formats.csv_table import iter_csv
+from exporter.sources.replay_formats.dmon import is_header, iter_dmon, looks_like_row
+from exporter.sources.replay_formats.jsonl import iter_jsonl
+from exporter.sources.replay_formats.lines import Line, ReplayReadError, read_lines
 
 FORMATS = REPLAY_FORMATS
 
-PARSERS: dict[str, Callable[[Sequence[str], ParseContext], list[Batch]]] = {
-    "jsonl": parse_jsonl,
-    "csv": parse_csv,
-    "dmon": parse_dmon,
+PARSERS: dict[str, Callable[[Iterator[Line], ParseContext], Iterator[Batch]]] = {
+    "jsonl": iter_jsonl,
+    "csv": iter_csv,
+    "dmon": iter_dmon,
 }
 assert tuple(PARSERS) == FORMATS
 
-_DETECT_LINES = 200
+DETECT_LINES = 200
 """How many non-blank lines detection looks at before giving up."""
 
 
-def detect_format(lines: Sequence[str]) -> str | None:
-    """The format a file's content looks like, or None when nothing decides it.
+def detect_format(lines: Iterable[str]) -> str | None:
+    """The format a file's first lines look like, or None when nothing decides it.
 
     A line starting with "{" is JSON Lines; an "#Entity" header or a "GPU 0 ..." row is dmon;
     the first other line with a comma is a CSV header. A leading "dcgmi dmon ..." command echo
@@ -45,7 +47,7 @@ def detect_format(lines: Sequence[str]) -> str | None:
         if not text:
             continue
         looked += 1
-        if looked > _DETECT_LINES:
+        if looked > DETECT_LINES:
             break
         if text.startswith("{"):
             return "jsonl"
@@ -59,11 +61,15 @@ def detect_format(lines: Sequence[str]) -> str | None:
 
 
 __all__ = [
+    "DETECT_LINES",
     "FORMATS",
     "PARSERS",
     "Batch",
+    "Line",
     "ParseContext",
     "ReplayFormatError",
+    "ReplayReadError",
     "ReplayStats",
     "detect_format",
+    "read_lines",
 ]

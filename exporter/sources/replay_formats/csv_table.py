@@ -1,30 +1,35 @@
-"""CSV replay files: a header row naming the columns, then one sample per row.
+"""CSV replay files (RFC 4180): a header row naming the columns, then one sample per record.
 
-Entity columns: timestamp (or ts, time), gpu, uuid, model, gpu_instance, namespace, pod,
-container. Every other column is a field, named by DCGM id ("1005"), DCGM name
+Entity columns: timestamp (or ts, time), gpu, uuid, model, gpu_instance, gpu_instance_profile,
+namespace, pod, container. Every other column is a field, named by DCGM id ("1005"), DCGM name
 (DCGM_FI_PROF_DRAM_ACTIVE) or dmon tag (DRAMA); unknown columns are ignored with one warning.
-An empty cell or N/A is a blank. Without a timestamp column, rows are batched like dmon text
-(a new batch when a GPU repeats) and spaced by the sample interval.
+An empty cell or N/A is a blank. Records are read by the standard library's csv module, so a
+quoted cell may hold commas, doubled quotes and line breaks; a UTF-8 byte-order mark is
+dropped. Without a timestamp column, records are batched like dmon text (a new batch when a GPU
+repeats) and spaced by the sample interval.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Iterator
 
 from exporter.sample import Sample
 from exporter.sources.replay_formats.common import (
     BLANK_TOKENS,
     BadValue,
     Batch,
+    Column,
     ParseContext,
+    RepeatBatcher,
     ReplayFormatError,
-    clean_number,
-    group_by_timestamp,
-    parse_gpu_index,
-    parse_number_text,
+    TimeBatcher,
+    parse_index,
     parse_timestamp,
+    profile_text,
+    read_value,
 )
+from exporter.sources.replay_formats.lines import MAX_LINE_BYTES, Line
 
 _ENTITY_COLUMNS = {
     "timestamp": "ts",
@@ -37,6 +42,8 @@ _ENTITY_COLUMNS = {
     "modelname": "model",
     "gpu_instance": "gpu_instance",
     "gpu_i_id": "gpu_instance",
+    "gpu_instance_profile": "profile",
+    "gpu_i_profile": "profile",
     "namespace": "namespace",
     "pod": "pod",
     "container": "container",
@@ -44,129 +51,172 @@ _ENTITY_COLUMNS = {
 """Header spellings (lower case) of the entity columns -> the role they play."""
 
 
-def parse_csv(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
-    """Parse a CSV table; rows that cannot be read are skipped and counted."""
-    header_index = _find_header(lines)
-    if header_index is None:
-        raise ReplayFormatError(f"{ctx.name}: no CSV header row found")
-    header = next(csv.reader([lines[header_index]]))
-    roles: dict[str, int] = {}
-    fields: list[tuple[int, int]] = []
-    for column, raw_name in enumerate(header):
-        name = raw_name.strip().lstrip("#").strip()
-        role = _ENTITY_COLUMNS.get(name.lower())
-        if role is not None:
-            roles.setdefault(role, column)
-            continue
-        if not name:
-            continue
-        fid = ctx.lookup_field(name)
-        if fid is not None:
-            fields.append((column, fid))
-    if "gpu" not in roles:
-        raise ReplayFormatError(
-            f"{ctx.name}:{header_index + 1}: CSV header has no 'gpu' column (columns: {', '.join(header)})"
-        )
-    if not fields:
-        raise ReplayFormatError(f"{ctx.name}:{header_index + 1}: CSV header names no known DCGM field")
-    width = len(header)
-    ts_col = roles.get("ts")
-    gpu_col = roles["gpu"]
-    optional_roles = ("uuid", "model", "gpu_instance", "namespace", "pod", "container")
-    opt = {role: roles.get(role) for role in optional_roles}
+class _Records:
+    """The file's physical lines fed to csv.reader (with their line breaks, so quoted breaks
+    survive), and the physical line each record starts on."""
 
-    rows: list[tuple[float, Sample, int]] = []
-    # Without a timestamp column, a batch ends when a GPU repeats (like dmon text).
-    synthetic_index = 0
-    seen_in_batch: set[tuple[int, int | None]] = set()
-    body = [(i, line) for i, line in enumerate(lines) if i > header_index]
-    reader = csv.reader(line for _, line in body)
-    for (index, raw_line), cells in zip(body, reader, strict=True):
-        line_number = index + 1
-        if not cells or (len(cells) == 1 and not cells[0].strip()) or raw_line.lstrip().startswith("#"):
+    def __init__(self, lines: Iterator[Line], ctx: ParseContext) -> None:
+        self._lines = lines
+        self._ctx = ctx
+        self._reader = csv.reader(self._texts())
+        self.too_long: list[int] = []
+
+    def _texts(self) -> Iterator[str]:
+        for number, text in self._lines:
+            if text is None:
+                self.too_long.append(number)
+                yield "\n"
+            else:
+                yield text + "\n"
+
+    def __iter__(self) -> Iterator[tuple[int, list[str] | str]]:
+        """(first line, cells) per record, or (first line, error text) where csv refused one."""
+        reader = self._reader
+        while True:
+            start = reader.line_num + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield start, str(exc)
+                continue
+            yield start, cells
+
+
+def iter_csv(lines: Iterator[Line], ctx: ParseContext) -> Iterator[Batch]:
+    """Batches of a CSV table as it streams; records that cannot be read are skipped and counted."""
+    source = _Records(lines, ctx)
+    records = iter(source)
+    header: list[str] | None = None
+    header_line = 0
+    for start, cells in records:
+        if isinstance(cells, str) or not _is_content(cells):
+            continue
+        header, header_line = cells, start
+        break
+    if header is None:
+        raise ReplayFormatError(f"{ctx.name}: no CSV header row found")
+    table = _Table(header, header_line, ctx)
+    batcher_by_time = TimeBatcher(ctx) if table.ts_col is not None else None
+    batcher_by_repeat = RepeatBatcher(ctx)
+    for start, cells in records:
+        while source.too_long:
+            ctx.lines_read += 1
+            ctx.skip(source.too_long.pop(0), "line_too_long", f"line is longer than {MAX_LINE_BYTES} bytes")
+        if isinstance(cells, str):
+            ctx.lines_read += 1
+            ctx.skip(start, "bad_csv", f"not a CSV record ({cells})")
+            continue
+        if not _is_content(cells):
             continue
         ctx.lines_read += 1
-        if len(cells) != width:
-            ctx.skip(line_number, "column_count", f"{len(cells)} cells where the header has {width}")
+        result = table.read(start, cells)
+        if result is None:
             continue
+        sample, timestamp = result
+        if batcher_by_time is not None and timestamp is not None:
+            yield from batcher_by_time.add(start, sample._replace(timestamp=timestamp))
+        else:
+            closed = batcher_by_repeat.add(start, sample.entity, dict(sample.values), sample.attribution)
+            if closed is not None:
+                yield closed
+    if batcher_by_time is not None:
+        yield from batcher_by_time.finish()
+    last = batcher_by_repeat.close()
+    if last is not None:
+        yield last
+
+
+def _is_content(cells: list[str]) -> bool:
+    """False for blank records and "#" comment records."""
+    if not cells or (len(cells) == 1 and not cells[0].strip()):
+        return False
+    return not (cells[0].lstrip().startswith("#") and len(cells) == 1)
+
+
+class _Table:
+    """The header's meaning: which column plays which role, and how each field column is read."""
+
+    def __init__(self, header: list[str], line: int, ctx: ParseContext) -> None:
+        self._ctx = ctx
+        roles: dict[str, int] = {}
+        self.fields: list[tuple[int, Column]] = []
+        for index, raw_name in enumerate(header):
+            name = raw_name.strip().lstrip("#").strip()
+            role = _ENTITY_COLUMNS.get(name.lower())
+            if role is not None:
+                roles.setdefault(role, index)
+                continue
+            if not name:
+                continue
+            column = ctx.column(name)
+            if column is not None:
+                self.fields.append((index, column))
+        if "gpu" not in roles:
+            shown = ", ".join(h[:40] for h in header[:20])
+            raise ReplayFormatError(f"{ctx.name}:{line}: CSV header has no 'gpu' column (columns: {shown})")
+        if not self.fields:
+            raise ReplayFormatError(f"{ctx.name}:{line}: CSV header names no known DCGM field")
+        self.width = len(header)
+        self.ts_col = roles.get("ts")
+        self.roles = roles
+
+    def _text(self, cells: list[str], role: str) -> str | None:
+        index = self.roles.get(role)
+        if index is None:
+            return None
+        text = cells[index].strip()
+        return None if text in BLANK_TOKENS else text
+
+    def read(self, line: int, cells: list[str]) -> tuple[Sample, float | None] | None:
+        """The record as a sample (timestamp filled in by the batcher without a ts column)."""
+        ctx = self._ctx
+        if len(cells) != self.width:
+            ctx.skip(line, "column_count", f"{len(cells)} cells where the header has {self.width}")
+            return None
         try:
-            gpu = parse_gpu_index(cells[gpu_col])
-            gpu_instance = _optional_int(cells, opt["gpu_instance"])
-            model = _optional_text(cells, opt["model"]) or ctx.default_model
-            if model is None:
-                raise ReplayFormatError(
-                    f"{ctx.name}:{line_number}: no model for GPU {gpu} and no --model given; "
-                    "pass --model with the GPU's NVML name"
-                )
-            values: dict[int, float | None] = {}
-            for column, fid in fields:
-                cell = cells[column]
-                if cell in BLANK_TOKENS:
-                    values[fid] = None
-                    continue
-                try:
-                    number: float | None = float(cell)
-                except ValueError:
-                    number = parse_number_text(fid, cell)
-                values[fid] = clean_number(fid, number)
-        except BadValue as exc:
-            ctx.skip(line_number, "bad_value", str(exc))
-            continue
+            gpu = parse_index(cells[self.roles["gpu"]], "gpu")
+            instance_text = self._text(cells, "gpu_instance")
+            gpu_instance = None if instance_text is None else parse_index(instance_text, "gpu_instance")
+            profile = profile_text(self._text(cells, "profile"))
+            timestamp = None
+            if self.ts_col is not None:
+                timestamp = parse_timestamp(cells[self.ts_col])
         except ValueError as exc:
-            ctx.skip(line_number, "bad_entity", str(exc))
-            continue
-        namespace = _optional_text(cells, opt["namespace"])
-        pod = _optional_text(cells, opt["pod"])
+            reason = "bad_timestamp" if "timestamp" in str(exc) else "bad_entity"
+            ctx.skip(line, reason, _with_break_hint(str(exc), cells))
+            return None
+        model = self._text(cells, "model") or ctx.default_model
+        if model is None:
+            ctx.skip(
+                line,
+                "no_model",
+                f"no model for GPU {gpu} and no --model given; pass --model with the GPU's NVML name",
+            )
+            return None
+        values: dict[int, float | None] = {}
+        try:
+            for index, column in self.fields:
+                value = read_value(column, cells[index])
+                if values.get(column.fid) is None:
+                    values[column.fid] = value
+        except BadValue as exc:
+            ctx.skip(line, "bad_value", _with_break_hint(str(exc), cells))
+            return None
+        namespace, pod = self._text(cells, "namespace"), self._text(cells, "pod")
         attribution = None
         if namespace or pod:
-            container = _optional_text(cells, opt["container"]) or ""
-            attribution = ctx.attribution(namespace or "", pod or "", container)
-        entity = ctx.entity(gpu, _optional_text(cells, opt["uuid"]), model, gpu_instance)
-        if ts_col is not None:
-            try:
-                timestamp = parse_timestamp(cells[ts_col])
-            except ValueError as exc:
-                ctx.skip(line_number, "bad_timestamp", str(exc))
-                continue
-        else:
-            if entity.key in seen_in_batch:
-                synthetic_index += 1
-                seen_in_batch.clear()
-            seen_in_batch.add(entity.key)
-            timestamp = ctx.base_timestamp + synthetic_index * ctx.interval_seconds
-        rows.append(
-            (
-                timestamp,
-                Sample(timestamp=timestamp, entity=entity, values=values, attribution=attribution),
-                line_number,
-            )
+            attribution = ctx.attribution(namespace or "", pod or "", self._text(cells, "container") or "")
+        entity = ctx.entity(
+            gpu, self._text(cells, "uuid"), model, gpu_instance, profile if gpu_instance is not None else None
         )
-    return group_by_timestamp(rows, ctx)
+        sample = Sample(timestamp=0.0, entity=entity, values=values, attribution=attribution)
+        return sample, timestamp
 
 
-def _find_header(lines: Sequence[str]) -> int | None:
-    for index, line in enumerate(lines):
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("#") and "," not in text:
-            continue  # a comment
-        return index
-    return None
+def _with_break_hint(message: str, cells: list[str]) -> str:
+    if any("\n" in cell for cell in cells):
+        return message + " (a cell holds a line break: an unterminated quote?)"
+    return message
 
-
-def _optional_text(cells: list[str], column: int | None) -> str | None:
-    if column is None:
-        return None
-    text = cells[column].strip()
-    return None if text in BLANK_TOKENS else text
-
-
-def _optional_int(cells: list[str], column: int | None) -> int | None:
-    text = _optional_text(cells, column)
-    if text is None:
-        return None
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"gpu_instance {value} is negative")
-    return value

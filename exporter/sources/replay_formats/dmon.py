@@ -4,15 +4,21 @@ What dcgmi prints (NVIDIA DCGM dcgmi/DeviceMonitor.cpp):
 
     #Entity   GRACT     SMACT     DRAMA               <- DCGM 3.x+: "#Entity", columns left-aligned
     ID                                                <- the units line (" W", " C", "KB/s", "#")
-    GPU 0     0.871     0.802     N/A
-    GPU-I 1   0.420     0.398     0.212               <- MIG: GPU instance, then its compute
-    GPU-CI 3  0.400     0.390     N/A                    instances, after their parent GPU
+    GPU 3     0.871     0.802     N/A                 <- one row per entity, in a fixed order
+    GPU-I 25  0.420     0.398     0.212               <- MIG: a GPU instance, after its GPU
+    GPU-CI 3  0.400     0.390     N/A                    (compute instances are not replayed)
     ...                                               <- header again every 14 samples
-    dmon was stopped do to receiving a signal         <- after Ctrl-C (older: "...due to...")
+    dmon was stopped due to receiving a signal.       <- after Ctrl-C (wording varies, below)
 
 Older DCGM (2.x) prints "# Entity" and "Id", right-aligned. Blanks are N/A; values wider than
-their column end in "...". There is no timestamp: a batch is one block of rows until an entity
-repeats (or the header is printed again), spaced by the -d delay (--interval).
+their column end in "...". There is no timestamp: a sample is the block of rows until an entity
+repeats (or the header is printed again), spaced by the -d delay (--interval). The order of the
+rows is fixed but need not be sorted: DCGM 2.4-3.3 print the GPUs in the order of an unordered
+map, so the next sample starts where an entity comes again, never where the index falls.
+
+A GPU-I row belongs to the GPU row before it, and keeps that parent for the rest of the file;
+`--mig-profile GPU:GI=PROFILE` names the parent (and profile) where the order cannot (a capture
+that prints every GPU first, then every instance).
 
 Liberal in what we accept: tabs, CRLF, blank lines, a leading "dcgmi dmon ..." echo, "#"
 comments, a leading epoch timestamp per row, unit suffixes, columns named by field id.
@@ -21,26 +27,35 @@ comments, a leading epoch timestamp per row, unit suffixes, columns named by fie
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator
 
-from exporter.sample import Entity, Sample
+from exporter.sources.base import hinted_parent
 from exporter.sources.replay_formats.common import (
     BadValue,
     Batch,
+    Column,
     ParseContext,
+    RepeatBatcher,
     ReplayFormatError,
-    clean_number,
-    parse_number_text,
     parse_timestamp,
+    read_value,
 )
+from exporter.sources.replay_formats.lines import Line
 
 ENTITY_KINDS = frozenset({"GPU", "GPU-I", "GPU-CI", "VGPU", "SWITCH", "CPU", "CORE", "LINK", "CX"})
 """Entity group names dcgmi prints in the first column (upper-cased here)."""
 
 _UNIT_TOKENS = frozenset({"W", "C", "KB/s", "MB/s", "GB/s", "mJ", "MHz", "%", "#"})
 
-_TRAILER = re.compile(r"dmon was stopped|^\^C|received? a signal", re.IGNORECASE)
+TRAILERS = re.compile(
+    r"dmon was stopped d(?:ue|o) to receiv(?:ing|ed) a signal|^\^C|receiv(?:ing|ed) a signal", re.IGNORECASE
+)
+"""What dcgmi prints when stopped by a signal. DCGM 2.x-3.x (DeviceInfo, std::cout): "dmon was
+stopped due to receiving a signal." DCGM 3.x-4.x (DeviceMonitor, fmt::print): "dmon was stopped
+do to receiving a signal" (sic), later spelled "due to", without the full stop."""
+
 _ROW = re.compile(r"^\s*(?:\S+\s+)?(GPU|GPU-I|GPU-CI|vGPU|Switch)\s+\d+(\s|$)", re.IGNORECASE)
+_MAX_ID_DIGITS = 5
 
 
 def is_header(text: str) -> bool:
@@ -53,163 +68,151 @@ def looks_like_row(text: str) -> bool:
     return _ROW.match(text) is not None
 
 
-def parse_dmon(lines: Sequence[str], ctx: ParseContext) -> list[Batch]:
-    """Parse dmon text into batches; rows that cannot be read are skipped and counted."""
+def iter_dmon(lines: Iterator[Line], ctx: ParseContext) -> Iterator[Batch]:
+    """Batches of dmon text as it streams; rows that cannot be read are skipped and counted."""
     if ctx.default_model is None:
         raise ReplayFormatError(
             f"{ctx.name}: dcgmi dmon text does not name the GPU model; pass --model with the GPU's "
             "NVML name (e.g. --model 'NVIDIA H100 80GB HBM3')"
         )
-    model = ctx.default_model
-    columns: list[int | None] | None = None
-    header_text = ""
-    batches: list[Batch] = []
-    current: dict[tuple[int, int | None], tuple[Entity, dict[int, float | None]]] = {}
-    current_row_time: float | None = None
-    last_gpu_in_batch = -1
-    parent_gpu: int | None = None
-    seen_header = False
+    reader = _DmonReader(ctx, ctx.default_model)
+    for number, text in lines:
+        if text is None:
+            ctx.lines_read += 1
+            ctx.skip(number, "line_too_long", "line too long for a dmon row")
+            continue
+        closed = reader.line(number, text)
+        if closed is not None:
+            yield closed
+    last = reader.batcher.close()
+    if last is not None:
+        yield last
+    if not reader.seen_header:
+        raise ReplayFormatError(f"{ctx.name}: no '#Entity' header line; this is not dcgmi dmon output")
 
-    def close_batch() -> None:
-        nonlocal current, last_gpu_in_batch, parent_gpu, current_row_time
-        if current:
-            if current_row_time is not None:
-                timestamp = current_row_time
-            elif batches:
-                timestamp = batches[-1][0] + ctx.interval_seconds
-            else:
-                timestamp = ctx.base_timestamp
-            samples = [
-                Sample(timestamp=timestamp, entity=entity, values=values, attribution=None)
-                for entity, values in current.values()
-            ]
-            batches.append((timestamp, samples))
-        current = {}
-        last_gpu_in_batch = -1
-        parent_gpu = None
-        current_row_time = None
 
-    expect_units = False
-    for index, raw_line in enumerate(lines):
-        line = raw_line.expandtabs(8).rstrip()
+class _DmonReader:
+    """The state between lines: the header's columns, the GPU rows' parents, the open sample."""
+
+    def __init__(self, ctx: ParseContext, model: str) -> None:
+        self.ctx = ctx
+        self.model = model
+        self.columns: list[Column | None] | None = None
+        self.header_text = ""
+        self.seen_header = False
+        self.expect_units = False
+        self.last_gpu: int | None = None
+        """The GPU of the last GPU row: a GPU-I row after it is its instance."""
+        self.parents: dict[int, int] = {}
+        """GPU-I id -> the parent it was first seen under (kept for the rest of the file)."""
+        self.batcher = RepeatBatcher(ctx)
+
+    def line(self, number: int, raw: str) -> Batch | None:
+        """Read one line; returns the batch it closed, if any."""
+        ctx = self.ctx
+        line = raw.expandtabs(8).rstrip()
         text = line.strip()
-        line_number = index + 1
         if not text:
-            continue
+            return None
         if is_header(text):
-            close_batch()
-            tags = text.lstrip("#").split()[1:]
-            columns = [_column_field(tag, ctx) for tag in tags]
-            header_text = line
-            seen_header = True
-            expect_units = True
-            continue
-        if expect_units:
-            expect_units = False
+            self.columns = [ctx.column(tag) for tag in text.lstrip("#").split()[1:]]
+            self.header_text = line
+            self.seen_header = True
+            self.expect_units = True
+            self.last_gpu = None
+            return self.batcher.close()
+        if self.expect_units:
+            self.expect_units = False
             if text.split()[0].lower() == "id":
-                continue
-        if text.startswith("#") or _TRAILER.search(text):
-            continue
+                return None
+        if text.startswith("#") or TRAILERS.search(text):
+            return None
         tokens = text.split()
-        time_token: float | None = None
+        row_time: float | None = None
         if len(tokens) > 2 and tokens[0].upper() not in ENTITY_KINDS and tokens[1].upper() in ENTITY_KINDS:
             # A row prefixed with its time (`dcgmi dmon | ts`, a logging wrapper): epoch seconds
             # or ISO 8601 set the batch time; any other prefix (a time of day) is dropped.
             try:
-                time_token = parse_timestamp(tokens[0])
+                row_time = parse_timestamp(tokens[0])
             except ValueError:
-                time_token = None
+                row_time = None
             tokens = tokens[1:]
         kind = tokens[0].upper()
         if kind not in ENTITY_KINDS:
-            if seen_header:
+            if self.seen_header:
                 ctx.lines_read += 1
-                ctx.skip(line_number, "not_a_row", f"not a dmon row: {text[:60]!r}")
-            continue  # text before the first header: a command echo or a banner
+                ctx.skip(number, "not_a_row", f"not a dmon row: {text[:60]!r}")
+            return None  # text before the first header: a command echo or a banner
         ctx.lines_read += 1
-        if columns is None:
-            ctx.skip(line_number, "no_header", "row before any #Entity header")
-            continue
-        if len(tokens) < 2 or not tokens[1].isdigit():
-            ctx.skip(line_number, "bad_entity", f"entity {' '.join(tokens[:2])!r} has no numeric id")
-            continue
-        entity_id = int(tokens[1])
+        if self.columns is None:
+            ctx.skip(number, "no_header", "row before any #Entity header")
+            return None
+        id_text = tokens[1] if len(tokens) > 1 else ""
+        if not (id_text.isascii() and id_text.isdigit() and len(id_text) <= _MAX_ID_DIGITS):
+            ctx.skip(number, "bad_entity", f"entity {' '.join(tokens[:2])[:40]!r} has no numeric id")
+            return None
+        entity_id = int(id_text)
+        if kind == "GPU-CI":
+            ctx.skip(number, "compute_instance", "GPU-CI rows are not replayed (one sample per instance)")
+            return None
+        if kind not in ("GPU", "GPU-I"):
+            ctx.skip(number, "unsupported_entity", f"{tokens[0]} rows are not GPUs")
+            return None
         cells = tokens[2:]
-        if len(cells) != len(columns):
-            realigned = _realign(cells, line, header_text, len(columns))
+        if len(cells) != len(self.columns):
+            realigned = _realign(cells, line, self.header_text, len(self.columns))
             if realigned is None:
                 ctx.skip(
-                    line_number,
+                    number,
                     "column_count",
-                    f"{len(tokens) - 2} values where the header has {len(columns)} columns",
+                    f"{len(cells)} values where the header has {len(self.columns)} columns",
                 )
-                continue
+                return None
             cells = realigned
-        if kind == "GPU":
-            gpu, instance = entity_id, None
-            if gpu <= last_gpu_in_batch or (gpu, None) in current:
-                close_batch()  # dmon prints GPUs in ascending order: a lower index starts a new sample
-            last_gpu_in_batch = gpu
-            parent_gpu = gpu
-        elif kind == "GPU-I":
-            if parent_gpu is None:
-                parent_gpu = 0
-                ctx.warn_once(
-                    "dmon:orphan-instance",
-                    f"line {line_number}: GPU-I rows without a GPU row before them are attributed to GPU 0",
-                )
-            gpu, instance = parent_gpu, entity_id
-            if (gpu, instance) in current:
-                close_batch()
-                parent_gpu = gpu
-        elif kind == "GPU-CI":
-            ctx.skip(
-                line_number, "compute_instance", "GPU-CI rows are not replayed (one sample per instance)"
-            )
-            continue
-        else:
-            ctx.skip(line_number, "unsupported_entity", f"{tokens[0]} rows are not GPUs")
-            continue
         try:
-            values = _values(cells, columns)
+            values = _values(cells, self.columns)
         except BadValue as exc:
-            ctx.skip(line_number, "bad_value", str(exc))
-            continue
-        if time_token is not None:
-            if current_row_time is not None and time_token != current_row_time and current:
-                close_batch()
-                if kind == "GPU":
-                    last_gpu_in_batch = gpu
-                    parent_gpu = gpu
-            current_row_time = time_token
-        entity = _entity(ctx, gpu, instance, model)
-        current[(gpu, instance)] = (entity, values)
-    close_batch()
-    if not seen_header:
-        raise ReplayFormatError(f"{ctx.name}: no '#Entity' header line; this is not dcgmi dmon output")
-    return batches
+            ctx.skip(number, "bad_value", str(exc))
+            return None
+        if kind == "GPU":
+            self.last_gpu = entity_id
+            gpu, instance = entity_id, None
+        else:
+            gpu, instance = self._parent(number, entity_id), entity_id
+        uuid = f"GPU-dmon-{gpu}" if instance is None else f"MIG-dmon-{gpu}-{instance}"
+        entity = ctx.entity(gpu, uuid, self.model, instance)
+        return self.batcher.add(number, entity, values, row_time=row_time)
+
+    def _parent(self, number: int, instance: int) -> int:
+        """A GPU-I row's GPU: named by --mig-profile, else the one it was first seen under, else
+        the GPU row before it (GPU 0, with a warning, when there is none)."""
+        named = hinted_parent(self.ctx.mig_profiles, instance)
+        if named is not None:
+            return named
+        known = self.parents.get(instance)
+        if known is not None:
+            return known
+        parent = self.last_gpu
+        if parent is None:
+            parent = 0
+            self.ctx.warn_once(
+                "dmon:orphan-instance",
+                f"line {number}: GPU-I rows without a GPU row before them are attributed to GPU 0 "
+                "(name the parent with --mig-profile GPU:GI=PROFILE)",
+            )
+        if len(self.parents) < 4096:
+            self.parents[instance] = parent
+        return parent
 
 
-def _column_field(tag: str, ctx: ParseContext) -> int | None:
-    fid = ctx.field_ids.get(tag)
-    if fid is None and tag not in ctx.field_ids:
-        fid = ctx.lookup_field(tag)
-    return fid
-
-
-def _values(cells: list[str], columns: list[int | None]) -> dict[int, float | None]:
+def _values(cells: list[str], columns: list[Column | None]) -> dict[int, float | None]:
     values: dict[int, float | None] = {}
-    for cell, fid in zip(cells, columns, strict=True):
-        if fid is None:
+    for cell, column in zip(cells, columns, strict=True):
+        if column is None:
             continue
-        if cell == "N/A":
-            values[fid] = None
-            continue
-        try:
-            number: float | None = float(cell)
-        except ValueError:
-            number = parse_number_text(fid, cell)
-        values[fid] = clean_number(fid, number)
+        value = read_value(column, cell)
+        if values.get(column.fid) is None:
+            values[column.fid] = value
     return values
 
 
@@ -231,8 +234,3 @@ def _realign(cells: list[str], line: str, header: str, width: int) -> list[str] 
         end = starts[i + 1] if i + 1 < width else len(line)
         result.append(line[start:end].strip() or "N/A")
     return result
-
-
-def _entity(ctx: ParseContext, gpu: int, instance: int | None, model: str) -> Entity:
-    uuid = f"GPU-dmon-{gpu}" if instance is None else f"MIG-dmon-{gpu}-{instance}"
-    return ctx.entity(gpu, uuid, model, instance)

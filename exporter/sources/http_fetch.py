@@ -1,0 +1,221 @@
+"""One HTTP(S) GET under one deadline for all of it: name lookup, connect, TLS, request, headers, body.
+
+A socket timeout bounds each read, not the answer: an upstream that drips one byte every two
+seconds never trips a 5 s timeout. Here every blocking call gets the time *left* as its timeout
+(CPython bounds one recv, sendall or TLS handshake by its timeout as a whole), so the GET as a
+whole ends by the deadline. Standard library only: socket, ssl, and http.client's response parser
+(status line, headers, chunked and Content-Length bodies), fed by a socket wrapper that applies
+the deadline. The body is handed out chunk by chunk so the caller can parse it as it streams.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.client
+import io
+import ipaddress
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import cast
+
+CHUNK_BYTES = 65536
+
+
+class FetchError(Exception):
+    """The GET failed; `reason` is the label for ridgeline_sample_errors_total."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class Deadline:
+    """A point in time every step of one GET must finish by."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._end = clock() + seconds
+
+    def remaining(self) -> float:
+        """Seconds left; raises TimeoutError once none are."""
+        left = self._end - self._clock()
+        if left <= 0:
+            raise TimeoutError(f"deadline of {self.seconds:g} s passed")
+        return left
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Where to GET and with which headers; `authorization` is never logged or shown."""
+
+    scheme: str
+    host: str
+    port: int
+    target: str
+    """Path and query, as sent on the request line."""
+    headers: tuple[tuple[str, str], ...] = ()
+    authorization: str | None = None
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket as a raw stream whose every read gets the time left as its timeout."""
+
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        self._sock.settimeout(self._deadline.remaining())
+        return self._sock.recv_into(buffer)
+
+
+class _DeadlineSocket:
+    """What http.client.HTTPResponse needs of a socket (makefile), with the deadline applied."""
+
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        assert mode == "rb"
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline), CHUNK_BYTES)
+
+
+_resolver: concurrent.futures.ThreadPoolExecutor | None = None
+_resolver_lock = threading.Lock()
+
+
+def _resolve(host: str, port: int, deadline: Deadline) -> list[tuple[int, tuple[str, int]]]:
+    """(family, address) pairs for host, within the deadline.
+
+    getaddrinfo takes no timeout, so a name (not an IP literal) is looked up on a small worker
+    pool and waited for only as long as the deadline allows; a hung resolver costs a worker,
+    not the sampler.
+    """
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
+        return [(family, (host, port))]
+    global _resolver
+    with _resolver_lock:
+        if _resolver is None:
+            _resolver = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="ridgeline-resolve")
+        future = _resolver.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    try:
+        infos = future.result(timeout=deadline.remaining())
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"looking up {host} took longer than the deadline") from None
+    except socket.gaierror as exc:
+        raise FetchError("connection", f"cannot resolve {host}: {exc.strerror}") from None
+    return [(info[0], (str(info[4][0]), int(info[4][1]))) for info in infos]
+
+
+def _connect(request: Request, deadline: Deadline) -> socket.socket:
+    errors: list[str] = []
+    for family, address in _resolve(request.host, request.port, deadline):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(deadline.remaining())
+            sock.connect(address)
+        except TimeoutError:
+            sock.close()
+            raise
+        except OSError as exc:
+            sock.close()
+            errors.append(exc.strerror or str(exc))
+            continue
+        if request.scheme == "https":
+            return _start_tls(sock, request.host, deadline)
+        return sock
+    raise FetchError("connection", f"cannot connect: {'; '.join(errors) or 'no address'}")
+
+
+def _start_tls(sock: socket.socket, host: str, deadline: Deadline) -> socket.socket:
+    context = ssl.create_default_context()
+    tls = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+    try:
+        tls.settimeout(deadline.remaining())
+        tls.do_handshake()
+    except ssl.SSLError as exc:
+        tls.close()
+        raise FetchError("connection", f"TLS handshake failed: {exc.reason or exc}") from None
+    except BaseException:
+        tls.close()
+        raise
+    return tls
+
+
+def _request_bytes(request: Request) -> bytes:
+    host = f"[{request.host}]" if ":" in request.host else request.host
+    default_port = 443 if request.scheme == "https" else 80
+    if request.port != default_port:
+        host = f"{host}:{request.port}"
+    lines = [
+        f"GET {request.target} HTTP/1.1",
+        f"Host: {host}",
+        "Connection: close",
+        "Accept-Encoding: identity",
+    ]
+    lines += [f"{name}: {value}" for name, value in request.headers]
+    if request.authorization is not None:
+        lines.append(f"Authorization: {request.authorization}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
+    """The body of a 200 answer, chunk by chunk, all by the deadline.
+
+    Raises TimeoutError when the deadline passes (at any step), FetchError otherwise (reasons
+    `connection`, `http_status`, `parse_error`). A generator: the socket is closed when it is
+    exhausted or closed.
+    """
+    try:
+        sock = _connect(request, deadline)
+    except (TimeoutError, FetchError):
+        raise
+    except OSError as exc:
+        raise FetchError("connection", f"cannot connect: {exc.strerror or exc}") from None
+    try:
+        try:
+            sock.settimeout(deadline.remaining())
+            sock.sendall(_request_bytes(request))
+            response = http.client.HTTPResponse(
+                cast(socket.socket, _DeadlineSocket(sock, deadline)), method="GET"
+            )
+            response.begin()
+        except http.client.HTTPException as exc:
+            raise FetchError("parse_error", f"did not answer HTTP ({type(exc).__name__}: {exc})") from None
+        if response.status != 200:
+            hint = " (check the scrape credentials)" if response.status in (401, 403) else ""
+            raise FetchError("http_status", f"answered HTTP {response.status} {response.reason}{hint}")
+        encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
+        if encoding != "identity":
+            raise FetchError("parse_error", f"answered with Content-Encoding {encoding}, not plain text")
+        while True:
+            try:
+                chunk = response.read(CHUNK_BYTES)
+            except http.client.IncompleteRead as exc:
+                raise FetchError("connection", f"the connection closed mid-body ({exc})") from None
+            except http.client.HTTPException as exc:
+                raise FetchError("parse_error", f"sent a malformed body ({type(exc).__name__})") from None
+            if not chunk:
+                return
+            yield chunk
+    except TimeoutError:
+        raise
+    except OSError as exc:  # reset, broken pipe, TLS error mid-read
+        raise FetchError("connection", f"connection failed: {exc.strerror or exc}") from None
+    finally:
+        sock.close()
