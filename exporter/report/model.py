@@ -389,7 +389,7 @@ def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[s
 def _top(rows: Sequence[dict[str, Any]], regime: str, n: int) -> list[dict[str, Any]]:
     """The n workloads with the most GPU-seconds in `regime` (none with zero)."""
     ranked = sorted(
-        (r for r in rows if r["gpu_seconds"][regime] > 0),
+        (r for r in rows if r["labels"] and r["gpu_seconds"][regime] > 0),  # no labels: no workload
         key=lambda r: (-r["gpu_seconds"][regime], sorted(r["labels"].items())),
     )
     out = []
