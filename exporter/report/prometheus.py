@@ -335,10 +335,11 @@ def collect(
             "windows one scrape interval longer, as its increase() would credit a label set that "
             "returns after a gap with the gap"
         )
-    sample_interval = _sample_interval(client, end, matchers)
+    probe = min(float(SAMPLE_PROBE_SECONDS), math.floor(end - start))
+    sample_interval = _sample_interval(client, end, probe, matchers)
     if sample_interval is None:
         notes.append(
-            f"no raw sample in the last {SAMPLE_PROBE_SECONDS // 60} minutes of the range: the scrape "
+            f"no raw sample in the last {probe:g} s of the range: the scrape "
             f"interval is unknown; raw windows assume {DEFAULT_SAMPLE_INTERVAL_SECONDS:g} s"
         )
     if step is None:
@@ -403,12 +404,16 @@ def collect(
 
 
 def _sample_interval(
-    client: PrometheusClient, end: float, matchers: Sequence[promql.Matcher]
+    client: PrometheusClient, end: float, window: float, matchers: Sequence[promql.Matcher]
 ) -> float | None:
-    found = client.query(promql.sample_count_expr(SAMPLE_PROBE_SECONDS, matchers), end)
+    """The scrape interval: the probe window over the median sample count of one counter per GPU
+    (a GPU that appeared within the window makes it look longer: windows only get wider)."""
+    if window < 1:
+        return None
+    found = client.query(promql.sample_count_expr(window, matchers), end)
     if not found or found[0][1] < 2:
         return None
-    return SAMPLE_PROBE_SECONDS / found[0][1]
+    return window / found[0][1]
 
 
 def _dialect(client: PrometheusClient, at: float) -> str:
