@@ -47,7 +47,8 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
 th,td{border:1px solid #ddd;padding:.25em .55em;text-align:right;vertical-align:top}
 th{background:#f4f4f4}td.name,th.name{text-align:left}
 .meta td{text-align:left}.note{color:#555;font-size:.9em}
-.formula{font-family:ui-monospace,"DejaVu Sans Mono",monospace;white-space:nowrap}
+.formula{font-family:ui-monospace,"DejaVu Sans Mono",monospace;width:30%}
+table.levers{width:100%}table.levers td:first-child{width:22%}
 .chart svg{max-width:100%;height:auto}
 .swatch{display:inline-block;width:.8em;height:.8em;margin-right:.3em;vertical-align:-.05em}
 """
@@ -250,7 +251,7 @@ def _workload_table(rows: Sequence[Mapping[str, Any]], what: str) -> str:
 
 def _levers_table(doc: Mapping[str, Any]) -> str:
     rows = [
-        '<table><tr><th class="name">lever</th><th class="name">bound</th>'
+        '<table class="levers"><tr><th class="name">lever</th><th class="name">bound</th>'
         '<th class="name">assumptions</th></tr>'
     ]
     for lever in doc["levers"]:
