@@ -97,18 +97,26 @@ def make_fleet(
     scrape_seconds: float = 15.0,
     min_segment_hours: float = 1.0,
     max_segment_hours: float = 4.0,
+    whole_nodes: bool = False,
+    teams: int = 0,
     seed: int = 12,
 ) -> Fleet:
     """A deterministic fleet: the first two thirds of the nodes are H100s, the rest A100s; each
     GPU runs workloads of min..max hours back to back (pods named per node so that a pod's GPUs
-    share a node)."""
+    share a node). whole_nodes: every GPU of a node runs the node's one schedule (one pod holds
+    the whole node, as large jobs do), so workloads are nodes' segments, not GPUs'. teams: spread
+    each kind's pods over that many namespaces (`llm-train-3`)."""
     rng = random.Random(seed)
     end = start + hours * 3600.0
     gpus = []
     for n in range(nodes):
         node = f"node-{n:04d}"
         card = "h100-sxm" if n < max(1, (2 * nodes + 2) // 3) else "a100-sxm4-80gb"
+        shared: tuple[Segment, ...] | None = None
         for i in range(gpus_per_node):
+            if whole_nodes and shared is not None:
+                gpus.append(Gpu(node=node, index=i, card=card, segments=shared))
+                continue
             t = start
             segments = []
             k = 0
@@ -119,8 +127,11 @@ def make_fleet(
                 if end - stop < min_segment_hours * 3600.0:
                     stop = end  # no segment shorter than the minimum, the last one included
                 kind, namespace, prefix, regime, tk, dram = WORKLOADS[rng.randrange(len(WORKLOADS))]
-                pod = f"{prefix}-{node}-{i}-{k}" if prefix else None
-                job = f"{4000 + n * 10 + i}" if kind == "hpc" else None
+                if namespace is not None and teams:
+                    namespace = f"{namespace}-{rng.randrange(teams)}"
+                who = node if whole_nodes else f"{node}-{i}"
+                pod = f"{prefix}-{who}-{k}" if prefix else None
+                job = f"{4000 + n * 10 + (0 if whole_nodes else i)}" if kind == "hpc" else None
                 segments.append(
                     Segment(
                         start=t,
@@ -135,7 +146,8 @@ def make_fleet(
                 )
                 t = stop
                 k += 1
-            gpus.append(Gpu(node=node, index=i, card=card, segments=tuple(segments)))
+            shared = tuple(segments)
+            gpus.append(Gpu(node=node, index=i, card=card, segments=shared))
     return Fleet(start=start, end=end, scrape_seconds=scrape_seconds, gpus=tuple(gpus))
 
 

@@ -326,6 +326,7 @@ def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any
         insecure_skip_verify=bool(args.prometheus_insecure_skip_verify),
         timeout_seconds=args.prometheus_timeout,
     )
+    started = time.monotonic()
     try:
         client = PrometheusClient(settings)
         collected = collect(
@@ -339,7 +340,7 @@ def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any
         )
     except QueryError as exc:
         raise UserError(str(exc)) from None
-    log.info("%d queries to %s", collected.queries, client.url)
+    log.info("%d queries to %s in %.2f s", collected.queries, client.url, time.monotonic() - started)
     return collected.groups, collected.fleet, collected.workloads, collected.provenance
 
 
