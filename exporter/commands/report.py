@@ -277,8 +277,10 @@ def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any
     from exporter.report import promql
     from exporter.report.prometheus import ClientSettings, PrometheusClient, QueryError, collect
 
-    if args.replay_format or args.model:
-        raise UserError("--replay-format and --model read a trace; they do not go with --prometheus")
+    if args.replay_format or args.model or args.mig_profile:
+        raise UserError(
+            "--replay-format, --model and --mig-profile read a trace; they do not go with --prometheus"
+        )
     end = args.end if args.end is not None else time.time()
     if args.start is not None and args.since is not None:
         raise UserError("give --start or --since, not both")
@@ -375,6 +377,7 @@ def _from_replay(
         replay_format=args.replay_format,
         model=args.model,
         speed=None,
+        mig_profiles=args.mig_profile,
     )
     try:
         collected = collect_replay(
