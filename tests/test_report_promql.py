@@ -185,3 +185,15 @@ def test_errors_name_the_problem(server: str) -> None:
         closed.query("up", 1.0)
     with pytest.raises(QueryError, match="not both"):
         PrometheusClient(ClientSettings(url=server, user="a", bearer_token="b"))
+
+
+def test_long_ranges_are_summed_a_day_per_query() -> None:
+    """A week in one subquery costs the server the week's matrix at once (bench_report.py)."""
+    from exporter.report.prometheus import MAX_STRETCH_SECONDS, _stretches
+
+    week = _stretches(0.0, 7 * 86400.0, 3600, set(), None, None)
+    assert len(week) == 7 and all(s.end - s.start == MAX_STRETCH_SECONDS for s in week)
+    covered = {float(t) for t in range(3600 * 49, 7 * 86400 + 1, 3600)}  # rules from hour 48 on
+    mixed = _stretches(0.0, 7 * 86400.0, 3600, covered, NAMESPACE_POD, None)
+    assert [s.level for s in mixed[:3]] == [None, None, NAMESPACE_POD]
+    assert mixed[1].end == mixed[2].start == 48 * 3600.0

@@ -68,6 +68,12 @@ keeps raw windows wide enough to hold samples)."""
 
 PARALLEL_QUERIES = 4
 
+MAX_STRETCH_SECONDS = 86400
+"""One instant query sums at most a day of windows. The server evaluates a subquery's inner
+expression over its whole range at 5-minute resolution (recorded series) before summing, so its
+memory grows with the range: a week of 16,000 pod series in one query took Prometheus to 4.2 GB
+in benchmarks/bench_report.py; day-long pieces keep each query to a seventh of that."""
+
 
 class QueryError(Exception):
     """The query API could not be reached or refused a query; the message says which and why."""
@@ -379,7 +385,7 @@ def collect(
         groups = _usage(group_jobs, by)
         workloads = groups if workload_jobs is group_jobs else _usage(workload_jobs, workload_by)
         fleet, timeline = _fleet(fleet_jobs, step)
-    if any(s.level is not None and s.level.allocated_only for s in group_stretches):
+    if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
         notes.append(
             "groups come from pod-level series: GPUs held by no pod form the ungrouped remainder, "
             "and their idle time (an HPC job's included) does not count as allocated"
@@ -464,7 +470,8 @@ def _stretches(
     fleet_level: RecordedLevel | None,
     lookback: float | None = None,
 ) -> list[_Stretch]:
-    """The range cut into runs of windows read the same way (recorded where covered, else raw)."""
+    """The range cut into runs of windows read the same way (recorded where covered, else raw),
+    each at most MAX_STRETCH_SECONDS long."""
     out: list[_Stretch] = []
     count = round((end - start) / step)
     for i in range(count):
@@ -473,7 +480,12 @@ def _stretches(
         lv = level if recorded else None
         flv = fleet_level if recorded else None
         back = lookback if recorded else None
-        if out and out[-1].level is lv and out[-1].fleet_level is flv:
+        if (
+            out
+            and out[-1].level is lv
+            and out[-1].fleet_level is flv
+            and out[-1].end - out[-1].start + step <= max(MAX_STRETCH_SECONDS, step)
+        ):
             out[-1] = _Stretch(start=out[-1].start, end=window_end, level=lv, fleet_level=flv, lookback=back)
         else:
             out.append(
@@ -629,16 +641,19 @@ def _gaps(timeline: Sequence[TimelinePoint], start: float, end: float, step: int
 
 
 def _described(group: Sequence[_Stretch], fleet: Sequence[_Stretch]) -> dict[str, str]:
-    """Which series each part of the range was read from (the report prints it)."""
-    out: dict[str, str] = {}
+    """Which series each part of the range was read from (the report prints it); neighbouring
+    stretches read the same way are one part."""
+    parts: list[tuple[float, float, str]] = []
     for g in group:
-        span = f"{iso_time(g.start)} to {iso_time(g.end)}"
         if g.level is None:
-            out[span] = f"raw counters ({RAW_REGIME_SECONDS}, {RAW_FLOP}, {RAW_DRAM_BYTES})"
+            what = f"raw counters ({RAW_REGIME_SECONDS}, {RAW_FLOP}, {RAW_DRAM_BYTES})"
         else:
             fleet_level = next((f.fleet_level for f in fleet if f.start <= g.start < f.end), None)
-            names = f"{g.level.name}:* recorded series"
+            what = f"{g.level.name}:* recorded series"
             if fleet_level is not None and fleet_level is not g.level:
-                names += f" (fleet totals from {fleet_level.name}:*)"
-            out[span] = names
-    return out
+                what += f" (fleet totals from {fleet_level.name}:*)"
+        if parts and parts[-1][2] == what and parts[-1][1] == g.start:
+            parts[-1] = (parts[-1][0], g.end, what)
+        else:
+            parts.append((g.start, g.end, what))
+    return {f"{iso_time(a)} to {iso_time(b)}": what for a, b, what in parts}
