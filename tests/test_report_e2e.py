@@ -120,12 +120,20 @@ def _start_victoriametrics(stack: Stack, tmp: Path, fleet: fleet_history.Fleet, 
     return url
 
 
-def report(url: str, fleet: fleet_history.Fleet, tmp: Path, *args: str) -> dict[str, Any]:
-    """Run `ridgeline report` over the whole history; its JSON document."""
+def report(
+    url: str,
+    fleet: fleet_history.Fleet,
+    tmp: Path,
+    *args: str,
+    start: float | None = None,
+    end: float | None = None,
+) -> dict[str, Any]:
+    """Run `ridgeline report` over the whole history (or [start, end]); its JSON document."""
     out = tmp / "report.json"
     command = [
         sys.executable, "-m", "exporter", "report", "--prometheus", url,
-        "--start", str(int(fleet.start)), "--end", str(int(fleet.end)), "--json", str(out), *args,
+        "--start", str(int(fleet.start if start is None else start)),
+        "--end", str(int(fleet.end if end is None else end)), "--json", str(out), *args,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -133,9 +141,15 @@ def report(url: str, fleet: fleet_history.Fleet, tmp: Path, *args: str) -> dict[
     return document
 
 
-def assert_matches_truth(document: dict[str, Any], fleet: fleet_history.Fleet, by: tuple[str, ...]) -> None:
+def assert_matches_truth(
+    document: dict[str, Any],
+    fleet: fleet_history.Fleet,
+    by: tuple[str, ...],
+    start: float | None = None,
+    end: float | None = None,
+) -> None:
     """Every group's numbers within 1 % of the known ones (regime seconds: of the group's time)."""
-    truth = fleet_history.truth(fleet, by)
+    truth = fleet_history.truth(fleet, by, start, end)
     found = {tuple(g["labels"].get(label, "") for label in by): g for g in document["groups"]}
     assert set(found) == set(truth), f"groups {sorted(found)} != {sorted(truth)}"
     problems = []
@@ -153,7 +167,7 @@ def assert_matches_truth(document: dict[str, Any], fleet: fleet_history.Fleet, b
         for name, got, want, scale in pairs:
             if abs(got - want) > TOLERANCE * scale:
                 problems.append(f"{key} {name}: {got:.6g}, known {want:.6g}")
-    everything = fleet_history.truth(fleet, ())[()]
+    everything = fleet_history.truth(fleet, (), start, end)[()]
     fleet_doc = document["fleet"]
     for name, got, want in (
         ("GPU-seconds", fleet_doc["gpu_seconds_total"], everything.total),
@@ -212,3 +226,16 @@ def test_a_range_past_the_data_reports_its_gap(history: dict[str, Any], tmp_path
     assert [round(g["seconds"]) for g in document["gaps"]] == [7200]
     known = fleet_history.truth(fleet, (), fleet.end - 3600, fleet.end)[()]
     assert abs(document["fleet"]["gpu_seconds_total"] - known.total) <= TOLERANCE * known.total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_range_off_the_window_grid_is_counted_exactly(
+    history: dict[str, Any], backend: str, tmp_path: Path
+) -> None:
+    """--start and --end between window boundaries (and across the rules' deployment): the pieces
+    before the first and after the last whole window are read on their own, not dropped."""
+    fleet = history["fleet"]
+    start, end = fleet.start + 1234, fleet.end - 3 * 3600 - 567
+    document = report(history[backend], fleet, tmp_path, "--by", "namespace", start=start, end=end)
+    assert document["range"]["start_timestamp"] == start and document["range"]["end_timestamp"] == end
+    assert_matches_truth(document, fleet, ("namespace",), start, end)

@@ -280,6 +280,9 @@ class _Stretch:
     """How old a recorded reading may be (1.5 evaluation intervals)."""
     dialect: str = "promql"
     sample_interval: float | None = None
+    edge: bool = False
+    """A piece of the range before its first or after its last whole window: one window of its
+    own length, read with a plain instant query (no subquery alignment)."""
 
 
 def round_step(seconds: float) -> int:
@@ -303,6 +306,12 @@ def aligned_range(start: float, end: float, step: int) -> tuple[float, float]:
     if b <= a:
         b = a + step
     return float(a), float(b)
+
+
+def inner_range(start: float, end: float, step: int) -> tuple[float, float]:
+    """The whole windows inside [start, end]: both ends moved inwards to multiples of the step
+    (subquery points sit there); the pieces outside them are read as edges."""
+    return float(math.ceil(start / step) * step), float(math.floor(end / step) * step)
 
 
 def level_for(by: Sequence[str], matchers: Sequence[promql.Matcher]) -> RecordedLevel | None:
@@ -350,7 +359,11 @@ def collect(
         )
     if step is None:
         step = choose_step(end - start, sample_interval)
-    start, end = aligned_range(start, end, step)
+    wanted_start, wanted_end = float(round(start)), float(round(end))
+    start, end = inner_range(wanted_start, wanted_end, step)
+    if end <= start:  # shorter than a window: the whole windows that hold it
+        start, end = aligned_range(wanted_start, wanted_end, step)
+        wanted_start, wanted_end = start, end
     level = level_for(by, matchers) if use_recorded else None
     workload_level = level_for(workload_by, matchers) if use_recorded else None
     fleet_level: RecordedLevel | None = None
@@ -368,6 +381,10 @@ def collect(
 
     def stretches(lv: RecordedLevel | None, fleet_lv: RecordedLevel | None) -> list[_Stretch]:
         plain = _stretches(start, end, step, covered if lv is not None else set(), lv, fleet_lv, lookback)
+        if plain and wanted_start < start:  # the head, read the way its neighbour is
+            plain.insert(0, replace(plain[0], start=wanted_start, end=start, edge=True))
+        if plain and wanted_end > end:
+            plain.append(replace(plain[-1], start=end, end=wanted_end, edge=True))
         return [replace(s, dialect=dialect, sample_interval=sample_interval) for s in plain]
 
     group_stretches = stretches(level, fleet_level)
@@ -395,8 +412,8 @@ def collect(
     provenance = Provenance(
         kind="prometheus",
         location=client.url,
-        start=start,
-        end=end,
+        start=wanted_start,
+        end=wanted_end,
         step_seconds=float(step),
         sample_interval_seconds=sample_interval,
         series=series,
@@ -524,20 +541,17 @@ def _usage_jobs(
             keys: tuple[str, ...] = by
             if quantity == "regime" and lv is None:
                 keys = (*by, "card")  # raw: the card split comes with the regimes
-            expr = promql.stretch_total(
-                promql.window_expr(
-                    quantity,
-                    keys,
-                    step,
-                    level=q_level,
-                    matchers=matchers,
-                    lookback=stretch.lookback if q_level is not None else None,
-                    dialect=stretch.dialect,
-                    sample_interval=stretch.sample_interval,
-                ),
-                length,
-                step,
+            window = promql.window_expr(
+                quantity,
+                keys,
+                length if stretch.edge else step,
+                level=q_level,
+                matchers=matchers,
+                lookback=stretch.lookback if q_level is not None else None,
+                dialect=stretch.dialect,
+                sample_interval=stretch.sample_interval,
             )
+            expr = window if stretch.edge else promql.stretch_total(window, length, step)
             jobs.append((quantity, pool.submit(client.query, expr, stretch.end)))
     return jobs
 
@@ -590,15 +604,18 @@ def _fleet_jobs(
             expr = promql.window_expr(
                 quantity,
                 (),
-                step,
+                stretch.end - stretch.start if stretch.edge else step,
                 level=lv,
                 matchers=usable,
                 lookback=stretch.lookback,
                 dialect=stretch.dialect,
                 sample_interval=stretch.sample_interval,
             )
-            future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
-            jobs.append((quantity, future))
+            if stretch.edge:  # one value, not a window of the timeline
+                jobs.append((f"edge {quantity}", pool.submit(client.query, expr, stretch.end)))
+            else:
+                future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
+                jobs.append((quantity, future))
     return jobs
 
 
@@ -607,15 +624,18 @@ def _fleet(jobs: _Jobs, step: int) -> tuple[Usage, list[TimelinePoint]]:
     seconds: dict[str, float] = dict.fromkeys(REGIMES, 0.0)
     per_window: dict[float, dict[str, float]] = {}
     flop = dram = 0.0
-    for quantity, future in jobs:
-        for metric, points in future.result():
+    for job, future in jobs:
+        quantity = job.removeprefix("edge ")
+        for metric, answer in future.result():
+            points = [(math.nan, answer)] if job.startswith("edge ") else answer
             if quantity == "regime":
                 regime = metric.get("regime")
                 if regime not in REGIMES:
                     continue
                 for t, v in points:
                     seconds[regime] += v
-                    per_window.setdefault(t, {})[regime] = v / step
+                    if not math.isnan(t):
+                        per_window.setdefault(t, {})[regime] = v / step
             elif quantity == "flop":
                 flop += sum(v for _, v in points)
             else:
