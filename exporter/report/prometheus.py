@@ -392,15 +392,20 @@ def collect(
     fleet_stretches = stretches(fleet_level, fleet_level)
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         # every query is submitted first, then the answers are read: no task waits on another
-        group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool)
-        workload_jobs = (
-            group_jobs
-            if workload_by == by
-            else _usage_jobs(client, workload_by, workload_stretches, step, matchers, pool)
-        )
+        # groups that are unions of workloads (namespace of namespace/pod) are summed from the
+        # workloads' answers: one set of queries instead of two
+        derived = set(by) < set(workload_by) and level is workload_level
+        workload_jobs = _usage_jobs(client, workload_by, workload_stretches, step, matchers, pool)
+        if workload_by == by or derived:
+            group_jobs = workload_jobs
+        else:
+            group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool)
         fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
-        groups = _usage(group_jobs, by)
-        workloads = groups if workload_jobs is group_jobs else _usage(workload_jobs, workload_by)
+        workloads = _usage(workload_jobs, workload_by)
+        if derived:
+            groups = merge_usage(replace(u, labels=_labels(u.labels, by)) for u in workloads)
+        else:
+            groups = workloads if group_jobs is workload_jobs else _usage(group_jobs, by)
         fleet, timeline = _fleet(fleet_jobs, step)
     if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
         notes.append(
@@ -531,7 +536,9 @@ def _usage_jobs(
     for stretch in stretches:
         length = stretch.end - stretch.start
         lv = stretch.level
-        quantities = ["regime", "flop", "dram_bytes", "idle_allocated"]
+        quantities = ["regime", "flop", "dram_bytes"]
+        if lv is None or not lv.allocated_only:
+            quantities.append("idle_allocated")  # else: the level's idle time is all allocated
         if lv is not None:
             quantities.append("cards")
         for quantity in quantities:
@@ -552,7 +559,12 @@ def _usage_jobs(
                 sample_interval=stretch.sample_interval,
             )
             expr = window if stretch.edge else promql.stretch_total(window, length, step)
-            jobs.append((quantity, pool.submit(client.query, expr, stretch.end)))
+            job = (
+                "regime allocated"
+                if quantity == "regime" and lv is not None and lv.allocated_only
+                else quantity
+            )
+            jobs.append((job, pool.submit(client.query, expr, stretch.end)))
     return jobs
 
 
@@ -562,7 +574,7 @@ def _usage(jobs: _Jobs, by: Sequence[str]) -> list[Usage]:
     for quantity, future in jobs:
         for metric, value in future.result():
             labels = _labels(metric, by)
-            if quantity == "regime":
+            if quantity in ("regime", "regime allocated"):
                 regime = metric.get("regime")
                 if regime not in REGIMES:
                     continue
@@ -571,6 +583,9 @@ def _usage(jobs: _Jobs, by: Sequence[str]) -> list[Usage]:
                     Usage(
                         labels=labels,
                         gpu_seconds={regime: value},
+                        idle_allocated_gpu_seconds=value
+                        if quantity != "regime" and regime == "idle"
+                        else 0.0,
                         card_gpu_seconds={card: value} if card else {},
                     )
                 )
