@@ -43,6 +43,7 @@ def from_tera(value: float) -> float:
     """
     return float(Decimal(repr(value)).scaleb(12))
 
+
 KEY_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -93,9 +94,7 @@ class UnknownPrecision(LookupError):
         self.card = card
         self.precision = precision
         self.available = available
-        super().__init__(
-            f"card {card!r} has no {precision!r} peak; it has: {', '.join(available)}"
-        )
+        super().__init__(f"card {card!r} has no {precision!r} peak; it has: {', '.join(available)}")
 
 
 STAND_IN_PRECISIONS: dict[str, tuple[str, ...]] = {
@@ -185,9 +184,7 @@ class MigGeometry(BaseModel):
                     f"profile {name!r}: compute slices {compute} not in 1..{self.compute_slices}"
                 )
             if not 0 < memory <= self.memory_slices:
-                raise ValueError(
-                    f"profile {name!r}: memory slices {memory} not in 1..{self.memory_slices}"
-                )
+                raise ValueError(f"profile {name!r}: memory slices {memory} not in 1..{self.memory_slices}")
             named = int(name.split("g.", 1)[0])
             if named != compute:
                 raise ValueError(f"profile {name!r} names {named} compute slices but lists {compute}")

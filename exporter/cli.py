@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from exporter import __version__
 from exporter.commands.options import UserError
 
-COMMANDS: tuple[str, ...] = ("serve", "classify", "record", "report", "cards", "healthcheck")
+COMMANDS: tuple[str, ...] = ("serve", "top", "classify", "record", "report", "cards", "healthcheck")
 """Subcommand modules under exporter/commands/, in the order `--help` lists them."""
 
 

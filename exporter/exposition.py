@@ -29,7 +29,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from exporter.roofline import REGIMES
+from exporter.roofline import REGIMES, Roof
 from exporter.state import GpuState, Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"
@@ -51,8 +51,8 @@ _GAUGES: tuple[tuple[str, str, Callable[[GpuState], float | None]], ...] = (
     ),
     (
         "ridgeline_flop_utilization_ratio",
-        "Smoothed tensor activity times SM clock ratio (t*k): achieved FLOP/s over the card's "
-        "peak at the precision in use, 0-1.",
+        "Smoothed activity times SM clock ratio of the busiest compute pipe (tensor or CUDA-core "
+        "FP): achieved FLOP/s over the compute roof of the pipes in use, 0-1.",
         lambda g: g.estimate.flop_utilization if g.estimate else None,
     ),
     (
@@ -81,19 +81,33 @@ _GAUGES: tuple[tuple[str, str, Callable[[GpuState], float | None]], ...] = (
     (
         "ridgeline_ridge_flop_per_byte",
         "The card's ridge point at the precision in use: peak FLOP/s over bandwidth, FLOP per byte.",
-        lambda g: g.estimate.roof.ridge_flop_per_byte if g.estimate and g.estimate.roof else None,
+        lambda g: _roof_value(g, "ridge_flop_per_byte"),
     ),
     (
         "ridgeline_peak_flop_per_second",
-        "The card's dense peak at the precision in use, FLOP per second (boost clock).",
-        lambda g: g.estimate.roof.peak_flop_per_second if g.estimate and g.estimate.roof else None,
+        "The card's (or MIG instance's) dense peak at the precision in use, FLOP per second "
+        "(boost clock); absent on a MIG parent whose instances report.",
+        lambda g: _roof_value(g, "peak_flop_per_second"),
     ),
     (
         "ridgeline_peak_bandwidth_bytes_per_second",
-        "The card's peak memory bandwidth, bytes per second.",
-        lambda g: g.estimate.roof.bandwidth_bytes_per_second if g.estimate and g.estimate.roof else None,
+        "The card's (or MIG instance's) peak memory bandwidth, bytes per second.",
+        lambda g: _roof_value(g, "bandwidth_bytes_per_second"),
     ),
 )
+
+
+def _roof(gpu: GpuState) -> Roof | None:
+    """The roof a GPU's series show: none for a MIG parent whose instances carry theirs."""
+    estimate = gpu.estimate
+    if estimate is None or gpu.mig_parent:
+        return None
+    return estimate.roof
+
+
+def _roof_value(gpu: GpuState, name: str) -> float | None:
+    roof = _roof(gpu)
+    return None if roof is None else float(getattr(roof, name))
 
 
 def gpu_labels(gpu: GpuState) -> dict[str, str]:
@@ -179,7 +193,7 @@ def build_families(snapshot: Snapshot) -> list[Family]:
         Family(
             name="ridgeline_regime",
             documentation="Debounced regime (state set): 1 for the current one of idle, memory_bound, "
-            "compute_bound, latency_bound; 0 for the others.",
+            "compute_bound, latency_bound, unknown; 0 for the others.",
             type="gauge",
             rows=regime_rows,
         )
@@ -188,7 +202,7 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     seconds_rows, flop_rows, dram_rows = [], [], []
     for gpu, labels in labelled:
         totals = gpu.totals
-        if totals.integrated_seconds > 0:
+        if totals.regime_seconds is not None:
             for name in REGIMES:
                 seconds_rows.append(
                     Row(
@@ -198,10 +212,11 @@ def build_families(snapshot: Snapshot) -> list[Family]:
                         value=totals.regime_seconds[name],
                     )
                 )
-        if totals.has_roof_totals:
+        if totals.flop_total is not None:
             flop_rows.append(
                 Row(sample="ridgeline_flop_total", labels=labels, extra=(), value=totals.flop_total)
             )
+        if totals.dram_bytes_total is not None:
             dram_rows.append(
                 Row(
                     sample="ridgeline_dram_bytes_total",
@@ -222,8 +237,9 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     out.append(
         Family(
             name="ridgeline_flop",
-            documentation="Estimated FLOPs executed (tensor activity x clock ratio x peak x interval); "
-            "rate() is FLOP/s.",
+            documentation="Estimated FLOPs executed (each compute pipe's activity x clock ratio x its "
+            "peak x interval, summed); rate() is FLOP/s. Born at 0 with the first reading that has a "
+            "compute pipe; a MIG parent whose instances report has none.",
             type="counter",
             rows=flop_rows,
         )
@@ -232,11 +248,14 @@ def build_families(snapshot: Snapshot) -> list[Family]:
         Family(
             name="ridgeline_dram_bytes",
             documentation="Estimated DRAM bytes moved (DRAM activity x bandwidth x interval); "
-            "rate() is bytes/s.",
+            "rate() is bytes/s. Born at 0 with the first reading that has DRAM_ACTIVE.",
             type="counter",
             rows=dram_rows,
         )
     )
+
+    out.append(_missing_fields_family(labelled))
+    out.append(_contradiction_family(labelled))
 
     health = snapshot.source
     up_labels = {"source": health.name}
@@ -312,6 +331,51 @@ def build_families(snapshot: Snapshot) -> list[Family]:
         )
     )
     return out
+
+
+def _missing_fields_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+    """One series per profiling field (1001-1008) a GPU's latest sample lacks: every GPU the
+    source sees stays in /metrics, and says what it lacks (docs/runbooks.md,
+    RidgelineProfilingCountersMissing)."""
+    rows = [
+        Row(
+            sample="ridgeline_profiling_field_missing",
+            labels=labels,
+            extra=(("field", name),),
+            value=1.0,
+        )
+        for gpu, labels in labelled
+        for name in gpu.inference.missing_fields
+    ]
+    return Family(
+        name="ridgeline_profiling_field_missing",
+        documentation="1 for each DCGM profiling field (1001-1008) the GPU's latest sample lacks "
+        "(absent or blank); the field label is its DCGM name.",
+        type="gauge",
+        rows=rows,
+    )
+
+
+def _contradiction_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+    """GR_ENGINE_ACTIVE idle while SM, tensor, FP or DRAM activity says work runs (1), else 0."""
+    rows = [
+        Row(
+            sample="ridgeline_gr_engine_contradicted",
+            labels=labels,
+            extra=(),
+            value=1.0 if gpu.estimate.gr_engine_contradicted else 0.0,
+        )
+        for gpu, labels in labelled
+        if gpu.estimate is not None and gpu.estimate.gr_engine_active is not None
+    ]
+    return Family(
+        name="ridgeline_gr_engine_contradicted",
+        documentation="1 while the smoothed GR_ENGINE_ACTIVE reads idle but SM_ACTIVE, a tensor or FP "
+        "pipe, or DRAM_ACTIVE near its wall says work runs (the busier evidence wins); 0 otherwise. "
+        "Present while GR_ENGINE_ACTIVE is reported.",
+        type="gauge",
+        rows=rows,
+    )
 
 
 def families(snapshot: Snapshot) -> Iterator[Metric]:

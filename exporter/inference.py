@@ -3,23 +3,28 @@
 Pure (roofline, catalog types, fields and the sample record only), so every rule here is tested
 with synthetic samples and explicit timestamps — no clock, no thread, no GPU library.
 
-Per sample (docs/design.md, "The model", counter form):
+Per sample (docs/design.md, "The daemon's inference"; docs/model.md for each rule's source):
 
-* The raw reading is DRAM_ACTIVE (1005) and PIPE_TENSOR_ACTIVE (1004) plus whatever optional
-  fields the source has. A blank DRAM or tensor value means there is no reading: the GPU gets no
-  derived values at all (never a 0), and its smoothing and debouncing restart.
+* The raw reading is whatever DCGM profiling ratios the source has (DRAM_ACTIVE, the tensor and
+  FP pipes, GR_ENGINE_ACTIVE, SM_ACTIVE, ...). A sample with none of the activity fields is no
+  reading: the GPU gets no derived values at all (never a 0), only the list of fields it lacks.
+  A partial reading gets the verdict its fields can give (`roofline.judge_counters`).
 * Inputs are smoothed exponentially with time constant tau: alpha = 1 - exp(-dt / tau), which is
   exact for uneven dt (a sample 3 s after the last weighs as three 1 s samples would).
 * The exported regime is debounced: the regime of the smoothed reading must hold continuously for
   `dwell_seconds` before it replaces the exported one (the first reading sets it at once).
 * Time in regime, FLOPs and DRAM bytes integrate the *raw* per-sample values over each sample's
   own interval (DCGM counters are averages over the interval that ends at the sample), so their
-  fractions are exact: regime seconds += dt, FLOPs += t·k·P·dt, bytes += d·B·dt. Intervals that
-  do not describe one contiguous measurement are not integrated (see `integration_cap`).
+  fractions are exact: regime seconds += dt, FLOPs += Σ u·P·dt, bytes += d·B·dt. The counters
+  are born at 0 with the GPU's first reading; intervals that do not describe one contiguous
+  measurement are not integrated (see `integration_cap`).
+
+Each step is a small function below; the rules themselves are roofline's.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Mapping
@@ -30,13 +35,24 @@ from typing import NamedTuple
 from exporter import fields
 from exporter.catalog import Card
 from exporter.roofline import (
+    ACTIVITY_FIELD_SET,
+    FP_PIPES,
+    READING_FIELDS,
     REGIMES,
+    CounterCall,
     CounterRegime,
+    Pipe,
+    Ratios,
     Roof,
     Thresholds,
+    achieved_flops,
+    clock_ratio,
     counter_position,
-    counter_regime_values,
     dominant_precision,
+    fp64_tensor_faster,
+    judge_counters,
+    pipe_peaks,
+    pipe_utilizations,
 )
 from exporter.sample import Entity, Sample
 
@@ -50,25 +66,32 @@ DEFAULT_PRECISION = "bf16"
 RECENT_INTERVALS = 8
 """How many recent sample intervals judge what a "normal" interval is for the integration cap."""
 
-# Smoothed inputs, keyed by short names; the optional ones are absent when not reported.
-_OPTIONAL_RATIOS: tuple[tuple[str, int], ...] = (
-    ("gr_engine_active", fields.GR_ENGINE_ACTIVE),
-    ("sm_active", fields.SM_ACTIVE),
-    ("sm_occupancy", fields.SM_OCCUPANCY),
-    ("fp64_active", fields.PIPE_FP64_ACTIVE),
-    ("fp32_active", fields.PIPE_FP32_ACTIVE),
-    ("fp16_active", fields.PIPE_FP16_ACTIVE),
-    ("imma_active", fields.PIPE_TENSOR_IMMA_ACTIVE),
-    ("hmma_active", fields.PIPE_TENSOR_HMMA_ACTIVE),
-    ("dfma_active", fields.PIPE_TENSOR_DFMA_ACTIVE),
+READING_FIELD_IDS: Mapping[str, int] = MappingProxyType(
+    {
+        "dram_active": fields.DRAM_ACTIVE,
+        "tensor_active": fields.PIPE_TENSOR_ACTIVE,
+        "gr_engine_active": fields.GR_ENGINE_ACTIVE,
+        "sm_active": fields.SM_ACTIVE,
+        "sm_occupancy": fields.SM_OCCUPANCY,
+        "fp64_active": fields.PIPE_FP64_ACTIVE,
+        "fp32_active": fields.PIPE_FP32_ACTIVE,
+        "fp16_active": fields.PIPE_FP16_ACTIVE,
+    }
 )
+"""The DCGM field behind each reading field (roofline.READING_FIELDS)."""
+assert tuple(READING_FIELD_IDS) == READING_FIELDS
 
-_OPTIONAL_INDEXED: tuple[tuple[int, str, int], ...] = tuple(
-    (i, name, fid) for i, (name, fid) in enumerate(_OPTIONAL_RATIOS)
+TENSOR_PIPE_FIELDS: Mapping[str, int] = MappingProxyType(
+    {
+        "imma_active": fields.PIPE_TENSOR_IMMA_ACTIVE,
+        "hmma_active": fields.PIPE_TENSOR_HMMA_ACTIVE,
+        "dfma_active": fields.PIPE_TENSOR_DFMA_ACTIVE,
+    }
 )
-assert [name for name, _ in _OPTIONAL_RATIOS[:6]] == [
-    "gr_engine_active", "sm_active", "sm_occupancy", "fp64_active", "fp32_active", "fp16_active",
-]  # fmt: skip
+"""The tensor sub-pipes: they name the precision, they are not part of the reading."""
+
+PROFILING_FIELDS: tuple[int, ...] = tuple(READING_FIELD_IDS.values())
+"""DCGM 1001-1008: a GPU lacking one of these has `ridgeline_profiling_field_missing` for it."""
 
 _warned_models: set[str] = set()
 
@@ -105,23 +128,23 @@ _NO_REGIME_SECONDS: Mapping[str, float] = MappingProxyType(dict.fromkeys(REGIMES
 
 # The per-sample results below are NamedTuples, not frozen dataclasses: `step` builds several
 # per GPU per sample, and a NamedTuple is built with one tuple allocation, where a frozen
-# dataclass's __init__ pays an object.__setattr__ per field (about 4 us for an Estimate).
-# They are just as immutable; `_replace` makes a changed copy.
+# dataclass's __init__ pays an object.__setattr__ per field. They are just as immutable;
+# `_replace` makes a changed copy.
 
 
 class Totals(NamedTuple):
     """Counters that only grow: seconds per raw regime, estimated FLOPs and DRAM bytes.
 
-    Kept per GPU across dropouts and source reconnects, so a counter never goes backwards.
-    `flop_total`/`dram_bytes_total` grow only while the card (hence P and B) is known.
+    Kept per GPU across dropouts and source reconnects, so a counter never goes backwards. Each
+    is born at 0 with the GPU's first reading that can feed it (a counter born at a non-zero
+    value loses its first increase in Prometheus): regime seconds with any reading, FLOPs with a
+    compute pipe on a known roof, bytes with DRAM_ACTIVE on a known roof. None: not born yet.
     """
 
-    regime_seconds: Mapping[str, float] = _NO_REGIME_SECONDS
-    flop_total: float = 0.0
-    dram_bytes_total: float = 0.0
+    regime_seconds: Mapping[str, float] | None = None
+    flop_total: float | None = None
+    dram_bytes_total: float | None = None
     integrated_seconds: float = 0.0
-    has_roof_totals: bool = False
-    """True once FLOPs/bytes have been integrated at least once (known card): export them then."""
 
 
 class Smoothing(NamedTuple):
@@ -143,14 +166,22 @@ class Estimate(NamedTuple):
     precision: str | None
     precision_note: str | None
     roof: Roof | None
-    dram_active: float
-    tensor_active: float
-    flop_utilization: float
+    """The card's (or MIG instance's) roof at the precision in use; None when unknown."""
+    dram_active: float | None
+    tensor_active: float | None
+    flop_utilization: float | None
+    """u*: the busiest compute pipe's activity times the clock ratio (achieved / compute roof)."""
     clock_ratio: float
     gr_engine_active: float | None
     gpu_utilization: float | None
     sm_active: float | None
     sm_occupancy: float | None
+    fp64_active: float | None
+    fp32_active: float | None
+    fp16_active: float | None
+    pipe: str | None
+    """The compute pipe nearest its wall (tensor, fp64, fp32, fp16)."""
+    compute_roof_flop_per_second: float | None
     intensity_flop_per_byte: float | None
     position: float | None
     achieved_flop_per_second: float | None
@@ -165,6 +196,10 @@ class Estimate(NamedTuple):
     raw_regime: CounterRegime
     """The regime of this sample's raw inputs (what the time-in-regime counters integrate)."""
     lever: str
+    unknown_because: tuple[str, ...]
+    """DCGM names of the fields whose absence leaves the smoothed regime `unknown`."""
+    gr_engine_contradicted: bool
+    """GR_ENGINE_ACTIVE (smoothed) reads idle while busier evidence says work runs."""
 
 
 class EntityInference(NamedTuple):
@@ -174,15 +209,15 @@ class EntityInference(NamedTuple):
     timestamp: float
     """The latest sample's timestamp (seconds since the epoch, the source's clock)."""
     estimate: Estimate | None
-    """None while DRAM_ACTIVE or PIPE_TENSOR_ACTIVE is blank: no derived series at all."""
+    """None while the sample has no activity field at all: no derived series."""
     smoothing: Smoothing | None
     totals: Totals
     recent_intervals: tuple[float, ...] = ()
     missing_fields: tuple[str, ...] = ()
-    """Why `estimate` is None: the required fields that were blank or absent."""
+    """DCGM names of the profiling fields 1001-1008 this sample lacks (absent or blank)."""
     card_key: str | None = None
-    """The catalog key (or "unknown"), known even while `estimate` is None, so that a blank
-    reading does not change the `card` label of the GPU's counters."""
+    """The catalog key (or "unknown"), known even while `estimate` is None, so that a sample
+    without a reading does not change the `card` label of the GPU's counters."""
 
 
 def precision_on(card: Card, wanted: str) -> tuple[str, str | None]:
@@ -209,29 +244,6 @@ def integration_cap(config: InferenceConfig, recent: tuple[float, ...]) -> float
     return config.gap_factor * max(config.expected_interval_seconds, typical)
 
 
-def _clamped(value: float) -> float:
-    """min(1.0, max(0.0, float(value))): any zero (0, -0.0, False) becomes +0.0, as max() makes it."""
-    if value == 0:
-        return 0.0
-    return min(1.0, max(0.0, float(value)))
-
-
-def _debounce(
-    previous: Smoothing | None, smoothed_regime: CounterRegime, lever: str, timestamp: float, dwell: float
-) -> tuple[CounterRegime, str, CounterRegime | None, float | None]:
-    """(exported regime, its lever, pending regime, pending since) after this sample."""
-    if previous is None:
-        return smoothed_regime, lever, None, None
-    if smoothed_regime == previous.regime:
-        return smoothed_regime, lever, None, None
-    since = previous.pending_since
-    if previous.pending_regime != smoothed_regime or since is None:
-        since = timestamp
-    if timestamp - since >= dwell:
-        return smoothed_regime, lever, None, None
-    return previous.regime, previous.lever, smoothed_regime, since
-
-
 def note_unknown_model(model: str) -> None:
     """Log once per model name that the catalog lacks it (the GPU is still served, card="unknown")."""
     if model not in _warned_models:
@@ -243,6 +255,146 @@ def note_unknown_model(model: str) -> None:
         )
 
 
+# --- the steps -------------------------------------------------------------------------------
+
+
+def _ratio(value: float) -> float:
+    """A source value clamped to [0, 1] as a float (any zero, -0.0 included, becomes +0.0)."""
+    if value.__class__ is float and 0.0 < value <= 1.0:
+        return value  # the common case, already a ratio
+    return min(1.0, max(0.0, float(value))) if value != 0 else 0.0
+
+
+_INPUT_FIELDS: tuple[tuple[str, int], ...] = (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items())
+
+
+def raw_inputs(values: Mapping[int, float | None], max_clock: float | None) -> dict[str, float]:
+    """This sample's inputs by name: the reported ratios clamped to [0, 1], the tensor sub-pipes,
+    the clock ratio k (roofline.clock_ratio) and GPU_UTIL as a fraction. Blank fields are left out."""
+    inputs: dict[str, float] = {}
+    for name, fid in _INPUT_FIELDS:
+        value = values.get(fid)
+        if value is not None:
+            inputs[name] = _ratio(value)
+    inputs["clock_ratio"] = clock_ratio(values.get(fields.SM_CLOCK), max_clock)
+    util = values.get(fields.GPU_UTIL)
+    if util is not None:
+        inputs["gpu_utilization"] = _ratio(util / 100.0)  # DCGM GPU_UTIL is a percentage
+    return inputs
+
+
+def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha: float) -> dict[str, float]:
+    """s ← s + α(x − s) per input; an input seen for the first time (or again after a blank)
+    starts at its value, and an input this sample lacks is dropped."""
+    if prior is None:
+        return dict(inputs)
+    smoothed: dict[str, float] = {}
+    for name, x in inputs.items():
+        s = prior.get(name)
+        smoothed[name] = x if s is None else s + alpha * (x - s)
+    return smoothed
+
+
+def smoothing_alpha(dt: float | None, time_constant: float) -> float:
+    """1 − exp(−dt/τ): exact for uneven intervals; 1 (no smoothing) for τ = 0 or no interval."""
+    if dt is None or time_constant == 0:
+        return 1.0
+    return -math.expm1(-dt / time_constant)
+
+
+def reading_of(inputs: Mapping[str, float]) -> Ratios:
+    """The roofline reading of a set of inputs, built by keyword."""
+    get = inputs.get
+    return Ratios(
+        dram_active=get("dram_active"),
+        tensor_active=get("tensor_active"),
+        gr_engine_active=get("gr_engine_active"),
+        sm_active=get("sm_active"),
+        sm_occupancy=get("sm_occupancy"),
+        fp64_active=get("fp64_active"),
+        fp32_active=get("fp32_active"),
+        fp16_active=get("fp16_active"),
+        clock_ratio=max(inputs.get("clock_ratio", 1.0), 1e-9),
+    )
+
+
+_PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
+    (fid, fields.field_name(fid)) for fid in PROFILING_FIELDS
+)
+
+
+def missing_profiling_fields(values: Mapping[int, float | None]) -> tuple[str, ...]:
+    """DCGM names of the fields 1001-1008 a sample lacks (absent, or blank)."""
+    return tuple([name for fid, name in _PROFILING_NAMES if values.get(fid) is None])
+
+
+@functools.lru_cache(maxsize=64)
+def dcgm_names(reading_fields: tuple[str, ...]) -> tuple[str, ...]:
+    """Reading field names (dram_active, ...) as the DCGM names an SRE puts in a counters file
+    (a few distinct tuples ever occur: cached)."""
+    return tuple(fields.field_name(READING_FIELD_IDS[name]) for name in reading_fields)
+
+
+def debounce(
+    previous: Smoothing | None,
+    values: Mapping[str, float],
+    smoothed_regime: CounterRegime,
+    lever: str,
+    timestamp: float,
+    dwell: float,
+) -> Smoothing:
+    """The exported regime after this sample (a new one must hold `dwell` seconds first), with
+    the smoothed `values` the next sample continues from."""
+    if previous is None or smoothed_regime == previous.regime:
+        return Smoothing(values=values, regime=smoothed_regime, lever=lever)
+    since = previous.pending_since
+    if previous.pending_regime != smoothed_regime or since is None:
+        since = timestamp
+    if timestamp - since >= dwell:
+        return Smoothing(values=values, regime=smoothed_regime, lever=lever)
+    return Smoothing(
+        values=values,
+        regime=previous.regime,
+        lever=previous.lever,
+        pending_regime=smoothed_regime,
+        pending_since=since,
+    )
+
+
+def add_interval(
+    totals: Totals,
+    regime: CounterRegime,
+    flop_per_second: float | None,
+    bytes_per_second: float | None,
+    dt: float | None,
+) -> Totals:
+    """Add one interval (dt None: none to add) to the counters, and bear the ones not born yet.
+
+    FLOPs integrate Σ u·P over the raw pipes, bytes d·B (None: this reading cannot say, nothing
+    added); a counter is born at 0 the first time its rate is known.
+    """
+    seconds = totals.regime_seconds if totals.regime_seconds is not None else _NO_REGIME_SECONDS
+    flops = totals.flop_total
+    bytes_ = totals.dram_bytes_total
+    integrated = totals.integrated_seconds
+    if flop_per_second is not None and flops is None:
+        flops = 0.0
+    if bytes_per_second is not None and bytes_ is None:
+        bytes_ = 0.0
+    if dt is not None:
+        grown = dict(seconds)
+        grown[regime] += dt
+        seconds = MappingProxyType(grown)
+        integrated += dt
+        if flop_per_second is not None and flops is not None:
+            flops += flop_per_second * dt
+        if bytes_per_second is not None and bytes_ is not None:
+            bytes_ += bytes_per_second * dt
+    return Totals(
+        regime_seconds=seconds, flop_total=flops, dram_bytes_total=bytes_, integrated_seconds=integrated
+    )
+
+
 def step(
     previous: EntityInference | None,
     sample: Sample,
@@ -251,187 +403,145 @@ def step(
     *,
     totals: Totals | None = None,
     integrate: bool = True,
+    count_work: bool = True,
 ) -> EntityInference:
     """Fold one sample into a GPU's state.
 
     previous: this GPU's state after its last sample (None for a GPU seen for the first time or
     returning after it was dropped). totals: counters to continue from when `previous` is None.
-    integrate=False skips integrating this sample's interval (the sampler says so after the GPU
-    missed a batch: the interval then spans a dropout).
-
-    This runs once per GPU per sample (hundreds of thousands of times a second for a replay at
-    --speed max), so it works on plain floats: the ratios are clamped here, so the regime rules
-    run without building and re-validating `CounterReading`s, and card constants are computed
-    once per card.
+    integrate=False skips integrating this sample's interval (the sampler says so after
+    the GPU missed a batch: the interval then spans a dropout). count_work=False keeps FLOPs and
+    bytes out of this GPU's counters (a MIG parent whose instances report them: docs/model.md,
+    "MIG roofs").
     """
     timestamp = sample.timestamp
-    prior: Smoothing | None
-    dt: float | None
-    if previous is not None:
-        if timestamp <= previous.timestamp:
-            return previous  # duplicate or out-of-order: the interval was already accounted for
-        base_totals = previous.totals
-        dt = timestamp - previous.timestamp
-        recent = previous.recent_intervals
-        recent = (*recent[1:], dt) if len(recent) >= RECENT_INTERVALS else (*recent, dt)
-        prior = previous.smoothing
-    else:
-        base_totals = totals or Totals()
-        dt = None
-        recent = ()
-        prior = None
-
+    if previous is not None and timestamp <= previous.timestamp:
+        return previous  # duplicate or out-of-order: the interval was already accounted for
+    entity = sample.entity
+    profile = card_profile(card, config, instance=entity.gpu_instance is not None, mig_profile=entity.profile)
+    dt, recent = _interval(previous, timestamp)
+    base = previous.totals if previous is not None else (totals or Totals())
     values = sample.values
-    dram = values.get(fields.DRAM_ACTIVE)
-    tensor = values.get(fields.PIPE_TENSOR_ACTIVE)
-    if dram is None or tensor is None:
-        missing = [
-            fields.field_name(fid)
-            for fid, v in ((fields.DRAM_ACTIVE, dram), (fields.PIPE_TENSOR_ACTIVE, tensor))
-            if v is None
-        ]
+    missing = missing_profiling_fields(values)
+    inputs = raw_inputs(values, profile.max_clock)
+    raw = reading_of(inputs)
+    if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity(raw), on the dict at hand
         return EntityInference(
             entity=sample.entity,
             timestamp=timestamp,
             estimate=None,
             smoothing=None,
-            totals=base_totals,
+            totals=base,
             recent_intervals=recent,
-            missing_fields=tuple(missing),
-            card_key=_card_profile(card, config).key,
+            missing_fields=missing,
+            card_key=profile.key,
         )
 
-    profile = _card_profile(card, config)
-    # The raw reading, clamped to [0, 1] as floats (a float in (0, 1] already is; 0 and -0.0 take
-    # the slow path so that a zero stays +0.0, as max(0.0, x) makes it), smoothed in the same
-    # pass. The smoothed dict keeps the order dram, tensor, clock ratio, t·k, optionals, GPU_UTIL.
-    d = dram if dram.__class__ is float and 0.0 < dram <= 1.0 else min(1.0, max(0.0, float(dram)))
-    t = tensor if tensor.__class__ is float and 0.0 < tensor <= 1.0 else min(1.0, max(0.0, float(tensor)))
-    max_clock = profile.max_clock
-    k = 1.0
-    if max_clock is not None:
-        clock = values.get(fields.SM_CLOCK)
-        if clock is not None and 0.0 < clock < math.inf:  # clock_ratio(), inlined
-            k = min(1.0, clock / max_clock)
-    tk = t * k
-    optional: list[float | None] = [None] * len(_OPTIONAL_RATIOS)
-    if prior is None:
-        smoothed = {"dram_active": d, "tensor_active": t, "clock_ratio": k, "flop_utilization": tk}
-        for i, name, fid in _OPTIONAL_INDEXED:
-            v = values.get(fid)
-            if v is not None:
-                x = v if v.__class__ is float and 0.0 < v <= 1.0 else _clamped(v)
-                optional[i] = smoothed[name] = x
-        util = values.get(fields.GPU_UTIL)
-        if util is not None:
-            smoothed["gpu_utilization"] = min(1.0, max(0.0, float(util / 100.0)))  # a percentage
-    else:
-        if dt is None or config.smoothing_seconds == 0:
-            alpha = 1.0
-        else:
-            alpha = -math.expm1(-dt / config.smoothing_seconds)
-        before = prior.values.get
-        smoothed = {}
-        s = before("dram_active")
-        smoothed["dram_active"] = d if s is None else s + alpha * (d - s)
-        s = before("tensor_active")
-        smoothed["tensor_active"] = t if s is None else s + alpha * (t - s)
-        s = before("clock_ratio")
-        smoothed["clock_ratio"] = k if s is None else s + alpha * (k - s)
-        s = before("flop_utilization")
-        smoothed["flop_utilization"] = tk if s is None else s + alpha * (tk - s)
-        for i, name, fid in _OPTIONAL_INDEXED:
-            v = values.get(fid)
-            if v is not None:
-                x = v if v.__class__ is float and 0.0 < v <= 1.0 else _clamped(v)
-                optional[i] = x
-                s = before(name)
-                smoothed[name] = x if s is None else s + alpha * (x - s)
-        util = values.get(fields.GPU_UTIL)
-        if util is not None:
-            x = min(1.0, max(0.0, float(util / 100.0)))  # DCGM GPU_UTIL is a percentage
-            s = before("gpu_utilization")
-            smoothed["gpu_utilization"] = x if s is None else s + alpha * (x - s)
-
-    precision = profile.precision
-    roof = profile.roof
-    if profile.dominant and (
-        "hmma_active" in smoothed or "imma_active" in smoothed or "dfma_active" in smoothed
-    ):
-        assert card is not None and precision is not None
-        precision = dominant_precision(
-            precision,
-            imma_active=smoothed.get("imma_active"),
-            hmma_active=smoothed.get("hmma_active"),
-            dfma_active=smoothed.get("dfma_active"),
-            available=profile.available,
-        )
-        roof = _card_roof(card, precision)
-    if roof is not None:
-        peak, bandwidth = roof.peak_flop_per_second, roof.bandwidth_bytes_per_second
-    else:
-        peak = bandwidth = 1.0  # the unit roof: regime and efficiency do not depend on it
-
+    prior = previous.smoothing if previous is not None else None
+    smoothed = smooth(prior.values if prior else None, inputs, smoothing_alpha(dt, config.smoothing_seconds))
+    precision, roof, peaks = profile.roof_for(smoothed)
+    bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
+    mig = entity.gpu_instance is not None
+    fp64_faster = profile.fp64_tensor_faster
     thresholds = config.thresholds
-    gr, sm, occ, fp64, fp32, fp16 = optional[:6]  # the order of _OPTIONAL_RATIOS
-    raw_regime, _ = counter_regime_values(d, t, tk, gr, sm, occ, fp64, fp32, fp16, thresholds)
-    s_tensor = smoothed["tensor_active"]
-    s_k = smoothed["flop_utilization"] / s_tensor if s_tensor > 1e-12 else smoothed["clock_ratio"]
-    s_k = min(1.0, max(s_k, 1e-9))
-    s_dram = smoothed["dram_active"]
-    s_util = s_tensor * s_k
-    s_get = smoothed.get
-    s_gr = s_get("gr_engine_active")
-    s_sm = s_get("sm_active")
-    s_occ = s_get("sm_occupancy")
-    smoothed_regime, smoothed_lever = counter_regime_values(
-        s_dram, s_tensor, s_util, s_gr, s_sm, s_occ,
-        s_get("fp64_active"), s_get("fp32_active"), s_get("fp16_active"), thresholds,
-    )  # fmt: skip
-    at = counter_position(peak, bandwidth, s_dram, s_util)
-
-    regime, lever, pending, since = _debounce(
-        prior, smoothed_regime, smoothed_lever, timestamp, config.dwell_seconds
+    raw_pipes = pipe_utilizations(raw)
+    raw_call = judge_counters(
+        raw, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=raw_pipes
+    )
+    reading = reading_of(smoothed)
+    pipes = pipe_utilizations(reading)
+    call = judge_counters(
+        reading, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=pipes
+    )
+    exported = debounce(
+        prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
     )
 
-    new_totals = base_totals
-    if (
-        integrate
-        and dt is not None
-        and dt <= config.gap_factor * max(config.expected_interval_seconds, min(recent))
-    ):  # integration_cap(config, recent), inlined; recent holds dt
-        so_far = base_totals.regime_seconds
-        seconds = so_far.copy() if so_far.__class__ is MappingProxyType else dict(so_far)
-        seconds[raw_regime] += dt
-        if roof is not None:
-            # t·k·P·dt and d·B·dt, exactly as classify_counters computes the achieved rates
-            flop_total = base_totals.flop_total + tk * peak * dt
-            dram_bytes_total = base_totals.dram_bytes_total + d * bandwidth * dt
-        else:
-            flop_total = base_totals.flop_total + 0.0
-            dram_bytes_total = base_totals.dram_bytes_total + 0.0
-        new_totals = Totals(
-            regime_seconds=MappingProxyType(seconds),
-            flop_total=flop_total,
-            dram_bytes_total=dram_bytes_total,
-            integrated_seconds=base_totals.integrated_seconds + dt,
-            has_roof_totals=base_totals.has_roof_totals or roof is not None,
-        )
-
+    cap_ok = dt is not None and integrate and dt <= integration_cap(config, recent)
     known = roof is not None
-    estimate = Estimate(
+    work = known and count_work
+    new_totals = add_interval(
+        base,
+        raw_call.regime,
+        achieved_flops(raw_pipes, peaks) if work else None,
+        raw.dram_active * bandwidth if work and raw.dram_active is not None else None,
+        dt if cap_ok else None,
+    )
+    estimate = _estimate(
+        profile=profile,
+        precision=precision,
+        roof=roof,
+        smoothed=smoothed,
+        reading=reading,
+        pipes=pipes,
+        peaks=peaks,
+        bandwidth=bandwidth,
+        call=call,
+        raw_call=raw_call,
+        exported=exported,
+    )
+    return EntityInference(
+        entity=sample.entity,
+        timestamp=timestamp,
+        estimate=estimate,
+        smoothing=exported,
+        totals=new_totals,
+        recent_intervals=recent,
+        missing_fields=missing,
+        card_key=profile.key,
+    )
+
+
+_UNIT_PEAKS: Mapping[str, float] = MappingProxyType({"tensor": 1.0, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0})
+"""The unit roof of an unknown card: regime, position and efficiency do not depend on it."""
+
+
+def _interval(previous: EntityInference | None, timestamp: float) -> tuple[float | None, tuple[float, ...]]:
+    """(dt since the previous sample or None, the recent intervals including dt)."""
+    if previous is None:
+        return None, ()
+    dt = timestamp - previous.timestamp
+    recent = previous.recent_intervals
+    recent = (*recent[1:], dt) if len(recent) >= RECENT_INTERVALS else (*recent, dt)
+    return dt, recent
+
+
+def _estimate(
+    *,
+    profile: CardProfile,
+    precision: str | None,
+    roof: Roof | None,
+    smoothed: Mapping[str, float],
+    reading: Ratios,
+    pipes: Mapping[Pipe, float],
+    peaks: Mapping[str, float],
+    bandwidth: float,
+    call: CounterCall,
+    raw_call: CounterCall,
+    exported: Smoothing,
+) -> Estimate:
+    """The Estimate of the smoothed reading: its numbers on the roof (roofline.counter_position)
+    and its verdicts; the numbers that need a roof are None on an unknown card or profile."""
+    at = counter_position(reading, peaks, bandwidth, utilizations=pipes)
+    known = roof is not None
+    return Estimate(
         card=profile.key,
         precision=precision,
         precision_note=profile.note,
         roof=roof,
-        dram_active=s_dram,
-        tensor_active=s_tensor,
-        flop_utilization=smoothed["flop_utilization"],
-        clock_ratio=s_k,
-        gr_engine_active=s_gr,
-        gpu_utilization=s_get("gpu_utilization"),
-        sm_active=s_sm,
-        sm_occupancy=s_occ,
+        dram_active=reading.dram_active,
+        tensor_active=reading.tensor_active,
+        flop_utilization=at.flop_utilization,
+        clock_ratio=reading.clock_ratio,
+        gr_engine_active=reading.gr_engine_active,
+        gpu_utilization=smoothed.get("gpu_utilization"),
+        sm_active=reading.sm_active,
+        sm_occupancy=reading.sm_occupancy,
+        fp64_active=reading.fp64_active,
+        fp32_active=reading.fp32_active,
+        fp16_active=reading.fp16_active,
+        pipe=call.pipe,
+        compute_roof_flop_per_second=at.compute_roof_flop_per_second if known else None,
         intensity_flop_per_byte=at.intensity_flop_per_byte if known else None,
         position=at.position,
         achieved_flop_per_second=at.achieved_flop_per_second if known else None,
@@ -439,102 +549,131 @@ def step(
         attainable_flop_per_second=at.attainable_flop_per_second if known else None,
         fraction_of_peak=at.fraction_of_peak if known else None,
         roofline_efficiency=at.roofline_efficiency,
-        regime=regime,
-        smoothed_regime=smoothed_regime,
-        raw_regime=raw_regime,
-        lever=lever,
+        regime=exported.regime,
+        smoothed_regime=call.regime,
+        raw_regime=raw_call.regime,
+        lever=exported.lever,
+        unknown_because=dcgm_names(call.missing),
+        gr_engine_contradicted=call.gr_engine_contradicted,
     )
-    return EntityInference(
-        entity=sample.entity,
-        timestamp=timestamp,
-        estimate=estimate,
-        smoothing=Smoothing(
-            values=smoothed, regime=regime, lever=lever, pending_regime=pending, pending_since=since
-        ),
-        totals=new_totals,
-        recent_intervals=recent,
-        missing_fields=(),
-        card_key=profile.key,
-    )
+
+
+# --- card constants, computed once per card ----------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class _CardProfile:
-    """What `step` needs of a card, computed once per (card, configured precision)."""
+class CardProfile:
+    """What `step` needs of a card (or a MIG instance of it), computed once per (card, configured
+    precision, MIG profile): the precision, its roof and the card's vector peaks."""
 
     key: str
+    card: Card | None
     precision: str | None
     note: str | None
     roof: Roof | None
-    available: tuple[str, ...]
+    vector_peaks: Mapping[str, float]
     max_clock: float | None
     dominant: bool
-    """The tensor pipes may override the precision (no --precision given, a known card)."""
+    """The tensor pipes may override the precision (no --precision given, a known roof)."""
+    fp64_tensor_faster: bool
+    roofs: dict[str | None, tuple[Roof | None, Mapping[str, float]]] = field(default_factory=dict)
+    """(roof, pipe peaks) by precision, filled on first use (the dominant tensor pipe may ask for
+    another precision)."""
+    instance: bool = False
+    mig_profile: str | None = None
+
+    def roof_for(self, smoothed: Mapping[str, float]) -> tuple[str | None, Roof | None, Mapping[str, float]]:
+        """(precision, roof, pipe peaks) for this sample: the dominant tensor pipe's precision when
+        it may choose; the unit peaks without a roof (regime and efficiency do not depend on them)."""
+        precision = self.precision
+        may_choose = self.dominant and self.card is not None and precision is not None
+        if may_choose and not smoothed.keys().isdisjoint(TENSOR_PIPE_FIELDS):
+            assert self.card is not None and precision is not None
+            precision = dominant_precision(
+                precision,
+                imma_active=smoothed.get("imma_active"),
+                hmma_active=smoothed.get("hmma_active"),
+                dfma_active=smoothed.get("dfma_active"),
+                available=tuple(self.card.precisions),
+            )
+        known = self.roofs.get(precision)
+        if known is None:
+            roof = self.roof
+            if precision != self.precision and self.card is not None and precision is not None:
+                roof = entity_roof(self.card, precision, self.instance, self.mig_profile)
+            peaks = pipe_peaks(roof, self.vector_peaks) if roof is not None else _UNIT_PEAKS
+            known = self.roofs[precision] = (roof, peaks)
+        return precision, known[0], known[1]
 
 
-_profiles: dict[tuple[int, str | None], tuple[Card | None, _CardProfile]] = {}
-_roofs: dict[tuple[int, str], tuple[Card, Roof]] = {}
-_last_profile: tuple[Card | None, str | None, _CardProfile] = (
-    None,
-    None,
-    _CardProfile(
-        key=UNKNOWN_CARD, precision=None, note=None, roof=None, available=(), max_clock=None, dominant=False
-    ),
-)
+def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | None) -> Roof | None:
+    """The roof of a whole card, or of a MIG instance: the card's peak scaled by its compute
+    slices and its bandwidth by its memory slices (Card.instance_roof, from the MIG user guide's
+    profile tables). A MIG instance whose profile is absent or unknown to the card has no roof:
+    it gets ratios and a regime, never the whole card's figures."""
+    if not instance:
+        return card.roof(precision)
+    if mig_profile is None:
+        return None
+    return card.instance_roof(precision, mig_profile)
 
 
-def _card_profile(card: Card | None, config: InferenceConfig) -> _CardProfile:
-    """The card's constants for this configuration, cached by card identity.
+def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapping[str, float]:
+    """The CUDA-core FP64/FP32/FP16 peaks in FLOP/s where the catalog has them; a MIG instance's
+    scaled by its compute fraction (none without a known profile, as for its roof)."""
+    scale = 1.0
+    if instance:
+        slices = card.mig_slices(mig_profile) if mig_profile is not None else None
+        if slices is None:
+            return MappingProxyType({})
+        scale = slices.compute_fraction
+    peaks = {pipe: card.vector_peak_flop_per_second(pipe) for pipe in FP_PIPES}
+    return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
+
+
+_profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, CardProfile]] = {}
+
+
+def card_profile(
+    card: Card | None, config: InferenceConfig, *, instance: bool = False, mig_profile: str | None = None
+) -> CardProfile:
+    """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
 
     The cache keeps a reference to the card, so an id is never reused while its entry lives;
     catalogs are small and long-lived, so the cache stays small.
     """
-    last = _last_profile
-    if last[0] is card and last[1] == config.precision:
-        return last[2]
-    cache_key = (id(card), config.precision)
+    cache_key = (id(card), config.precision, instance, mig_profile)
     hit = _profiles.get(cache_key)
     if hit is not None and hit[0] is card:
-        _remember_profile(card, config.precision, hit[1])
         return hit[1]
     if card is None:
-        profile = _CardProfile(
+        profile = CardProfile(
             key=UNKNOWN_CARD,
+            card=None,
             precision=config.precision,
             note=None,
             roof=None,
-            available=(),
+            vector_peaks=MappingProxyType({}),
             max_clock=None,
             dominant=False,
+            fp64_tensor_faster=True,
         )
     else:
         precision, note = precision_on(card, config.precision or DEFAULT_PRECISION)
-        profile = _CardProfile(
+        roof = entity_roof(card, precision, instance, mig_profile)
+        profile = CardProfile(
             key=card.key,
+            card=card,
             precision=precision,
             note=note,
-            roof=_card_roof(card, precision),
-            available=tuple(card.precisions),
+            roof=roof,
+            vector_peaks=vector_peaks_of(card, instance, mig_profile),
             max_clock=card.max_sm_clock_mhz if card.max_sm_clock_mhz and card.max_sm_clock_mhz > 0 else None,
-            dominant=config.precision is None,
+            dominant=config.precision is None and roof is not None,
+            fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
+            roofs={},
+            instance=instance,
+            mig_profile=mig_profile,
         )
     _profiles[cache_key] = (card, profile)
-    _remember_profile(card, config.precision, profile)
     return profile
-
-
-def _remember_profile(card: Card | None, precision: str | None, profile: _CardProfile) -> None:
-    """One-entry cache in front of _profiles: a node's GPUs are nearly always one model."""
-    global _last_profile
-    _last_profile = (card, precision, profile)
-
-
-def _card_roof(card: Card, precision: str) -> Roof:
-    """card.roof(precision), built once per card and precision."""
-    cache_key = (id(card), precision)
-    hit = _roofs.get(cache_key)
-    if hit is not None and hit[0] is card:
-        return hit[1]
-    roof = card.roof(precision)
-    _roofs[cache_key] = (card, roof)
-    return roof

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, Protocol, get_args
 
 Precision = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
@@ -41,9 +41,16 @@ BALANCED_BAND = 0.02
 """Within ±2 % of the ridge a kernel hits both walls at once (docs/design.md): call it balanced."""
 
 KernelRegime = Literal["memory_bound", "compute_bound", "balanced"]
-CounterRegime = Literal["idle", "memory_bound", "compute_bound", "latency_bound"]
+CounterRegime = Literal["idle", "memory_bound", "compute_bound", "latency_bound", "unknown"]
 REGIMES: tuple[CounterRegime, ...] = get_args(CounterRegime)
-"""The regimes a GPU can be in, in the order metrics, rules and dashboards list them."""
+"""The regimes a GPU can be in, in the order metrics, rules and dashboards list them. `unknown`:
+the counters present cannot place it (a partial reading; docs/model.md, "Partial readings")."""
+
+Pipe = Literal["tensor", "fp64", "fp32", "fp16"]
+PIPES: tuple[Pipe, ...] = get_args(Pipe)
+"""The compute pipes DCGM reports: PIPE_TENSOR_ACTIVE (1004) and the CUDA-core PIPE_FP64/FP32/
+FP16_ACTIVE (1006-1008). Each does FLOPs at its own peak."""
+FP_PIPES: tuple[Pipe, ...] = ("fp64", "fp32", "fp16")
 
 LEVER_MEMORY = (
     "memory-bound: move fewer bytes per FLOP — fuse kernels, tile for reuse, lower the precision "
@@ -58,9 +65,22 @@ LEVER_BALANCED = (
     "FLOPs together"
 )
 LEVER_IDLE = "idle: nothing runs — release the GPU or give it work"
-LEVER_FP_PIPE = (
-    "compute-bound on the CUDA-core FP pipes, not the tensor cores: move the math onto tensor cores "
-    "(TF32/BF16/FP16 matmuls, cuBLAS/cuDNN tensor-op paths) for several times the peak"
+LEVER_FP64_PIPE = (
+    "compute-bound on the FP64 CUDA-core pipe, not the tensor cores: move the FP64 math onto the "
+    "FP64 tensor cores (DMMA: cuBLAS DGEMM, cuSOLVER and cuFFT use them) for a higher FP64 peak"
+)
+LEVER_FP64_PIPE_NO_TENSOR = (
+    "compute-bound on the FP64 CUDA-core pipe, and this card has no faster FP64 tensor-core path: "
+    "run FP64 work on a card with FP64 tensor cores (A100, H100), or use mixed precision "
+    "(FP32/TF32 with iterative refinement)"
+)
+LEVER_FP32_PIPE = (
+    "compute-bound on the FP32 CUDA-core pipe, not the tensor cores: move matmuls and convolutions "
+    "onto TF32 or BF16 tensor cores (TF32 math mode, autocast to bf16) for several times the peak"
+)
+LEVER_FP16_PIPE = (
+    "compute-bound on the FP16 CUDA-core pipe: half-precision arithmetic outside the tensor cores — "
+    "move it onto tensor cores (cuBLAS/cuDNN tensor-op paths, mma/WMMA) for several times the peak"
 )
 LEVER_LATENCY = (
     "latency-bound: busy but neither wall is reached — launch overhead, low occupancy or host/input "
@@ -78,6 +98,29 @@ LEVER_LATENCY_STARVED = (
     "latency-bound and starved: the engine is busy but the SMs mostly wait — look at the host: "
     "data loading, synchronisation, CPU-side launch, PCIe transfers"
 )
+LEVER_LATENCY_BUSY_SMS = (
+    "latency-bound with busy SMs: warps are resident, but no tensor or FP pipe and not DRAM is near "
+    "its wall — integer or address math, special functions, shared-memory or L2 traffic, or "
+    "dependent-latency stalls; Nsight Compute's speed-of-light section tells which"
+)
+LEVER_LATENCY_MIG_PARTIAL = (
+    "latency-bound on a MIG instance whose GR_ENGINE_ACTIVE tops out below 1: only part of its "
+    "GPCs (compute instances) are busy and the SM ratios average over the whole instance — give "
+    "the idle compute instances work, or use a smaller MIG profile"
+)
+LEVER_SMS_BUSY_NO_FP_PIPES = (
+    "SMs busy on non-tensor work (CUDA-core math or on-chip memory: shared memory, L1, L2) while "
+    "neither the tensor cores nor DRAM are near a wall: add fields 1006-1008 "
+    "(PIPE_FP64/FP32/FP16_ACTIVE) to the DCGM field list to tell which — not a launch problem"
+)
+LEVER_UNKNOWN = (
+    "unknown: the counters present cannot place this GPU on its roof — add the missing profiling "
+    "fields (listed with the verdict) to the DCGM field list"
+)
+PIPE_LEVERS: Mapping[str, str] = MappingProxyType(
+    {"tensor": LEVER_COMPUTE, "fp64": LEVER_FP64_PIPE, "fp32": LEVER_FP32_PIPE, "fp16": LEVER_FP16_PIPE}
+)
+"""The lever of a compute-bound verdict, by the pipe at its wall (docs/model.md, "Every pipe")."""
 
 
 class RooflineInputError(ValueError):
@@ -150,6 +193,7 @@ REGIME_LEVERS: Mapping[str, str] = MappingProxyType(
         "memory_bound": LEVER_MEMORY,
         "compute_bound": LEVER_COMPUTE,
         "latency_bound": LEVER_LATENCY,
+        "unknown": LEVER_UNKNOWN,
         "balanced": LEVER_BALANCED,
     }
 )
@@ -260,13 +304,88 @@ class Thresholds:
             if not (math.isfinite(value) and 0 < value <= 1):
                 raise RooflineInputError(f"threshold {name} must be in (0, 1], got {value!r}")
 
+    def wall(self, pipe: str) -> float:
+        """The practical maximum of a compute pipe's activity."""
+        return self.tensor_wall if pipe == "tensor" else self.fp_pipe_wall
+
+
+READING_FIELDS: tuple[str, ...] = (
+    "dram_active",
+    "tensor_active",
+    "gr_engine_active",
+    "sm_active",
+    "sm_occupancy",
+    "fp64_active",
+    "fp32_active",
+    "fp16_active",
+)
+"""The ratios a counter reading may carry, named as POST /classify names them (DCGM 1001-1008)."""
+
+ACTIVITY_FIELDS: tuple[str, ...] = (
+    "dram_active",
+    "tensor_active",
+    "gr_engine_active",
+    "sm_active",
+    "fp64_active",
+    "fp32_active",
+    "fp16_active",
+)
+"""Fields that say whether something runs: a reading needs at least one of them (SM_OCCUPANCY
+alone says nothing about how much of the time warps were resident)."""
+ACTIVITY_FIELD_SET: frozenset[str] = frozenset(ACTIVITY_FIELDS)
+
+
+class Activity(Protocol):
+    """What the regime rules read: the ratios (None: not reported) and the clock ratio k."""
+
+    @property
+    def dram_active(self) -> float | None: ...
+    @property
+    def tensor_active(self) -> float | None: ...
+    @property
+    def gr_engine_active(self) -> float | None: ...
+    @property
+    def sm_active(self) -> float | None: ...
+    @property
+    def sm_occupancy(self) -> float | None: ...
+    @property
+    def fp64_active(self) -> float | None: ...
+    @property
+    def fp32_active(self) -> float | None: ...
+    @property
+    def fp16_active(self) -> float | None: ...
+    @property
+    def clock_ratio(self) -> float: ...
+
+
+class Ratios(NamedTuple):
+    """One interval's ratios as the daemon holds them: already clamped to [0, 1], not re-checked.
+
+    The daemon builds two per GPU per sample (raw and smoothed); `CounterReading` is the same
+    record with validation, for input from outside (POST /classify, the CLI).
+    """
+
+    dram_active: float | None = None
+    tensor_active: float | None = None
+    gr_engine_active: float | None = None
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    fp64_active: float | None = None
+    fp32_active: float | None = None
+    fp16_active: float | None = None
+    clock_ratio: float = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class CounterReading:
-    """One interval's DCGM profiling ratios for one GPU, each in [0, 1]; None means not reported."""
+    """One interval's DCGM profiling ratios for one GPU, each in [0, 1]; None means not reported.
 
-    dram_active: float
-    tensor_active: float
+    Any subset may be reported (a partial reading, docs/model.md); `has_activity` says whether
+    there is anything to judge at all.
+    """
+
+    dram_active: float | None = None
+    tensor_active: float | None = None
     gr_engine_active: float | None = None
     sm_active: float | None = None
     sm_occupancy: float | None = None
@@ -276,16 +395,7 @@ class CounterReading:
     clock_ratio: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in (
-            "dram_active",
-            "tensor_active",
-            "gr_engine_active",
-            "sm_active",
-            "sm_occupancy",
-            "fp64_active",
-            "fp32_active",
-            "fp16_active",
-        ):
+        for name in READING_FIELDS:
             value = getattr(self, name)
             if value is None:
                 continue
@@ -296,77 +406,103 @@ class CounterReading:
         if not (math.isfinite(self.clock_ratio) and 0 < self.clock_ratio <= 1.0):
             raise RooflineInputError(f"clock_ratio must be in (0, 1], got {self.clock_ratio!r}")
 
-    @property
-    def flop_utilization(self) -> float:
-        """t * k: tensor activity scaled by the clock ratio ("OFU")."""
-        return self.tensor_active * self.clock_ratio
 
-    @property
-    def busiest_fp_pipe(self) -> float:
-        """The largest reported CUDA-core FP pipe ratio, 0 when none is reported."""
-        pipes = [p for p in (self.fp64_active, self.fp32_active, self.fp16_active) if p is not None]
-        return max(pipes, default=0.0)
+def has_activity(reading: object) -> bool:
+    """True when at least one activity field (ACTIVITY_FIELDS) is reported."""
+    return any(getattr(reading, name) is not None for name in ACTIVITY_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
-class CounterVerdict:
-    """Where a counter reading sits on the roof, and which wall (if any) it is at."""
+_PIPE_FIELDS: tuple[tuple[Pipe, str], ...] = tuple((pipe, f"{pipe}_active") for pipe in PIPES)
 
-    achieved_flop_per_second: float
-    achieved_bandwidth_bytes_per_second: float
-    flop_utilization: float
-    intensity_flop_per_byte: float | None
-    position: float | None
-    attainable_flop_per_second: float
-    fraction_of_peak: float
-    roofline_efficiency: float | None
+
+def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
+    """Each reported compute pipe's activity times the clock ratio: u = a · k.
+
+    DCGM's pipe activities are fractions of cycles, so FLOP/s scale with the clock actually run
+    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock).
+    """
+    k = reading.clock_ratio
+    found: dict[Pipe, float] = {}
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
+        if activity is not None:
+            found[pipe] = activity * k
+    return found
+
+
+GR_STUCK_SM_FACTOR = 2.0
+"""SM_ACTIVE, a tensor or an FP pipe at this many times the GR idle floor contradicts an idle
+GR_ENGINE_ACTIVE: each is a part of the engine's own activity and cannot exceed it."""
+
+
+def gr_engine_contradicted(reading: Activity, thresholds: Thresholds) -> bool:
+    """GR_ENGINE_ACTIVE below its idle floor while busier evidence says work runs.
+
+    Evidence: SM_ACTIVE, the tensor pipe or an FP pipe at 2 × the GR idle floor (sub-activities of
+    the engine, which cannot be busier than it), or DRAM_ACTIVE near its wall (θ · dram_wall;
+    copy engines move DRAM bytes without the GR engine, but a PCIe or NVLink copy alone cannot
+    drive DRAM that hard). dcgm-exporter has been seen to report GR_ENGINE_ACTIVE stuck at 0
+    while GPU_UTIL reads 99 % (docs/model.md, "Contradictory readings").
+    """
+    gr = reading.gr_engine_active
+    if gr is None or gr >= thresholds.idle_gr_engine:
+        return False
+    floor = GR_STUCK_SM_FACTOR * thresholds.idle_gr_engine
+    for name in ("sm_active", "tensor_active", "fp64_active", "fp32_active", "fp16_active"):
+        value = getattr(reading, name)
+        if value is not None and value >= floor:
+            return True
+    dram = reading.dram_active
+    return dram is not None and dram >= thresholds.theta * thresholds.dram_wall
+
+
+_IDLE_FIELDS: tuple[str, ...] = tuple(name for name in ACTIVITY_FIELDS if name != "gr_engine_active")
+
+
+def is_idle(reading: Activity, thresholds: Thresholds, *, trust_gr_engine: bool = True) -> bool:
+    """GR_ENGINE_ACTIVE < idle_gr_engine where reported (and trusted); otherwise every reported
+    activity < idle_any. False without any activity field: nothing says the GPU is idle."""
+    gr = reading.gr_engine_active if trust_gr_engine else None
+    if gr is not None:
+        return gr < thresholds.idle_gr_engine
+    floor = thresholds.idle_any
+    reported = False
+    for name in _IDLE_FIELDS:
+        value = getattr(reading, name)
+        if value is not None:
+            if value >= floor:
+                return False
+            reported = True
+    return reported
+
+
+class CounterCall(NamedTuple):
+    """A reading's regime, its lever, and why (docs/design.md, "The model": regimes)."""
+
     regime: CounterRegime
     lever: str
+    pipe: Pipe | None = None
+    """The compute pipe nearest its wall (the binding one of a compute-bound verdict); None when
+    no compute pipe is reported."""
+    missing: tuple[str, ...] = ()
+    """Reading fields whose absence leaves the regime `unknown` (empty otherwise)."""
+    gr_engine_contradicted: bool = False
+    """GR_ENGINE_ACTIVE read idle while busier evidence said otherwise; it was set aside."""
 
 
-DRAM_EPSILON = 1e-3
-"""DRAM_ACTIVE below this is "≈ 0": intensity is undefined rather than a huge number."""
-
-
-def is_idle(reading: CounterReading, thresholds: Thresholds) -> bool:
-    """GR_ENGINE_ACTIVE < 0.05 where reported; otherwise every reported activity < 0.02."""
-    r = reading
-    return _is_idle(
-        r.dram_active, r.tensor_active, r.gr_engine_active, r.sm_active,
-        r.fp64_active, r.fp32_active, r.fp16_active, thresholds,
-    )  # fmt: skip
-
-
-def _is_idle(
-    dram: float,
-    tensor: float,
-    gr_engine: float | None,
-    sm_active: float | None,
-    fp64: float | None,
-    fp32: float | None,
-    fp16: float | None,
-    th: Thresholds,
-) -> bool:
-    if gr_engine is not None:
-        return gr_engine < th.idle_gr_engine
-    floor = th.idle_any
-    if dram >= floor or tensor >= floor:
-        return False
-    return all(a is None or a < floor for a in (sm_active, fp64, fp32, fp16))
-
-
-def latency_lever(reading: CounterReading) -> str:
-    """Refine the latency-bound hint with SM_ACTIVE and SM_OCCUPANCY where they are reported.
+def latency_lever(reading: Activity, *, mig_instance: bool = False, gr_engine: float | None = None) -> str:
+    """Refine the latency-bound hint with GR_ENGINE_ACTIVE, SM_ACTIVE and SM_OCCUPANCY.
 
     SM_ACTIVE is the fraction of time at least one warp is resident on an SM; low values with a
     busy graphics engine mean the SMs mostly wait (small grids, launch gaps, host stalls).
     SM_OCCUPANCY is resident warps over the maximum; low values with busy SMs mean too few warps
-    to hide memory latency (DCGM profiling metrics documentation).
+    to hide memory latency (DCGM profiling metrics documentation). On a MIG instance GR and SM
+    activity average over the instance's GPCs, so one busy compute instance of several tops GR
+    out below 1: that is named rather than read as "few SMs busy".
     """
-    return _latency_lever(reading.gr_engine_active, reading.sm_active, reading.sm_occupancy)
-
-
-def _latency_lever(gr_engine: float | None, sm_active: float | None, sm_occupancy: float | None) -> str:
+    sm_active, sm_occupancy = reading.sm_active, reading.sm_occupancy
+    if mig_instance and gr_engine is not None and gr_engine < 0.5:
+        return LEVER_LATENCY_MIG_PARTIAL
     if sm_active is not None and sm_active < 0.5:
         if gr_engine is not None and gr_engine >= 0.5 and sm_active < 0.35:
             return LEVER_LATENCY_STARVED
@@ -376,133 +512,253 @@ def _latency_lever(gr_engine: float | None, sm_active: float | None, sm_occupanc
     return LEVER_LATENCY
 
 
-def counter_regime(reading: CounterReading, thresholds: Thresholds) -> tuple[CounterRegime, str]:
+def fp64_tensor_faster(peaks: Mapping[str, float]) -> bool:
+    """A card's FP64 tensor-core peak beats its FP64 pipe (A100, H100: yes; B200, V100: no)."""
+    return "fp64_tensor" in peaks and peaks["fp64_tensor"] > peaks.get("fp64", 0.0)
+
+
+def compute_lever(pipe: Pipe, *, fp64_tensor_faster: bool = True) -> str:
+    """The lever of a compute-bound verdict on `pipe` (FP64 depends on the card's tensor cores)."""
+    if pipe == "fp64" and not fp64_tensor_faster:
+        return LEVER_FP64_PIPE_NO_TENSOR
+    return PIPE_LEVERS[pipe]
+
+
+def judge_counters(
+    reading: Activity,
+    thresholds: Thresholds,
+    *,
+    mig_instance: bool = False,
+    fp64_tensor_faster: bool = True,
+    utilizations: Mapping[Pipe, float] | None = None,
+) -> CounterCall:
     """The per-sample regime and its lever (docs/design.md, "The model": regimes).
 
-    The side of the ridge (position t·k / d) says which wall could bind; the GPU is bound by it
-    only when it is near that wall (its ratio over the wall ≥ θ): memory_bound on the memory side
-    with DRAM_ACTIVE / d_wall ≥ θ, compute_bound on the compute side with t·k / t_wall ≥ θ, or
-    whenever a CUDA-core FP pipe is the busiest thing near its wall. Busy otherwise is
-    latency-bound — including the compute side with DRAM busy but tensors far from their wall.
-    """
-    r = reading
-    return counter_regime_values(
-        r.dram_active, r.tensor_active, r.tensor_active * r.clock_ratio, r.gr_engine_active,
-        r.sm_active, r.sm_occupancy, r.fp64_active, r.fp32_active, r.fp16_active, thresholds,
-    )  # fmt: skip
-
-
-def counter_regime_values(
-    dram: float,
-    tensor: float,
-    flop_utilization: float,
-    gr_engine: float | None,
-    sm_active: float | None,
-    sm_occupancy: float | None,
-    fp64: float | None,
-    fp32: float | None,
-    fp16: float | None,
-    thresholds: Thresholds,
-) -> tuple[CounterRegime, str]:
-    """`counter_regime` on plain ratios that are already valid (d, t, t·k, optional others).
-
-    The daemon's per-sample path: inference clamps its inputs to [0, 1] itself, so building and
-    re-validating a `CounterReading` twice per sample would only cost time. `counter_regime` is
-    this after `CounterReading`'s validation; both share every rule.
+    In order: GR_ENGINE_ACTIVE idle while busier evidence disagrees is set aside; idle; the side
+    of the ridge (the busiest pipe's u = a·k against DRAM_ACTIVE) picks the wall that could bind
+    and θ says whether the GPU is near it; busy with neither wall near is latency-bound. A field
+    the rule at hand needs that is not reported leaves the regime `unknown`, naming it: a partial
+    reading says only what its fields can say. `utilizations`: pipe_utilizations(reading), when
+    the caller has it already.
     """
     th = thresholds
-    if _is_idle(dram, tensor, gr_engine, sm_active, fp64, fp32, fp16, th):
-        return "idle", LEVER_IDLE
-    busiest_fp = max(fp64 or 0.0, fp32 or 0.0, fp16 or 0.0)
-    memory_near = dram / th.dram_wall
-    tensor_near = flop_utilization / th.tensor_wall
-    fp_near = busiest_fp / th.fp_pipe_wall
-    theta = th.theta
-    memory_at_wall = memory_near >= theta
-    tensor_at_wall = tensor_near >= theta
-    if fp_near >= theta and fp_near >= tensor_near and (not memory_at_wall or fp_near >= memory_near):
-        return "compute_bound", LEVER_FP_PIPE
-    # position = t·k / d: below 1 is the memory side of the ridge (d ≈ 0 is the compute side)
-    if flop_utilization < dram:
-        if memory_at_wall:
-            return "memory_bound", LEVER_MEMORY
-    elif tensor_at_wall:
-        return "compute_bound", LEVER_COMPUTE
-    return "latency_bound", _latency_lever(gr_engine, sm_active, sm_occupancy)
+    contradicted = gr_engine_contradicted(reading, th)
+    pipes = pipe_utilizations(reading) if utilizations is None else utilizations
+    pipe = nearest_wall_pipe(pipes, th)
+
+    def call(regime: CounterRegime, lever: str, missing: tuple[str, ...] = ()) -> CounterCall:
+        return CounterCall(
+            regime=regime,
+            lever=lever,
+            pipe=None if regime == "idle" else pipe,
+            missing=missing,
+            gr_engine_contradicted=contradicted,
+        )
+
+    if is_idle(reading, th, trust_gr_engine=not contradicted):
+        return call("idle", LEVER_IDLE)
+    dram = reading.dram_active
+    if pipe is None and dram is None:
+        return call("unknown", LEVER_UNKNOWN, ("dram_active", "tensor_active"))
+    busiest = max(pipes.values(), default=0.0)
+    if dram is not None and busiest < dram:  # position u*/d below 1: the memory side
+        if dram / th.dram_wall >= th.theta:
+            return call("memory_bound", LEVER_MEMORY)
+    elif pipe is not None and pipes[pipe] / th.wall(pipe) >= th.theta:
+        return call("compute_bound", compute_lever(pipe, fp64_tensor_faster=fp64_tensor_faster))
+    # No wall is near by what is reported: only DRAM and the tensor pipe together can say so.
+    missing = tuple(name for name in ("dram_active", "tensor_active") if getattr(reading, name) is None)
+    if missing:
+        return call("unknown", LEVER_UNKNOWN, missing)
+    sm_active = reading.sm_active
+    busy_sms = sm_active is not None and sm_active >= th.theta
+    if busy_sms and not (reading.sm_occupancy is not None and reading.sm_occupancy < 0.25):
+        if not any(p in pipes for p in FP_PIPES):
+            return call("unknown", LEVER_SMS_BUSY_NO_FP_PIPES, ("fp64_active", "fp32_active", "fp16_active"))
+        return call("latency_bound", LEVER_LATENCY_BUSY_SMS)
+    gr = None if contradicted else reading.gr_engine_active
+    return call("latency_bound", latency_lever(reading, mig_instance=mig_instance, gr_engine=gr))
+
+
+def nearest_wall_pipe(utilizations: Mapping[Pipe, float], thresholds: Thresholds) -> Pipe | None:
+    """The reported pipe whose u / wall is largest (the tensor pipe on a tie); None without one."""
+    best: Pipe | None = None
+    best_near = -1.0
+    for pipe, utilization in utilizations.items():
+        near = utilization / thresholds.wall(pipe)
+        if near > best_near:
+            best, best_near = pipe, near
+    return best
+
+
+DRAM_EPSILON = 1e-3
+"""DRAM_ACTIVE below this is "≈ 0": intensity is undefined rather than a huge number."""
+
+
+class CounterPosition(NamedTuple):
+    """Where a counter reading sits on a roof: the numbers of a verdict, without the regime.
+
+    None where the reading cannot say: no achieved FLOP/s without a compute pipe with a peak, no
+    bytes/s without DRAM_ACTIVE, no intensity, position, attainable or efficiency without both.
+    """
+
+    achieved_flop_per_second: float | None
+    achieved_bandwidth_bytes_per_second: float | None
+    flop_utilization: float | None
+    compute_roof_flop_per_second: float
+    intensity_flop_per_byte: float | None
+    position: float | None
+    attainable_flop_per_second: float | None
+    fraction_of_peak: float | None
+    roofline_efficiency: float | None
+
+
+def counted_pipes(
+    utilizations: Mapping[Pipe, float], peaks: Mapping[str, float]
+) -> tuple[float, float] | None:
+    """(F = Σ u · P, u* = max u) over the reported pipes that have a peak: tensor at the precision
+    in use plus the CUDA-core FP64/FP32/FP16 pipes at their own (vector) peaks. None when no
+    pipe counts."""
+    flops = 0.0
+    busiest = -1.0
+    for pipe, u in utilizations.items():
+        peak = peaks.get(pipe)
+        if peak is not None:
+            flops += u * peak
+            if u > busiest:
+                busiest = u
+    return None if busiest < 0.0 else (flops, busiest)
+
+
+def achieved_flops(utilizations: Mapping[Pipe, float], peaks: Mapping[str, float]) -> float | None:
+    """F = Σ u · P over the pipes that count (`counted_pipes`); None when none does."""
+    counted = counted_pipes(utilizations, peaks)
+    return None if counted is None else counted[0]
+
+
+def compute_roof(peaks: Mapping[str, float], flops: float | None, busiest: float | None) -> float:
+    """The compute ceiling of this instruction mix: F / u*, the FLOP/s the same mix of pipes would
+    reach with its busiest pipe saturated (Williams et al. 2009: in-core ceilings below the peak).
+
+    One pipe alone gives that pipe's peak; with nothing running it is the tensor peak.
+    """
+    if flops is None or busiest is None or busiest <= 0.0 or flops <= 0.0:
+        return peaks["tensor"]
+    return flops / busiest
+
+
+def counter_position(
+    reading: Activity,
+    peaks: Mapping[str, float],
+    bandwidth: float,
+    *,
+    utilizations: Mapping[Pipe, float] | None = None,
+) -> CounterPosition:
+    """The counter form's numbers (docs/design.md): F = Σ u·P, Q = d·B, I = F / Q, P_c = F / u*.
+
+    position = I / (P_c / B) = u* / d; attainable = min(P_c, I·B); roofline efficiency = achieved
+    / attainable, which works out to max(u*, d). With d ≈ 0 the intensity is undefined: the
+    attainable roof is then the flat P_c and efficiency is u*. `peaks` maps "tensor" (required)
+    and any FP pipe with a known peak to FLOP/s; `utilizations` as for `judge_counters`.
+    """
+    if utilizations is None:
+        utilizations = pipe_utilizations(reading)
+    counted = counted_pipes(utilizations, peaks)
+    flops, busiest = (None, None) if counted is None else counted
+    roof_c = compute_roof(peaks, flops, busiest)
+    dram = reading.dram_active
+    bytes_ = None if dram is None else dram * bandwidth
+    intensity: float | None = None
+    position: float | None = None
+    attainable: float | None = None
+    if flops is not None and dram is not None and bytes_ is not None and busiest is not None:
+        if dram < DRAM_EPSILON or bytes_ <= 0.0:
+            # d·B can underflow to 0 on an absurdly small (custom) bandwidth: undefined, like d ≈ 0
+            attainable = roof_c
+        else:
+            intensity = flops / bytes_
+            position = busiest / dram
+            attainable = min(roof_c, intensity * bandwidth)
+    efficiency = None
+    if attainable is not None and attainable > 0 and flops is not None:
+        efficiency = flops / attainable
+    return CounterPosition(
+        achieved_flop_per_second=flops,
+        achieved_bandwidth_bytes_per_second=bytes_,
+        flop_utilization=busiest,
+        compute_roof_flop_per_second=roof_c,
+        intensity_flop_per_byte=intensity,
+        position=position,
+        attainable_flop_per_second=attainable,
+        fraction_of_peak=None if attainable is None else attainable / roof_c,
+        roofline_efficiency=efficiency,
+    )
+
+
+class CounterVerdict(NamedTuple):
+    """A counter reading on one roof: CounterPosition's numbers and CounterCall's verdict."""
+
+    achieved_flop_per_second: float | None
+    achieved_bandwidth_bytes_per_second: float | None
+    flop_utilization: float | None
+    compute_roof_flop_per_second: float
+    intensity_flop_per_byte: float | None
+    position: float | None
+    attainable_flop_per_second: float | None
+    fraction_of_peak: float | None
+    roofline_efficiency: float | None
+    regime: CounterRegime
+    lever: str
+    pipe: Pipe | None
+    missing: tuple[str, ...]
+    gr_engine_contradicted: bool
 
 
 def classify_counters(
-    roof: Roof, reading: CounterReading, thresholds: Thresholds | None = None
+    roof: Roof,
+    reading: CounterReading,
+    thresholds: Thresholds | None = None,
+    *,
+    vector_peaks: Mapping[str, float] | None = None,
+    mig_instance: bool = False,
+    fp64_tensor_faster: bool = True,
 ) -> CounterVerdict:
-    """The counter form (docs/design.md): achieved = t·k·P and d·B, I = achieved FLOP/s / achieved B/s.
+    """The counter form on one roof: `judge_counters` and `counter_position` together.
 
-    position = I / R = t·k / d; attainable = min(P, I·B); roofline efficiency = achieved /
-    attainable, which works out to max(t·k, d). With d ≈ 0 the intensity is undefined: the
-    attainable roof is then the flat peak and efficiency is t·k. With t·k = 0 and d > 0 nothing
-    is attainable on the roof at I = 0 and efficiency is undefined.
+    vector_peaks: the card's CUDA-core FP64/FP32/FP16 peaks (FLOP/s) where known; a pipe without
+    one still counts for the regime but adds no FLOPs. fp64_tensor_faster: the card has FP64
+    tensor cores faster than its FP64 pipe (the FP64 lever depends on it).
     """
-    th = thresholds or Thresholds()
-    r = reading
-    utilization = r.tensor_active * r.clock_ratio
-    regime, lever = counter_regime_values(
-        r.dram_active, r.tensor_active, utilization, r.gr_engine_active, r.sm_active,
-        r.sm_occupancy, r.fp64_active, r.fp32_active, r.fp16_active, th,
-    )  # fmt: skip
-    peak, bandwidth = roof.peak_flop_per_second, roof.bandwidth_bytes_per_second
-    at = counter_position(peak, bandwidth, r.dram_active, utilization)
+    call = judge_counters(
+        reading, thresholds or Thresholds(), mig_instance=mig_instance, fp64_tensor_faster=fp64_tensor_faster
+    )
+    at = counter_position(reading, pipe_peaks(roof, vector_peaks or {}), roof.bandwidth_bytes_per_second)
     return CounterVerdict(
         achieved_flop_per_second=at.achieved_flop_per_second,
         achieved_bandwidth_bytes_per_second=at.achieved_bandwidth_bytes_per_second,
         flop_utilization=at.flop_utilization,
+        compute_roof_flop_per_second=at.compute_roof_flop_per_second,
         intensity_flop_per_byte=at.intensity_flop_per_byte,
         position=at.position,
         attainable_flop_per_second=at.attainable_flop_per_second,
         fraction_of_peak=at.fraction_of_peak,
         roofline_efficiency=at.roofline_efficiency,
-        regime=regime,
-        lever=lever,
+        regime=call.regime,
+        lever=call.lever,
+        pipe=call.pipe,
+        missing=call.missing,
+        gr_engine_contradicted=call.gr_engine_contradicted,
     )
 
 
-@dataclass(frozen=True, slots=True)
-class CounterPosition:
-    """Where a counter reading sits on a roof: CounterVerdict's numbers, without the regime."""
-
-    achieved_flop_per_second: float
-    achieved_bandwidth_bytes_per_second: float
-    flop_utilization: float
-    intensity_flop_per_byte: float | None
-    position: float | None
-    attainable_flop_per_second: float
-    fraction_of_peak: float
-    roofline_efficiency: float | None
-
-
-def counter_position(peak: float, bandwidth: float, dram: float, flop_utilization: float) -> CounterPosition:
-    """classify_counters' numbers on plain floats (the daemon's per-sample path shares them)."""
-    achieved_flops = flop_utilization * peak
-    achieved_bytes = dram * bandwidth
-    intensity: float | None
-    position: float | None
-    if dram < DRAM_EPSILON or achieved_bytes <= 0.0:
-        # d·B can underflow to 0 on an absurdly small (custom) bandwidth: undefined, like d ≈ 0
-        intensity = None
-        position = None
-        attainable = peak
-    else:
-        intensity = achieved_flops / achieved_bytes
-        position = flop_utilization / dram
-        attainable = min(peak, intensity * bandwidth)
-    return CounterPosition(
-        achieved_flop_per_second=achieved_flops,
-        achieved_bandwidth_bytes_per_second=achieved_bytes,
-        flop_utilization=flop_utilization,
-        intensity_flop_per_byte=intensity,
-        position=position,
-        attainable_flop_per_second=attainable,
-        fraction_of_peak=attainable / peak,
-        roofline_efficiency=achieved_flops / attainable if attainable > 0 else None,
-    )
+def pipe_peaks(roof: Roof, vector_peaks: Mapping[str, float]) -> dict[str, float]:
+    """{"tensor": P at the precision in use, "fp64"/"fp32"/"fp16": their vector peaks}."""
+    peaks = {"tensor": roof.peak_flop_per_second}
+    for pipe in FP_PIPES:
+        value = vector_peaks.get(pipe)
+        if value is not None:
+            peaks[pipe] = value
+    return peaks
 
 
 def clock_ratio(sm_clock_mhz: float | None, max_sm_clock_mhz: float | None) -> float:

@@ -26,7 +26,8 @@ class Entity:
     profile: str | None = None
     """The MIG profile of a GPU instance as NVIDIA names it ("3g.40gb", "1g.10gb+me"): from
     dcgm-exporter's GPU_I_PROFILE label, a replay file, or --mig-profile. None for a whole GPU
-    and for an instance whose profile no source told."""
+    and for an instance whose profile no source told. It sets the instance's roof
+    (docs/model.md, "MIG roofs"); an instance without a known one gets no roof."""
 
     @property
     def key(self) -> tuple[int, int | None]:

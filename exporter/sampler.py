@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
@@ -73,6 +73,7 @@ class _Tracked:
     attribution: Attribution | None
     missed_batches: int = 0
     hpc_job: str | None = None
+    mig_parent: bool = False
 
 
 class Sampler:
@@ -93,9 +94,12 @@ class Sampler:
         backoff_initial_seconds: float = BACKOFF_INITIAL_SECONDS,
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
         wall_clock: Callable[[], float] = time.time,
+        observers: Sequence[Callable[[Snapshot], None]] = (),
     ) -> None:
         """source: an already opened source (serve opens it once up front so that a user's
-        mistake fails at start-up); opener reopens after errors (default: open_source)."""
+        mistake fails at start-up); opener reopens after errors (default: open_source).
+        observers: called on this thread with each snapshot once published (the live view's
+        trails, exporter/view/trails.py); they must be cheap, and one that raises is logged."""
         if opener is None:
             from exporter.sources import open_source
 
@@ -114,6 +118,8 @@ class Sampler:
         self._backoff_max = backoff_max_seconds
         self._backoff = backoff_initial_seconds
         self._clock = wall_clock
+        self._observers = tuple(observers)
+        self._failed_observers: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._tracked: dict[EntityKey, _Tracked] = {}
@@ -271,12 +277,14 @@ class Sampler:
         cards = self._cards
         attributor = self._attributor
         job_mapper = self._job_mapper
+        mig_parents = mig_parent_indexes(batch)
         for sample in batch:
             entity = sample.entity
             key = (entity.uuid, entity.gpu_instance)
             if key in seen:
                 continue  # one sample per entity per batch; a duplicate is the source's mistake
             seen.add(key)
+            mig_parent = entity.gpu_instance is None and entity.gpu in mig_parents
             model = entity.model
             card = cards[model] if model in cards else self._card_for(model)
             attribution = sample.attribution
@@ -287,18 +295,30 @@ class Sampler:
                 hpc_job = job_mapper.lookup(entity.gpu)
             tracked = tracked_by_key.get(key)
             if tracked is None:
-                state = step(None, sample, card, config, totals=totals_by_key.get(key))
-                tracked_by_key[key] = _Tracked(state=state, attribution=attribution, hpc_job=hpc_job)
+                state = step(
+                    None, sample, card, config, totals=totals_by_key.get(key), count_work=not mig_parent
+                )
+                tracked_by_key[key] = _Tracked(
+                    state=state, attribution=attribution, hpc_job=hpc_job, mig_parent=mig_parent
+                )
                 self._ordered = None
             else:
                 previous = tracked.state
-                state = step(previous, sample, card, config, integrate=tracked.missed_batches == 0)
-                if state.entity is not previous.entity:
+                state = step(
+                    previous,
+                    sample,
+                    card,
+                    config,
+                    integrate=tracked.missed_batches == 0,
+                    count_work=not mig_parent,
+                )
+                if state.entity is not previous.entity or tracked.mig_parent != mig_parent:
                     self._ordered = None  # the GPU index may have changed: sort again
                 tracked.state = state
                 tracked.attribution = attribution
                 tracked.hpc_job = hpc_job
                 tracked.missed_batches = 0
+                tracked.mig_parent = mig_parent
             totals_by_key[key] = state.totals
         if len(seen) != len(tracked_by_key):
             for key in list(tracked_by_key):
@@ -399,7 +419,11 @@ class Sampler:
         gpus = tuple(
             [
                 GpuState(
-                    entity=t.state.entity, attribution=t.attribution, inference=t.state, hpc_job=t.hpc_job
+                    entity=t.state.entity,
+                    attribution=t.attribution,
+                    inference=t.state,
+                    hpc_job=t.hpc_job,
+                    mig_parent=t.mig_parent,
                 )
                 for t in ordered
             ]
@@ -418,9 +442,21 @@ class Sampler:
 
     def _publish(self) -> None:
         self._generation += 1
-        self.snapshot = self._build_snapshot()
+        snapshot = self.snapshot = self._build_snapshot()
         self._dirty = False
         self._published_at = time.monotonic()
+        for index, observe in enumerate(self._observers):
+            try:
+                observe(snapshot)
+            except Exception:  # a view's bug must not stop sampling, nor flood the log
+                if index not in self._failed_observers:
+                    self._failed_observers.add(index)
+                    log.exception("snapshot observer %r failed (logged once)", observe)
+
+
+def mig_parent_indexes(batch: list[Sample]) -> set[int]:
+    """GPU indexes with a MIG instance in this batch: their whole-GPU entries are MIG parents."""
+    return {sample.entity.gpu for sample in batch if sample.entity.gpu_instance is not None}
 
 
 def _order(tracked: _Tracked) -> tuple[int, int, str]:

@@ -28,6 +28,9 @@ class GpuState(NamedTuple):
     inference: EntityInference
     hpc_job: str | None = None
     """Slurm (or other HPC) job id(s) on this GPU, comma-separated; exporter/attribution/hpc.py."""
+    mig_parent: bool = False
+    """A whole GPU whose MIG instances report in the same batch: its instances carry the roof,
+    FLOP and byte series, so no sum counts the card twice (docs/model.md, "MIG roofs")."""
 
     @property
     def estimate(self) -> Estimate | None:

@@ -67,6 +67,7 @@ REGIME_COLORS = {
     "memory_bound": "#3274d9",
     "compute_bound": "#56a64b",
     "latency_bound": "#ff9830",
+    "unknown": "#b877d9",
 }
 LOG10 = {"type": "log", "log": 10}
 

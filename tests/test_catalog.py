@@ -56,6 +56,7 @@ REFERENCE_ONLY = ("mi300x", "mi325x", "mi355x", "tpu-v5e", "tpu-v5p", "tpu-v6e")
 def test_the_catalog_holds_at_least_35_cards(catalog: Catalog) -> None:
     assert len(catalog) >= 35
 
+
 @pytest.mark.parametrize("key", sorted(REQUIRED))
 def test_required_card_has_the_design_figures(catalog: Catalog, key: str) -> None:
     half, fp8, tbps, nvml_names = REQUIRED[key]

@@ -81,6 +81,24 @@ def test_counter_flags_and_compare(capsys: pytest.CaptureFixture[str]) -> None:
     assert answer["compare_skipped"][0]["card"] == "t4"
 
 
+def test_partial_counter_flags_give_the_verdict_they_can(capsys: pytest.CaptureFixture[str]) -> None:
+    # `dcgmi dmon -e 1001,1004` as flags: the tensor pipe near its wall, no DRAM reading
+    status, out, _ = run_cli(
+        capsys, "classify", "--card", "a100", "--gr-engine-active", "0.98", "--tensor-active", "0.9"
+    )
+    assert status == 0
+    assert "verdict: compute-bound" in out and "no DRAM_ACTIVE reported" in out
+    status, out, _ = run_cli(capsys, "classify", "--card", "a100", "--gr-engine-active", "0.9")
+    assert status == 0
+    assert "unknown" in out and "needs dram_active, tensor_active" in out
+    status, out, _ = run_cli(
+        capsys, "classify", "--card", "a100", "--dram-active", "0.2", "--fp64-active", "0.9", "--json"
+    )
+    answer = json.loads(out)
+    assert (answer["regime"], answer["pipe"]) == ("compute_bound", "fp64")
+    assert answer["achieved_flop_per_second"] == pytest.approx(0.9 * 9.7e12)
+
+
 def test_decode_and_elements_flags(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run_cli(
         capsys,

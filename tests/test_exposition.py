@@ -28,6 +28,7 @@ PODDED = Entity(1, "GPU-podded", H100)
 MIG = Entity(2, "GPU-mig", "NVIDIA A100-SXM4-40GB", gpu_instance=3)
 BLANK = Entity(3, "GPU-blank", H100)
 ALIEN = Entity(4, "GPU-alien", "NVIDIA Imaginary X1")
+NO_DCP = Entity(5, "GPU-no-dcp", H100)
 POD = Attribution("llm", "decode-0", "server")
 
 
@@ -44,6 +45,8 @@ def batch(ts: float) -> list[Sample]:
         Sample(ts, MIG, values(0.1, 0.05)),
         Sample(ts, BLANK, values(None, 0.5, f1001=0.8)),
         Sample(ts, ALIEN, values(0.6, 0.2)),
+        # a dcgm-exporter without the profiling metrics: device fields only
+        Sample(ts, NO_DCP, {fields.SM_CLOCK: 1980.0, fields.GPU_UTIL: 97.0}),
     ]
 
 
@@ -94,11 +97,62 @@ def test_every_design_metric_is_exposed(text: str) -> None:
         assert name in names, name
 
 
-def test_blank_dram_yields_no_derived_series_and_never_a_zero(text: str) -> None:
-    for name, rows in series(text).items():
-        for labels, _ in rows:
+def test_blank_dram_yields_no_dram_series_and_never_a_zero(text: str) -> None:
+    found = series(text)
+    for name in (
+        "ridgeline_dram_active_ratio",
+        "ridgeline_dram_bytes_total",
+        "ridgeline_arithmetic_intensity_flop_per_byte",
+        "ridgeline_roofline_efficiency_ratio",
+    ):
+        for labels, _ in found.get(name, []):
             if labels.get("uuid") == BLANK.uuid:
                 pytest.fail(f"{name} has a series for the GPU with blank DRAM_ACTIVE: {labels}")
+    # what the partial reading can say is there: its tensor ratio, FLOPs, and an unknown regime
+    tensor = {labels["uuid"]: v for labels, v in found["ridgeline_tensor_active_ratio"]}
+    assert tensor[BLANK.uuid] == pytest.approx(0.5)
+    assert BLANK.uuid in {labels["uuid"] for labels, _ in found["ridgeline_flop_total"]}
+    regime = {
+        labels["regime"] for labels, v in found["ridgeline_regime"] if labels["uuid"] == BLANK.uuid and v
+    }
+    assert regime == {"unknown"}
+
+
+def test_every_gpu_names_the_profiling_fields_it_lacks(text: str) -> None:
+    missing: dict[str, set[str]] = {}
+    for labels, value in series(text)["ridgeline_profiling_field_missing"]:
+        assert value == 1.0
+        missing.setdefault(labels["uuid"], set()).add(labels["field"])
+    profiling = {fields.field_name(fid) for fid in range(1001, 1009)}
+    assert missing[NO_DCP.uuid] == profiling
+    assert missing[BLANK.uuid] == profiling - {
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    }
+    assert missing[PLAIN.uuid] == profiling - {
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    }
+
+
+def test_a_gpu_without_profiling_counters_has_only_the_missing_fields_series(text: str) -> None:
+    names = {
+        name for name, rows in series(text).items() for labels, _ in rows if labels.get("uuid") == NO_DCP.uuid
+    }
+    assert names == {"ridgeline_profiling_field_missing"}
+
+
+def test_counters_are_born_at_zero_with_the_first_reading() -> None:
+    body, _ = MetricsEndpoint(lambda: snapshot_after(1)).render(None)
+    found = series(body.decode())
+    seconds = [
+        (labels, v) for labels, v in found["ridgeline_regime_seconds_total"] if labels["uuid"] == PLAIN.uuid
+    ]
+    assert len(seconds) == 5 and all(v == 0.0 for _, v in seconds)
+    for name in ("ridgeline_flop_total", "ridgeline_dram_bytes_total"):
+        assert [v for labels, v in found[name] if labels["uuid"] == PLAIN.uuid] == [0.0], name
+    assert not [labels for labels, _ in found["ridgeline_flop_total"] if labels["uuid"] == ALIEN.uuid]
 
 
 def test_labels_pod_only_when_attributed_and_gpu_instance_only_for_mig(text: str) -> None:
@@ -131,7 +185,7 @@ def test_regime_state_set_has_exactly_one_active_regime(text: str) -> None:
     per_gpu: dict[str, float] = {}
     for labels, value in series(text)["ridgeline_regime"]:
         per_gpu[labels["uuid"]] = per_gpu.get(labels["uuid"], 0.0) + value
-    assert per_gpu == {PLAIN.uuid: 1.0, PODDED.uuid: 1.0, MIG.uuid: 1.0, ALIEN.uuid: 1.0}
+    assert per_gpu == {PLAIN.uuid: 1.0, PODDED.uuid: 1.0, MIG.uuid: 1.0, ALIEN.uuid: 1.0, BLANK.uuid: 1.0}
 
 
 def test_source_health_series(text: str) -> None:

@@ -66,18 +66,30 @@ def test_per_sample_regime_follows_the_design_rules(d: float, t: float, gr: floa
     assert state.estimate.regime == expected  # the first reading sets the exported regime at once
 
 
-def test_blank_dram_yields_no_reading_and_never_a_zero() -> None:
+def test_blank_dram_gives_a_partial_reading_and_never_a_zero() -> None:
     state = feed([sample(0.0, 0.5, 0.5), sample(1.0, None, 0.5)])
+    assert state.estimate is not None
+    assert state.estimate.dram_active is None  # dropped, never 0
+    assert state.estimate.raw_regime == "unknown"  # tensors at 0.54 of their wall: DRAM could bind
+    assert state.estimate.unknown_because == (fields.field_name(fields.DRAM_ACTIVE),)
+    assert fields.field_name(fields.DRAM_ACTIVE) in state.missing_fields
+    # the interval is integrated, into the regime the reading gives; no bytes without DRAM
+    assert state.totals.integrated_seconds == 1.0
+    assert state.totals.regime_seconds is not None and state.totals.regime_seconds["unknown"] == 1.0
+
+
+def test_a_sample_without_any_activity_field_is_no_reading() -> None:
+    state = feed([sample(0.0, 0.5, 0.5), sample(1.0, None, None, util=97.0)])
     assert state.estimate is None
-    assert state.missing_fields == (fields.field_name(fields.DRAM_ACTIVE),)
-    # the interval of the blank sample is not integrated
-    assert state.totals.integrated_seconds == 0.0
+    assert len(state.missing_fields) == 8
+    assert state.totals.integrated_seconds == 0.0  # its own interval is not integrated
 
 
-def test_blank_tensor_on_first_sample_yields_no_reading() -> None:
+def test_blank_tensor_on_first_sample_yields_no_flop_total() -> None:
     state = feed([sample(0.0, 0.5, None)])
-    assert state.estimate is None
-    assert not state.totals.has_roof_totals
+    assert state.estimate is not None and state.estimate.achieved_flop_per_second is None
+    assert state.totals.flop_total is None
+    assert state.totals.dram_bytes_total == 0.0  # born at 0 with the first reading that has DRAM
 
 
 def test_smoothing_is_exact_for_uneven_intervals() -> None:
@@ -189,10 +201,10 @@ def test_integrate_false_skips_the_interval_but_updates_the_state() -> None:
 
 
 def test_totals_continue_from_a_given_store() -> None:
-    carried = Totals(flop_total=5e15, dram_bytes_total=1e12, integrated_seconds=10.0, has_roof_totals=True)
+    carried = Totals(flop_total=5e15, dram_bytes_total=1e12, integrated_seconds=10.0)
     state = step(None, sample(0.0, 0.5, 0.5), H100, CRISP, totals=carried)
     state = step(state, sample(1.0, 0.5, 0.5), H100, CRISP)
-    assert state.totals.flop_total > carried.flop_total
+    assert state.totals.flop_total is not None and state.totals.flop_total > 5e15
     assert state.totals.integrated_seconds == pytest.approx(11.0)
 
 
@@ -212,8 +224,9 @@ def test_unknown_model_exports_ratios_and_regime_but_no_roof() -> None:
     assert estimate.achieved_flop_per_second is None
     assert estimate.regime == "memory_bound"
     assert estimate.roofline_efficiency == pytest.approx(max(0.1, 0.7))
+    assert state.totals.regime_seconds is not None
     assert state.totals.regime_seconds["memory_bound"] == pytest.approx(1.0)
-    assert not state.totals.has_roof_totals
+    assert state.totals.flop_total is None and state.totals.dram_bytes_total is None
 
 
 def test_configured_precision_missing_on_the_card_falls_back_and_says_so() -> None:

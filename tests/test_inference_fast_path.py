@@ -47,11 +47,14 @@ def test_step_results_are_immutable() -> None:
         state.totals.regime_seconds["idle"] = 5.0  # type: ignore[index]
 
 
-def test_fresh_totals_share_a_read_only_zero_default() -> None:
-    fresh = Totals()
-    assert dict(fresh.regime_seconds) == dict.fromkeys(REGIMES, 0.0)
+def test_totals_are_born_read_only_at_the_first_reading() -> None:
+    assert Totals().regime_seconds is None  # no reading yet: no counter
+    values: dict[int, float | None] = {fields.DRAM_ACTIVE: 0.5, fields.PIPE_TENSOR_ACTIVE: 0.25}
+    born = step(None, Sample(0.0, ENTITY, values), H100, InferenceConfig()).totals
+    assert born.regime_seconds is not None
+    assert dict(born.regime_seconds) == dict.fromkeys(REGIMES, 0.0)
     with pytest.raises(TypeError):
-        fresh.regime_seconds["idle"] = 1.0  # type: ignore[index]
+        born.regime_seconds["idle"] = 1.0  # type: ignore[index]
 
 
 @settings(max_examples=200, deadline=None)
@@ -90,10 +93,12 @@ def test_first_sample_estimate_equals_the_validated_counter_form(
         dram_active=d, tensor_active=t, gr_engine_active=gr, sm_active=sm, sm_occupancy=occ,
         fp32_active=fp32, clock_ratio=max(k, 1e-9),
     )  # fmt: skip
-    verdict = classify_counters(H100.roof("bf16"), reading)
+    vectors = {pipe: H100.vector_peak_flop_per_second(pipe) or 0.0 for pipe in ("fp64", "fp32", "fp16")}
+    verdict = classify_counters(H100.roof("bf16"), reading, vector_peaks=vectors)
     assert estimate.raw_regime == verdict.regime
     assert estimate.regime == verdict.regime
     assert estimate.lever == verdict.lever
+    assert estimate.pipe == verdict.pipe
     assert estimate.intensity_flop_per_byte == pytest.approx(verdict.intensity_flop_per_byte)
     assert estimate.attainable_flop_per_second == pytest.approx(verdict.attainable_flop_per_second)
     assert estimate.roofline_efficiency == pytest.approx(verdict.roofline_efficiency)

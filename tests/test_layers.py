@@ -178,3 +178,36 @@ def test_the_reports_model_and_rendering_do_no_io_of_their_own() -> None:
     above = (*HTTP_SERVER, "exporter.report.render", "exporter.commands", "exporter.cli")
     assert violations(inputs, above) == []
     assert violations(modules("report/prometheus.py"), ("exporter.sources", "exporter.sampler")) == []
+
+
+@pytest.mark.parametrize("module", ["roofline_chart.py", "chart_svg.py", "chart_text.py"])
+def test_chart_geometry_and_drawing_are_pure_code(module: str) -> None:
+    """The roofline chart is arithmetic on numbers: the web page, /roofline.svg and `top` share it."""
+    allowed = ("__future__", "exporter.view.units", "exporter.view.roofline_chart")
+    bad = [
+        f"exporter/view/{module}:{line} imports {name}"
+        for line, name in imports(PACKAGE / "view" / module)
+        if name.split(".")[0] not in sys.stdlib_module_names and name not in allowed
+    ]
+    assert bad == []
+
+
+def test_the_view_imports_no_web_or_terminal_code() -> None:
+    """exporter/view draws; the web layer and `top` only serve or print what it draws."""
+    forbidden = (*HTTP_SERVER, "textual", "rich", "exporter.top", "exporter.commands", "exporter.cli")
+    assert violations(modules("view"), forbidden) == []
+
+
+def test_top_is_a_client_of_the_http_api_only() -> None:
+    """`ridgeline top` reads GET /classify over HTTP, never the daemon's state or its sources."""
+    internal = (
+        *HTTP_SERVER,
+        "exporter.state",
+        "exporter.sampler",
+        "exporter.sources",
+        "exporter.inference",
+        "exporter.exposition",
+        "exporter.attribution",
+        "exporter.catalog",
+    )
+    assert violations(modules("top", "commands/top.py"), internal) == []

@@ -27,6 +27,8 @@ from conftest import free_port
 from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, running_stack
 from test_webconfig import OPENSSL, _make_ca, _make_leaf
 
+from exporter.roofline import REGIMES
+
 pytestmark = [
     *REQUIRES_PROMETHEUS,
     pytest.mark.skipif(OPENSSL is None, reason="openssl CLI not installed: cannot make test certs"),
@@ -36,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRAPE_SECONDS = 70.0
 """Scraping starts about 10 s before the report's minute, so that minute is covered from its start."""
 USER, PASSWORD = "reporter", "a report's password"
-REGIMES = ("idle", "memory_bound", "compute_bound", "latency_bound")
 
 
 def _get_json(url: str, context: ssl.SSLContext | None = None, auth: str | None = None) -> Any:
@@ -112,7 +113,7 @@ def test_report_over_the_last_minute_of_a_live_prometheus(tmp_path: Path) -> Non
                     {
                         g["uuid"]: (
                             (g["attribution"] or {}).get("namespace", ""),
-                            g["totals"]["regime_seconds"],
+                            g["totals"]["regime_seconds"] or dict.fromkeys(REGIMES, 0.0),  # null: not born
                         )
                         for g in answer["gpus"]
                     },

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from replay_lines import replay_line
 from test_serve_cli import get, poll, serving
 
+from exporter.roofline import REGIMES
 from exporter.sample import Attribution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +121,7 @@ def test_report_equals_the_daemons_totals_on_a_steady_trace(tmp_path: Path) -> N
     assert set(groups) == set(by_namespace) == {"train", "serve", ""}
     for namespace, want in by_namespace.items():
         got = groups[namespace]
-        for regime in ("idle", "memory_bound", "compute_bound", "latency_bound"):
+        for regime in REGIMES:
             assert got["gpu_seconds"][regime] == pytest.approx(want[regime], rel=1e-12, abs=1e-9), (
                 namespace,
                 regime,
@@ -148,14 +149,14 @@ def test_a_gpu_that_changes_pod_splits_its_time_between_them(tmp_path: Path) -> 
     first, second = groups[("train", "train-0")], groups[("serve", "serve-0")]
     # the daemon's counters for GPU 0 carry across the change; they now wear serve-0's labels
     whole = daemon[("serve", "GPU-0")]
-    for regime in ("idle", "memory_bound", "compute_bound", "latency_bound"):
+    for regime in REGIMES:
         assert first["gpu_seconds"][regime] + second["gpu_seconds"][regime] == pytest.approx(whole[regime])
     # 200 samples each; not integrated: the first, blank readings (2 %), the node's gap
     assert first["gpu_seconds_total"] == pytest.approx(199.0, abs=8.0)
     assert second["gpu_seconds_total"] == pytest.approx(160.0, abs=8.0)
     assert document["fleet"]["gpu_seconds_total"] == pytest.approx(
         sum(
-            sum(v[r] for r in ("idle", "memory_bound", "compute_bound", "latency_bound"))
+            sum(v[r] for r in REGIMES)
             for v in daemon.values()
         )
     )
@@ -173,7 +174,7 @@ def test_a_dmon_capture_gives_the_daemons_totals(tmp_path: Path) -> None:
     assert set(groups) == {uuid for _, uuid in daemon}
     for (_ns, uuid), want in daemon.items():
         assert groups[uuid]["gpu_seconds_total"] == pytest.approx(
-            sum(want[r] for r in ("idle", "memory_bound", "compute_bound", "latency_bound"))
+            sum(want[r] for r in REGIMES)
         )
         assert groups[uuid]["flop"] == pytest.approx(want.get("ridgeline_flop_total", 0.0))
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")

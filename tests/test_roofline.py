@@ -148,7 +148,8 @@ def test_an_fp32_pipe_at_its_wall_is_compute_bound_with_the_tensor_core_lever() 
     reading = CounterReading(dram_active=0.1, tensor_active=0.0, fp32_active=0.9, gr_engine_active=0.95)
     verdict = roofline.classify_counters(H100_BF16, reading)
     assert verdict.regime == "compute_bound"
-    assert verdict.lever == roofline.LEVER_FP_PIPE
+    assert verdict.lever == roofline.LEVER_FP32_PIPE
+    assert verdict.pipe == "fp32"
 
 
 def test_busy_engine_with_neither_wall_is_latency_bound() -> None:

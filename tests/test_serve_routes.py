@@ -135,5 +135,22 @@ def test_blank_gpu_shows_nulls_and_the_missing_field(rig: tuple[Sampler, TestCli
     sampler, client = rig
     sampler.ingest([Sample(1000.0, GPU0, {fields.DRAM_ACTIVE: None, fields.PIPE_TENSOR_ACTIVE: 0.5})])
     verdict = client.get("/classify/0").json()
-    assert verdict["regime"] is None and verdict["dram_active"] is None
-    assert "DRAM_ACTIVE" in verdict["reading"]
+    # a partial reading: the regime its fields allow, the missing field named, no DRAM number
+    assert verdict["regime"] == "unknown" and verdict["dram_active"] is None
+    assert verdict["reading"] == "partial"
+    assert verdict["unknown_because"] == ["DCGM_FI_PROF_DRAM_ACTIVE"]
+    assert "DCGM_FI_PROF_DRAM_ACTIVE" in verdict["missing_fields"]
+    assert verdict["no_verdict_reason"] is None
+
+
+def test_a_gpu_without_profiling_counters_says_why_there_is_no_verdict(
+    rig: tuple[Sampler, TestClient],
+) -> None:
+    sampler, client = rig
+    sampler.ingest([Sample(1000.0, GPU0, {fields.GPU_UTIL: 97.0, fields.SM_CLOCK: 1980.0})])
+    verdict = client.get("/classify/0").json()
+    assert verdict["reading"] == "none" and verdict["regime"] is None
+    assert (
+        "DCP" in verdict["no_verdict_reason"] and "DCGM_FI_PROF_DRAM_ACTIVE" in verdict["no_verdict_reason"]
+    )
+    assert len(verdict["missing_fields"]) == 8

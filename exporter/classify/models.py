@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from exporter.roofline import Precision
+from exporter.roofline import ACTIVITY_FIELDS, Precision, has_activity
 
 MAX_FLOPS = 1e30
 """Largest FLOP count (given or derived) a body may describe: far above any real job, far below
@@ -145,7 +145,11 @@ class ThresholdsBody(StrictBody):
 
 
 class CounterBody(BodyCommon):
-    """Counter form: one interval's DCGM profiling ratios, named after the DCGM fields."""
+    """Counter form: one interval's DCGM profiling ratios, named after the DCGM fields.
+
+    Any subset with at least one activity field (roofline.ACTIVITY_FIELDS) is a reading: the
+    verdict says what those fields can say (docs/model.md, "Partial readings").
+    """
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -161,8 +165,10 @@ class CounterBody(BodyCommon):
         }
     )
 
-    dram_active: Ratio = Field(description="DCGM_FI_PROF_DRAM_ACTIVE (1005), in [0, 1].")
-    tensor_active: Ratio = Field(description="DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (1004), in [0, 1].")
+    dram_active: Ratio | None = Field(default=None, description="DCGM_FI_PROF_DRAM_ACTIVE (1005), in [0, 1].")
+    tensor_active: Ratio | None = Field(
+        default=None, description="DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (1004), in [0, 1]."
+    )
     gr_engine_active: Ratio | None = Field(default=None, description="GR_ENGINE_ACTIVE (1001).")
     sm_active: Ratio | None = Field(default=None, description="SM_ACTIVE (1002).")
     sm_occupancy: Ratio | None = Field(default=None, description="SM_OCCUPANCY (1003).")
@@ -308,7 +314,8 @@ def body_form(raw: dict[str, Any]) -> str:
     if not forms:
         raise BodyError(
             "body is none of the three forms: send flops+bytes (kernel), op (+ m/n/k, n, or "
-            "parameters/batch) (operation), or dram_active+tensor_active (counters)",
+            "parameters/batch) (operation), or DCGM ratios such as dram_active, tensor_active "
+            "(counters)",
             field=None,
         )
     return forms[0]
@@ -326,6 +333,11 @@ def parse_classify_body(raw: Any) -> KernelBody | OperationBody | CounterBody:
     _check_card_fields(body)
     if isinstance(body, OperationBody):
         _check_operation_fields(body, raw)
+    if isinstance(body, CounterBody) and not has_activity(body):
+        raise BodyError(
+            "a counters body needs at least one activity field: " + ", ".join(ACTIVITY_FIELDS),
+            field="(body)",
+        )
     return body
 
 

@@ -54,6 +54,18 @@ class ResolvedCard:
     def max_sm_clock_mhz(self) -> float | None:
         return self.card.max_sm_clock_mhz if self.card is not None else None
 
+    def vector_peaks(self) -> dict[str, float]:
+        """The catalog card's CUDA-core FP peaks (FLOP/s) where it has them; none for a custom roof."""
+        if self.card is None:
+            return {}
+        peaks = {pipe: self.card.vector_peak_flop_per_second(pipe) for pipe in roofline.FP_PIPES}
+        return {pipe: peak for pipe, peak in peaks.items() if peak is not None}
+
+    @property
+    def fp64_tensor_faster(self) -> bool:
+        """The card's FP64 tensor cores beat its FP64 pipe (True for a custom roof: the general lever)."""
+        return self.card is None or roofline.fp64_tensor_faster(self.card.peak_tflops)
+
     def roof(self, precision: str) -> Roof:
         if self.card is not None:
             return self.card.roof(precision)
@@ -312,7 +324,13 @@ def classify_counter_body(
         )
     except roofline.RooflineInputError as exc:
         raise BodyError(str(exc), field="sm_clock_mhz") from None
-    verdict = roofline.classify_counters(roof, reading, used)
+    verdict = roofline.classify_counters(
+        roof,
+        reading,
+        used,
+        vector_peaks=card.vector_peaks(),
+        fp64_tensor_faster=card.fp64_tensor_faster,
+    )
     out: dict[str, Any] = {
         "form": "counters",
         **_roof_fields(card, precision, roof),
@@ -320,6 +338,10 @@ def classify_counter_body(
     }
     out.update(
         {
+            "reading": "partial" if verdict.missing else "ok",
+            "missing": list(verdict.missing),
+            "pipe": verdict.pipe,
+            "compute_roof_flop_per_second": verdict.compute_roof_flop_per_second,
             "intensity_flop_per_byte": verdict.intensity_flop_per_byte,
             "position": verdict.position,
             "regime": verdict.regime,
@@ -330,6 +352,7 @@ def classify_counter_body(
             "achieved_bandwidth_bytes_per_second": verdict.achieved_bandwidth_bytes_per_second,
             "flop_utilization": verdict.flop_utilization,
             "roofline_efficiency": verdict.roofline_efficiency,
+            "gr_engine_contradicted": verdict.gr_engine_contradicted,
             "clock_ratio": ratio,
             "thresholds": dataclasses.asdict(used),
             "note": INTERVAL_NOTE,
@@ -350,13 +373,16 @@ def classify_counter_body(
     if body.compare is not None:
         flops = verdict.achieved_flop_per_second
         bytes_ = verdict.achieved_bandwidth_bytes_per_second
-        if flops > 0 and bytes_ > 0:
+        if flops is not None and bytes_ is not None and flops > 0 and bytes_ > 0:
             work = Work(flops=flops, bytes=bytes_)
             own_regime = roofline.kernel_regime(flops / bytes_, roof.ridge_flop_per_byte)
             out.update(compare_kernel(catalog, body, card, precision, work, own_regime, 1.0))
         else:
             targets = compare_targets(catalog, body.compare, card.key)
-            reason = "no achieved FLOP/s or bytes/s (tensor_active or dram_active is 0): nothing to place"
+            reason = (
+                "no achieved FLOP/s or bytes/s (no compute pipe or dram_active reported, or 0): "
+                "nothing to place"
+            )
             out.update(
                 {"compare": [], "compare_skipped": [{"card": c.key, "reason": reason} for c in targets]}
             )

@@ -165,7 +165,7 @@ def cli_message(exc: Any) -> str:
     if exc.field is None and "none of the three forms" in exc.message:
         return (
             "say what to classify: --flops and --bytes (kernel), --op gemm|elementwise|decode with "
-            "its sizes (operation), or --dram-active and --tensor-active (counters)"
+            "its sizes (operation), or counter ratios such as --dram-active, --tensor-active (counters)"
         )
     if exc.field == "card" and "required" in exc.message:
         return "name the card with --card KEY (see `ridgeline cards`), or give --peak-flops and --bandwidth"
@@ -192,6 +192,7 @@ REGIME_WORDS = {
     "balanced": "balanced on the ridge",
     "latency_bound": "latency-bound",
     "idle": "idle",
+    "unknown": "unknown (the counters given cannot place it)",
 }
 
 
@@ -260,23 +261,30 @@ def render(answer: dict[str, Any]) -> str:
             f" = {percent(answer['fraction_of_peak'])} of peak"
         )
     else:
-        lines.append(
-            f"achieved {tflops(answer['achieved_flop_per_second'])} "
-            f"(flop utilization {percent(answer['flop_utilization'])}, "
-            f"clock ratio {answer['clock_ratio']:.2f}) "
-            f"over {tbps(answer['achieved_bandwidth_bytes_per_second'])}"
-        )
+        flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
+        pipe = f" on the {answer['pipe']} pipe" if answer["pipe"] not in (None, "tensor") else ""
+        achieved = "no compute pipe reported" if flops is None else f"achieved {tflops(flops)}{pipe}"
+        utilization = answer["flop_utilization"]
+        if utilization is not None:
+            achieved += f" (flop utilization {percent(utilization)}, clock ratio {answer['clock_ratio']:.2f})"
+        moved = "no DRAM_ACTIVE reported" if bytes_ is None else tbps(bytes_)
+        lines.append(f"{achieved} over {moved}")
         intensity = answer["intensity_flop_per_byte"]
         if intensity is None:
-            lines.append("intensity: undefined (DRAM_ACTIVE ≈ 0)")
+            if flops is not None and bytes_ is not None:
+                lines.append("intensity: undefined (DRAM_ACTIVE ≈ 0)")
         else:
             side = "memory" if answer["position"] < 1 else "compute"
             lines.append(
                 f"intensity {intensity:.3g} FLOP/byte, {answer['position']:.2f}x the ridge ({side} side); "
                 f"attainable there {tflops(answer['attainable_flop_per_second'])}"
             )
+        if answer["gr_engine_contradicted"]:
+            lines.append("GR_ENGINE_ACTIVE reads idle while other counters say work runs: set aside")
         efficiency = answer["roofline_efficiency"]
         tail = f", roofline efficiency {percent(efficiency)}" if efficiency is not None else ""
+        missing = answer["missing"]
+        tail += f"; needs {', '.join(missing)} to say more" if missing else ""
         lines.append(f"verdict: {regime}{tail}")
     lines.append(f"lever: {answer['lever']}")
     if answer["form"] == "counters":

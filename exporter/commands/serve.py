@@ -77,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
     from exporter.catalog import load_catalog
     from exporter.sampler import Sampler
     from exporter.sources import open_source
+    from exporter.view.trails import Trails
     from exporter.web.app import create_app
     from exporter.web.live_routes import build_live_router
+    from exporter.web.view_routes import view_router
 
     host, port = parse_listen(args.listen)
     catalog = load_catalog(args.cards)
@@ -108,13 +110,23 @@ def run(args: argparse.Namespace) -> int:
     from exporter.attribution.hpc import start_job_map
 
     job_map = start_job_map(args.hpc_job_mapping_dir)
+    trails = Trails()  # the live page's trails: fed as snapshots are published, not per scrape
     sampler = Sampler(
-        name, options, catalog, config, source=source, attributor=attributor, job_mapper=job_map
+        name,
+        options,
+        catalog,
+        config,
+        source=source,
+        attributor=attributor,
+        job_mapper=job_map,
+        observers=(trails.observe,),
     )
     try:
+        live_router = build_live_router(lambda: sampler.snapshot)
+        live_router.include_router(view_router(lambda: sampler.snapshot, catalog, trails.current))
         app: Any = create_app(
             catalog,
-            live_router=build_live_router(lambda: sampler.snapshot),
+            live_router=live_router,
             precision_default=args.precision or "bf16",
             thresholds=thresholds,
         )

@@ -11,7 +11,8 @@ Formulas (the daemon's counter form, docs/design.md "The model"):
 
     GPU-seconds in regime r   = increase of ridgeline_regime_seconds_total{regime=r}
     intensity I               = Σflop ÷ Σdram_bytes
-    achieved FLOP/s per GPU   = Σflop ÷ busy GPU-seconds (memory-, compute- and latency-bound)
+    achieved FLOP/s per GPU   = Σflop ÷ busy GPU-seconds (memory-, compute- and latency-bound;
+                                not idle, not unknown)
     attainable                = min(P, I·B) at the group's card (the card with most GPU-seconds)
 """
 
@@ -30,7 +31,9 @@ from exporter.roofline import REGIMES, Roof, Thresholds
 SCHEMA = "ridgeline.report/v1"
 """The JSON document's `schema` value; a change that breaks readers bumps it (docs/report.md)."""
 
-BUSY_REGIMES: tuple[str, ...] = tuple(r for r in REGIMES if r != "idle")
+BUSY_REGIMES: tuple[str, ...] = ("memory_bound", "compute_bound", "latency_bound")
+"""Time the counters placed on the roofline: what achieved FLOP/s per GPU is taken over (idle
+and `unknown` time — counters that cannot place the GPU — are not)."""
 
 UNATTRIBUTED_SHARE = 1e-3
 """The fleet's GPU-seconds beyond the groups' sum become a group of their own (GPUs without the

@@ -25,6 +25,7 @@ REGIME_COLORS = {
     "memory_bound": "#3274d9",
     "compute_bound": "#56a64b",
     "latency_bound": "#ff9830",
+    "unknown": "#b877d9",
 }
 """The dashboards' regime colours (grafana/build.py), so a chart reads like the Grafana panels."""
 
@@ -33,6 +34,7 @@ REGIME_TITLES = {
     "memory_bound": "memory-bound",
     "compute_bound": "compute-bound",
     "latency_bound": "latency-bound",
+    "unknown": "unknown",
 }
 
 CHART_GROUPS = 15
@@ -435,7 +437,7 @@ def roofline_svg(doc: Mapping[str, Any]) -> str:
     handles = [
         axes.scatter([], [], s=60, color=REGIME_COLORS[r], label=f"mostly {REGIME_TITLES[r]}")
         for r in REGIMES
-        if r != "idle"
+        if r in ("memory_bound", "compute_bound", "latency_bound")
     ]
     axes.legend(handles=handles, loc="lower right", fontsize="small")
     return _svg(figure)

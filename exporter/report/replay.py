@@ -72,12 +72,17 @@ class _Accrued:
     dram_bytes: float = 0.0
 
     def add(self, start: Totals, end: Totals, allocated: bool) -> None:
+        before, after = start.regime_seconds or _ZERO, end.regime_seconds or _ZERO
         for regime in REGIMES:
-            self.seconds[regime] += end.regime_seconds[regime] - start.regime_seconds[regime]
+            self.seconds[regime] += after[regime] - before[regime]
         if allocated:
-            self.idle_allocated += end.regime_seconds["idle"] - start.regime_seconds["idle"]
-        self.flop += end.flop_total - start.flop_total
-        self.dram_bytes += end.dram_bytes_total - start.dram_bytes_total
+            self.idle_allocated += after["idle"] - before["idle"]
+        self.flop += (end.flop_total or 0.0) - (start.flop_total or 0.0)
+        self.dram_bytes += (end.dram_bytes_total or 0.0) - (start.dram_bytes_total or 0.0)
+
+
+_ZERO: Mapping[str, float] = dict.fromkeys(REGIMES, 0.0)
+"""A counter not born yet (None in Totals) has counted nothing."""
 
 
 def _same_labels(segment: _Segment, gpu: GpuState) -> bool:
@@ -138,8 +143,10 @@ def collect_replay(
             for regime, value in bucket.seconds.items():
                 total[regime] += value
         for segment in segments.values():
+            after = segment.latest.regime_seconds or _ZERO
+            before = segment.start.regime_seconds or _ZERO
             for regime in REGIMES:
-                total[regime] += segment.latest.regime_seconds[regime] - segment.start.regime_seconds[regime]
+                total[regime] += after[regime] - before[regime]
         return total
 
     try:

@@ -1,4 +1,5 @@
-"""The FastAPI app: landing page, health, `POST /classify`, the card catalog, and the live routes.
+"""The FastAPI app: the live page, health, `POST /classify`, the card catalog, offline /docs, and
+the live routes.
 
 `create_app` takes what it serves (the catalog, and the live router another module builds over
 the sampler state) rather than reaching for globals, so tests hand it exactly what they need.
@@ -17,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,8 +27,9 @@ from exporter.catalog import Catalog, UnknownCard, UnknownPrecision
 from exporter.classify.models import BodyError
 from exporter.roofline import PRECISIONS, RooflineInputError, Thresholds
 from exporter.web.classify_routes import classify_router
-from exporter.web.landing import landing_html
+from exporter.web.docs_routes import docs_router
 from exporter.web.responses import json_response
+from exporter.web.view_routes import page_router
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (413 above it). A classify body is a few hundred bytes; even a
@@ -178,7 +180,8 @@ def create_app(
     precision_default: str = "bf16",
     thresholds: Thresholds | None = None,
 ) -> FastAPI:
-    """The app. `live_router` (GET /classify, /classify/{gpu}, /metrics, /readyz) is mounted as is."""
+    """The app. `live_router` (GET /classify, /classify/{gpu}, /metrics, /readyz, and the live
+    view's /live.json and /roofline.svg) is mounted as is; `/` is the page that polls them."""
     if precision_default not in PRECISIONS:
         raise ValueError(f"precision_default {precision_default!r} is not one of {', '.join(PRECISIONS)}")
     app = FastAPI(
@@ -186,14 +189,13 @@ def create_app(
         version=__version__,
         description="Places GPUs, kernels and operations on a card's roofline: which wall binds, "
         "the numbers behind the verdict, and the lever that would move it.",
+        docs_url=None,  # FastAPI's pages load their UI from a CDN; docs_router serves it locally
+        redoc_url=None,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
     _install_error_handlers(app)
-    page = landing_html(len(catalog))
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def landing() -> HTMLResponse:
-        return HTMLResponse(page)
+    app.include_router(page_router())
+    app.include_router(docs_router(app.title))
 
     @app.get("/healthz", response_class=PlainTextResponse, tags=["health"], summary="Process alive")
     async def healthz() -> PlainTextResponse:

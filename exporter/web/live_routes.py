@@ -18,7 +18,10 @@ from exporter.state import GpuState, Snapshot
 from exporter.web.responses import json_response
 
 _ESTIMATE_FIELDS: tuple[str, ...] = (
+    "pipe",
+    "compute_roof_flop_per_second",
     "intensity_flop_per_byte",
+    "position",
     "regime",
     "raw_regime",
     "smoothed_regime",
@@ -33,6 +36,12 @@ _ESTIMATE_FIELDS: tuple[str, ...] = (
     "tensor_active",
     "clock_ratio",
     "gr_engine_active",
+    "gr_engine_contradicted",
+    "sm_active",
+    "sm_occupancy",
+    "fp64_active",
+    "fp32_active",
+    "fp16_active",
 )
 """Estimate attributes a live verdict carries under the same names (null without a reading)."""
 
@@ -42,11 +51,31 @@ def _fields_of(record: object | None, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: None if record is None else getattr(record, name) for name in names}
 
 
+NO_READING_HINT = (
+    "enable the DCP (profiling) metrics in dcgm-exporter's counters file and load DCGM's profiling "
+    "module (docs/runbooks.md#ridgelineprofilingcountersmissing)"
+)
+
+
+def reading_state(gpu: GpuState) -> tuple[str, str | None]:
+    """(`reading`, `no_verdict_reason`): ok, partial (a regime from what is present, naming what
+    an unknown one needs) or none (no activity field at all: no verdict, and why)."""
+    estimate = gpu.estimate
+    if estimate is None:
+        lacking = ", ".join(gpu.inference.missing_fields) or "every activity field"
+        reason = f"no profiling activity field in the latest sample (lacking {lacking}): "
+        return "none", reason + NO_READING_HINT
+    if estimate.unknown_because:
+        return "partial", None
+    return "ok", None
+
+
 def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     """One GPU's live verdict: the counter form of POST /classify plus entity, pod and smoothing.
 
-    Fields that need a reading (or a known card) are null until there is one; `reading` says
-    which required DCGM fields were blank.
+    Fields that need a reading (or a known card) are null until there is one; `reading` and
+    `no_verdict_reason` say why there is no verdict, `missing_fields` which profiling fields
+    the source lacks and `unknown_because` which of them an `unknown` regime needs.
     """
     entity = gpu.entity
     estimate = gpu.estimate
@@ -54,6 +83,7 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     roof = estimate.roof if estimate is not None else None
     attribution = gpu.attribution
     totals = gpu.totals
+    reading, no_verdict_reason = reading_state(gpu)
     answer: dict[str, Any] = {
         "gpu": entity.gpu,
         "uuid": entity.uuid,
@@ -69,7 +99,11 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
             }
         ),
         "timestamp": gpu.last_sample_timestamp,
-        "reading": "ok" if estimate is not None else "blank: " + ", ".join(gpu.inference.missing_fields),
+        "reading": reading,
+        "no_verdict_reason": no_verdict_reason,
+        "missing_fields": list(gpu.inference.missing_fields),
+        "unknown_because": list(estimate.unknown_because) if estimate is not None else [],
+        "mig_parent": gpu.mig_parent,
         "card": gpu.card,
         **_fields_of(estimate, ("precision", "precision_note")),
         **_fields_of(roof, ("peak_flop_per_second", "bandwidth_bytes_per_second", "ridge_flop_per_byte")),
@@ -81,9 +115,9 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
             "pending_since": smoothing.pending_since if smoothing else None,
         },
         "totals": {
-            "regime_seconds": dict(totals.regime_seconds),
-            "flop_total": totals.flop_total if totals.has_roof_totals else None,
-            "dram_bytes_total": totals.dram_bytes_total if totals.has_roof_totals else None,
+            "regime_seconds": None if totals.regime_seconds is None else dict(totals.regime_seconds),
+            "flop_total": totals.flop_total,
+            "dram_bytes_total": totals.dram_bytes_total,
             "integrated_seconds": totals.integrated_seconds,
         },
     }

@@ -1,0 +1,117 @@
+"""Verdicts from dcgm-exporter pages, end to end through the real scrape source on loopback.
+
+A dcgm-exporter without the profiling (DCP) counters: a real `ridgeline serve --source scrape`,
+read back through /metrics and GET /classify. Before issue 9 every GPU of such a node vanished
+from /metrics without a word; now each stays, naming the fields it lacks, and /classify says why
+there is no verdict. A MIG page (GPU_I_PROFILE="3g.40gb"): each instance gets its slices' roof.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_serve_cli import poll, serving
+
+from exporter.catalog import load_catalog
+from exporter.exposition import MetricsEndpoint
+from exporter.inference import InferenceConfig
+from exporter.sampler import Sampler
+from exporter.sources import SourceOptions
+from exporter.sources.scrape import ScrapeSource
+
+PAGES = Path(__file__).parent / "data" / "dcgm-exporter"
+PROFILING = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_SM_OCCUPANCY",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+}
+
+pytestmark = pytest.mark.slow
+
+
+class _Page(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = (PAGES / self.path.removeprefix("/")).read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the test reads the daemon, not this server."""
+
+
+@pytest.fixture
+def exporter_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_gpus_without_profiling_counters_stay_and_say_why(exporter_url: str) -> None:
+    url = f"{exporter_url}/no-dcp-h100-2gpus.txt"
+    with serving("--source", "scrape", "--scrape-url", url) as (base, _):
+        poll(base, "/readyz", 200)
+        text = poll(base, "/metrics", 200)
+        missing: dict[str, set[str]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "ridgeline_profiling_field_missing":
+                    missing.setdefault(sample.labels["gpu"], set()).add(sample.labels["field"])
+                elif sample.name.startswith("ridgeline_") and "gpu" in sample.labels:
+                    pytest.fail(f"{sample.name} for a GPU with no profiling reading: {sample.labels}")
+        assert missing == {"0": PROFILING, "1": PROFILING}
+
+        answer = json.loads(poll(base, "/classify", 200))
+        assert [g["gpu"] for g in answer["gpus"]] == [0, 1]
+        for gpu in answer["gpus"]:
+            assert gpu["reading"] == "none" and gpu["regime"] is None
+            assert set(gpu["missing_fields"]) == PROFILING
+            assert "DCP" in gpu["no_verdict_reason"]
+            assert "runbooks.md#ridgelineprofilingcountersmissing" in gpu["no_verdict_reason"]
+
+
+def test_mig_instances_from_gpu_i_profile_get_their_slices_roof(exporter_url: str) -> None:
+    options = SourceOptions(scrape_url=f"{exporter_url}/mig-a100.txt")
+    source = ScrapeSource(options)
+    source.open()
+    catalog = load_catalog()
+    sampler = Sampler("scrape", options, catalog, InferenceConfig(), source=source)
+    for _ in range(2):
+        assert sampler.run_once()
+    a100 = catalog.lookup("a100-sxm4-80gb")
+    instances = [g for g in sampler.snapshot.gpus if g.entity.gpu_instance is not None]
+    assert {g.entity.profile for g in instances} == {"3g.40gb"}
+    for gpu in instances:
+        roof = gpu.estimate.roof if gpu.estimate else None
+        assert roof is not None
+        assert roof.peak_flop_per_second == pytest.approx(a100.peak_flop_per_second("bf16") * 3 / 7)
+        assert roof.bandwidth_bytes_per_second == pytest.approx(a100.bandwidth_bytes_per_second * 4 / 8)
+    body, _ = MetricsEndpoint(lambda: sampler.snapshot).render(None)
+    peaks = [
+        sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+        if sample.name == "ridgeline_peak_flop_per_second"
+    ]
+    assert math.fsum(peaks) <= a100.peak_flop_per_second("bf16")  # two 3g.40gb: 6/7 of the card
+    source.close()
