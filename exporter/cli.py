@@ -17,7 +17,7 @@ from exporter.commands.options import UserError, add_log_flags
 from exporter.logs import JsonFormatter, setup_logging
 from exporter.redaction import redact_credentials
 
-COMMANDS: tuple[str, ...] = ("serve", "top", "classify", "record", "cards", "healthcheck")
+COMMANDS: tuple[str, ...] = ("serve", "top", "classify", "record", "report", "cards", "healthcheck")
 """Subcommand modules under exporter/commands/, in the order `--help` lists them."""
 
 

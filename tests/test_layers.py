@@ -167,6 +167,21 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert not within("exporter.website", HTTP_SERVER)
 
 
+def test_the_reports_model_and_rendering_do_no_io_of_their_own() -> None:
+    """exporter/report/: the model is pure (usage in, document out) and the page is rendered
+    from the document alone; only the inputs reach a query API or a trace, and commands/report.py
+    wires them."""
+    network = ("urllib", "http", "socket", "ssl", "orjson")
+    network += ("exporter.report.prometheus", "exporter.report.replay")
+    pure = modules("report/model.py", "report/render.py", "report/promql.py", "report/series.py")
+    assert violations(pure, (*network, *HTTP_AND_GPU, "exporter.sources", "exporter.sampler")) == []
+    assert violations(modules("report/model.py", "report/promql.py"), ("matplotlib",)) == []
+    inputs = modules("report/prometheus.py", "report/replay.py")
+    above = (*HTTP_SERVER, "exporter.report.render", "exporter.commands", "exporter.cli")
+    assert violations(inputs, above) == []
+    assert violations(modules("report/prometheus.py"), ("exporter.sources", "exporter.sampler")) == []
+
+
 @pytest.mark.parametrize("module", ["roofline_chart.py", "chart_svg.py", "chart_text.py"])
 def test_chart_geometry_and_drawing_are_pure_code(module: str) -> None:
     """The roofline chart is arithmetic on numbers: the web page, /roofline.svg and `top` share it."""

@@ -19,16 +19,15 @@ from typing import Any
 from exporter.commands.options import (
     UserError,
     add_flag,
+    add_inference_flags,
     add_listen_flags,
     add_source_flags,
-    non_negative_seconds,
+    inference_config,
     parse_listen,
     positive_int,
     positive_seconds,
     source_choice,
-    unit_ratio,
 )
-from exporter.roofline import PRECISIONS, Thresholds
 
 log = logging.getLogger("exporter.serve")
 
@@ -43,13 +42,7 @@ def register(subparsers: Any) -> None:
     )
     add_source_flags(parser)
     add_listen_flags(parser)
-    add_flag(parser, "--cards", action="append", default=[], metavar="FILE", help="extra card catalog file")
-    add_flag(
-        parser,
-        "--precision",
-        choices=PRECISIONS,
-        help="precision of the roof (default: the dominant tensor pipe when reported, else bf16)",
-    )
+    add_inference_flags(parser)
     add_flag(
         parser,
         "--kubelet-socket",
@@ -63,36 +56,6 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="dcgm-exporter's HPC job mapping directory (one file per GPU index listing its job ids, "
         "written by a Slurm prolog): adds an hpc_job label",
-    )
-    add_flag(
-        parser,
-        "--smoothing-seconds",
-        type=non_negative_seconds,
-        default=10.0,
-        metavar="S",
-        help="time constant of the exponential smoothing (0: none)",
-    )
-    add_flag(
-        parser,
-        "--dwell-seconds",
-        type=non_negative_seconds,
-        default=5.0,
-        metavar="S",
-        help="how long a new regime must hold before the exported regime switches",
-    )
-    defaults = Thresholds()
-    add_flag(
-        parser, "--theta", type=unit_ratio, default=defaults.theta, help="how near a wall counts as at it"
-    )
-    add_flag(
-        parser, "--dram-wall", type=unit_ratio, default=defaults.dram_wall, help="practical max DRAM_ACTIVE"
-    )
-    add_flag(
-        parser,
-        "--tensor-wall",
-        type=unit_ratio,
-        default=defaults.tensor_wall,
-        help="practical max tensor activity",
     )
     add_flag(
         parser,
@@ -135,7 +98,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Open everything that can fail because of the user first, then serve until signalled."""
     from exporter.catalog import load_catalog
-    from exporter.inference import InferenceConfig
     from exporter.sampler import Sampler
     from exporter.sources import open_source
     from exporter.view.trails import Trails
@@ -163,14 +125,8 @@ def run(args: argparse.Namespace) -> int:
             catalog.lookup(args.model)  # a typo fails here with near matches, not as card="unknown"
         except UnknownCard as exc:
             raise UserError(f"--model: {exc}") from None
-    thresholds = Thresholds(theta=args.theta, dram_wall=args.dram_wall, tensor_wall=args.tensor_wall)
-    config = InferenceConfig(
-        precision=args.precision,
-        smoothing_seconds=args.smoothing_seconds,
-        dwell_seconds=args.dwell_seconds,
-        thresholds=thresholds,
-        expected_interval_seconds=args.interval,
-    )
+    config = inference_config(args)
+    thresholds = config.thresholds
     watcher = None
     if args.web_config:
         from exporter.web.webconfig import WebConfigError, load_web_config
