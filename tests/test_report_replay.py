@@ -162,6 +162,24 @@ def test_a_gpu_that_changes_pod_splits_its_time_between_them(tmp_path: Path) -> 
     )
 
 
+def test_a_recording_with_hpc_jobs_groups_by_them(tmp_path: Path) -> None:
+    """A recording of a Slurm node carries each GPU's hpc_job; --by hpc_job reads it back."""
+    lines = [
+        replay_line(1_800_000_000.0 + i, gpu, {1005: 0.75, 1004: 0.1, 1001: 0.9}, hpc_job=job)
+        for i in range(60)
+        for gpu, job in ((0, "101"), (1, "202,203"))
+    ]
+    trace = tmp_path / "slurm.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "r.json"
+    done = run_report("--replay", str(trace), "--by", "hpc_job", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    groups = {g["labels"].get("hpc_job"): g for g in json.loads(out.read_text())["groups"]}
+    assert set(groups) == {"101", "202,203"}
+    for group in groups.values():
+        assert group["gpu_seconds"]["memory_bound"] == pytest.approx(59.0)
+
+
 @pytest.mark.slow
 def test_a_dmon_capture_gives_the_daemons_totals(tmp_path: Path) -> None:
     capture = ROOT / "tests" / "data" / "replay" / "dmon_sorted_2x.txt"
