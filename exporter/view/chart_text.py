@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.view.roofline_chart import ChartPoint, ChartSpec, LogAxes, decade_ranges, decade_text
+from exporter.view.roofline_chart import (
+    ChartPoint,
+    ChartSpec,
+    LogAxes,
+    decade_ranges,
+    decade_text,
+    place_points,
+)
 from exporter.view.units import si
 
 
@@ -97,16 +104,9 @@ def render_text(spec: ChartSpec, columns: int = 72, rows: int = 16) -> TextChart
         _write(grid, axis_row + 1, start, text, plot_rows + 2)
     _write(grid, axis_row + 1, right + 2, "FLOP/byte", plot_rows + 2)
     marks: dict[tuple[int, int], tuple[str, str | None, tuple[str, ...]]] = {}
-    off: list[tuple[ChartPoint, str]] = []
-    for point in spec.points:
-        if not point.placeable:
-            off.append((point, point.why_not_placed()))
-            continue
-        assert point.intensity is not None and point.flop_per_second is not None
-        if not axes.contains(point.intensity, point.flop_per_second):
-            off.append((point, "outside the axes"))
-            continue
-        where = cell(axes.x(point.intensity), axes.y(point.flop_per_second))
+    placed, off = place_points(spec.points, axes)
+    for point, (intensity, flop_per_second) in placed:
+        where = cell(axes.x(intensity), axes.y(flop_per_second))
         char = point.key if len(point.key) == 1 else "•"
         if where in marks:
             _, regime, keys = marks[where]

@@ -282,15 +282,8 @@ def layout(spec: ChartSpec, width: float = WIDTH, height: float = HEIGHT) -> Sce
         if r.in_use and axes.contains(r.flop_per_second / bandwidth, r.flop_per_second)
     )
     dots: list[Dot] = []
-    off: list[tuple[ChartPoint, str]] = []
-    for point in spec.points:
-        if not point.placeable:
-            off.append((point, point.why_not_placed()))
-            continue
-        assert point.intensity is not None and point.flop_per_second is not None
-        if not axes.contains(point.intensity, point.flop_per_second):
-            off.append((point, "outside the axes"))
-            continue
+    placed, off = place_points(spec.points, axes)
+    for point, (intensity, flop_per_second) in placed:
         trail = tuple(
             (axes.x(t.intensity), axes.y(t.flop_per_second))
             for t in point.trail
@@ -298,7 +291,7 @@ def layout(spec: ChartSpec, width: float = WIDTH, height: float = HEIGHT) -> Sce
             and _positive(t.flop_per_second)
             and axes.contains(t.intensity, t.flop_per_second)
         )
-        dots.append(Dot(point=point, x=axes.x(point.intensity), y=axes.y(point.flop_per_second), trail=trail))
+        dots.append(Dot(point=point, x=axes.x(intensity), y=axes.y(flop_per_second), trail=trail))
     return Scene(
         spec=spec,
         axes=axes,
@@ -314,6 +307,25 @@ def layout(spec: ChartSpec, width: float = WIDTH, height: float = HEIGHT) -> Sce
         dot_labels=_dot_labels(axes, dots),
         off_chart=tuple(off),
     )
+
+
+def place_points(
+    points: Sequence[ChartPoint], axes: LogAxes
+) -> tuple[list[tuple[ChartPoint, tuple[float, float]]], list[tuple[ChartPoint, str]]]:
+    """(points on the chart with their (intensity, FLOP/s), points left off with why): the one
+    rule the SVG and the text chart share."""
+    placed: list[tuple[ChartPoint, tuple[float, float]]] = []
+    off: list[tuple[ChartPoint, str]] = []
+    for point in points:
+        if not point.placeable:
+            off.append((point, point.why_not_placed()))
+            continue
+        assert point.intensity is not None and point.flop_per_second is not None
+        if not axes.contains(point.intensity, point.flop_per_second):
+            off.append((point, "outside the axes"))
+            continue
+        placed.append((point, (point.intensity, point.flop_per_second)))
+    return placed, off
 
 
 def decade_text(decade: int) -> str:
