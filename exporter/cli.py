@@ -13,9 +13,11 @@ import sys
 from collections.abc import Sequence
 
 from exporter import __version__
-from exporter.commands.options import UserError
+from exporter.commands.options import UserError, add_log_flags
+from exporter.logs import JsonFormatter, setup_logging
+from exporter.redaction import redact_credentials
 
-COMMANDS: tuple[str, ...] = ("serve", "classify", "record", "cards", "healthcheck")
+COMMANDS: tuple[str, ...] = ("serve", "top", "classify", "record", "report", "cards", "healthcheck")
 """Subcommand modules under exporter/commands/, in the order `--help` lists them."""
 
 
@@ -25,14 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Places each GPU on its card's roofline and tells Prometheus which wall it hits.",
     )
     parser.add_argument("--version", action="version", version=f"ridgeline {__version__}")
-    parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log verbosity"
-    )
+    add_log_flags(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMANDS:
         module = importlib.import_module(f"exporter.commands.{name}")
         module.register(subparsers)
+    for command in subparsers.choices.values():
+        add_log_flags(command, top=False)
     return parser
 
 
@@ -48,14 +50,16 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.log_level, args.log_format)
     try:
         status: int = args.func(args)
     except user_error_types() as exc:
-        print(f"ridgeline {args.command}: error: {exc}", file=sys.stderr)
+        message = f"ridgeline {args.command}: error: {redact_credentials(str(exc))}"
+        if args.log_format == "json":  # the log pipeline parses every line of stderr as JSON
+            message = JsonFormatter().format(
+                logging.makeLogRecord({"msg": message, "levelname": "ERROR", "name": "ridgeline"})
+            )
+        print(message, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

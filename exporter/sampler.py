@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
@@ -29,6 +29,7 @@ from typing import Protocol
 from exporter import __version__
 from exporter.catalog import Card, Catalog
 from exporter.inference import EntityInference, InferenceConfig, Totals, note_unknown_model, step
+from exporter.redaction import redact_credentials
 from exporter.sample import Attribution, Sample
 from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions
 from exporter.state import GpuState, Snapshot, SourceHealth
@@ -94,9 +95,12 @@ class Sampler:
         backoff_initial_seconds: float = BACKOFF_INITIAL_SECONDS,
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
         wall_clock: Callable[[], float] = time.time,
+        observers: Sequence[Callable[[Snapshot], None]] = (),
     ) -> None:
         """source: an already opened source (serve opens it once up front so that a user's
-        mistake fails at start-up); opener reopens after errors (default: open_source)."""
+        mistake fails at start-up); opener reopens after errors (default: open_source).
+        observers: called on this thread with each snapshot once published (the live view's
+        trails, exporter/view/trails.py); they must be cheap, and one that raises is logged."""
         if opener is None:
             from exporter.sources import open_source
 
@@ -115,6 +119,8 @@ class Sampler:
         self._backoff_max = backoff_max_seconds
         self._backoff = backoff_initial_seconds
         self._clock = wall_clock
+        self._observers = tuple(observers)
+        self._failed_observers: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._tracked: dict[EntityKey, _Tracked] = {}
@@ -134,6 +140,9 @@ class Sampler:
         self._dirty = False
         """Batches were folded in since the last publish (the thread defers at --speed max)."""
         self._published_at = 0.0
+        self._announce_open = False
+        """A reopened source is announced after its first good read (an open that then fails
+        every read was never really open)."""
         self._health = SourceHealth(
             name=self.source_name,
             up=source is not None,
@@ -251,6 +260,9 @@ class Sampler:
             self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
             self._publish()
             return False
+        if self._announce_open:
+            self._announce_open = False
+            log.info("source %s opened and answered", self.source_name)
         if publish:
             self._collect_skipped(source)
             self._publish()
@@ -290,9 +302,12 @@ class Sampler:
                 hpc_job = job_mapper.lookup(entity.gpu)
             tracked = tracked_by_key.get(key)
             if tracked is None:
-                state = step(
-                    None, sample, card, config, totals=totals_by_key.get(key), count_work=not mig_parent
-                )
+                earlier = totals_by_key.get(key)
+                if earlier is not None:
+                    log.info(
+                        "GPU %s is back in the batches; its series continue from where they were", key[0]
+                    )
+                state = step(None, sample, card, config, totals=earlier, count_work=not mig_parent)
                 tracked_by_key[key] = _Tracked(
                     state=state, attribution=attribution, hpc_job=hpc_job, mig_parent=mig_parent
                 )
@@ -346,7 +361,7 @@ class Sampler:
             self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
             return False
         self.source_name = self._source.name
-        log.info("source %s opened", self.source_name)
+        self._announce_open = True  # logged once the source has answered a read, not before
         self._health = self._health._replace(name=self.source_name, up=True, reason=None, message=None)
         return True
 
@@ -360,6 +375,7 @@ class Sampler:
             log.debug("closing source %s failed", self.source_name, exc_info=True)
 
     def _record_error(self, reason: str, message: str) -> None:
+        message = redact_credentials(message)  # it reaches the log, /readyz and /classify
         self._errors[reason] = self._errors.get(reason, 0) + 1
         self._errors_view = None
         log.warning(
@@ -374,6 +390,12 @@ class Sampler:
         since = self._last_ok_wall
         grace_seconds = self._grace * self._options.interval_seconds
         if since is None or self._clock() - since > grace_seconds:
+            log.info(
+                "source %s down for more than %g s; dropping the series of %d GPUs",
+                self.source_name,
+                grace_seconds,
+                len(self._tracked),
+            )
             self._tracked.clear()
             self._ordered = None
 
@@ -437,9 +459,16 @@ class Sampler:
 
     def _publish(self) -> None:
         self._generation += 1
-        self.snapshot = self._build_snapshot()
+        snapshot = self.snapshot = self._build_snapshot()
         self._dirty = False
         self._published_at = time.monotonic()
+        for index, observe in enumerate(self._observers):
+            try:
+                observe(snapshot)
+            except Exception:  # a view's bug must not stop sampling, nor flood the log
+                if index not in self._failed_observers:
+                    self._failed_observers.add(index)
+                    log.exception("snapshot observer %r failed (logged once)", observe)
 
 
 def mig_parent_indexes(batch: list[Sample]) -> set[int]:

@@ -105,18 +105,35 @@ class Snapshot(NamedTuple):
         return True, "ready"
 
     def find(self, key: str) -> list[GpuState]:
-        """GPUs matching an index ("0"), a UUID (case-insensitive) or an index/instance ("0/1")."""
+        """GPUs matching an index ("0"), a UUID (case-insensitive) or an index/instance ("0/1").
+
+        Only ASCII digits make an index: "²" or "٣" (str.isdigit() says yes, int() says no) and
+        a 5,000-digit number (past int()'s digit limit) simply match nothing.
+        """
         wanted = key.strip()
         folded = wanted.casefold()
         found = [g for g in self.gpus if g.entity.uuid.casefold() == folded]
         if found:
             return found
-        gpu, _, instance = wanted.partition("/")
-        if gpu.isdigit():
-            matches = [g for g in self.gpus if g.entity.gpu == int(gpu)]
-            if instance:
-                if not instance.isdigit():
-                    return []
-                matches = [g for g in matches if g.entity.gpu_instance == int(instance)]
-            return matches
-        return []
+        gpu_text, _, instance_text = wanted.partition("/")
+        gpu = _index(gpu_text)
+        if gpu is None:
+            return []
+        matches = [g for g in self.gpus if g.entity.gpu == gpu]
+        if instance_text:
+            instance = _index(instance_text)
+            if instance is None:
+                return []
+            matches = [g for g in matches if g.entity.gpu_instance == instance]
+        return matches
+
+
+MAX_INDEX_DIGITS = 9
+"""No GPU or GPU-instance index is longer; a longer one cannot match."""
+
+
+def _index(text: str) -> int | None:
+    """An index written in ASCII digits, or None."""
+    if not text or len(text) > MAX_INDEX_DIGITS or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)

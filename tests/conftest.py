@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -83,6 +84,44 @@ def running_server(app: Any, **config: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@dataclass
+class Guarded:
+    """A real uvicorn behind exporter/web/server.py's guard, serving in a thread on loopback."""
+
+    url: str
+    port: int
+    guard: Any
+    server: Any
+
+
+@contextmanager
+def guarded_server(
+    app: Any, limits: Any = None, *, cap: int | None = None, tls_context: Any = None
+) -> Iterator[Guarded]:
+    """Serve `app` the way `ridgeline serve` does (connection cap, request deadline, TLS per
+    connection, client-fault log filter), in a thread; yields where and what."""
+    from exporter.web.server import ConnectionGuard, ConnectionLimits, bind_listener, build_server, serve
+
+    guard = ConnectionGuard(limits or ConnectionLimits(), cap=cap, tls_context=tls_context)
+    sock = bind_listener("127.0.0.1", 0)
+    port = int(sock.getsockname()[1])
+    server = build_server(app, guard)
+    thread = threading.Thread(target=serve, args=(server, sock, guard), name=f"guarded-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"guarded uvicorn did not start on 127.0.0.1:{port}")
+        time.sleep(0.01)
+    scheme = "https" if tls_context is not None else "http"
+    try:
+        yield Guarded(f"{scheme}://127.0.0.1:{port}", port, guard, server)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
 
 
 def stop_process(process: subprocess.Popen[Any], timeout: float = 20.0) -> None:

@@ -26,12 +26,14 @@ def replay_line(
     gpu_instance: int | None = None,
     profile: str | None = None,
     attribution: Attribution | None = None,
+    hpc_job: str | None = None,
 ) -> str:
     """One line for GPU `gpu` at `ts`; the UUID defaults to GPU-<index>."""
     entity = Entity(
         gpu=gpu, uuid=uuid or f"GPU-{gpu}", model=model, gpu_instance=gpu_instance, profile=profile
     )
-    return sample_to_json(Sample(timestamp=ts, entity=entity, values=values, attribution=attribution))
+    sample = Sample(timestamp=ts, entity=entity, values=values, attribution=attribution, hpc_job=hpc_job)
+    return sample_to_json(sample)
 
 
 def read_samples(path: Path) -> list[Sample]:

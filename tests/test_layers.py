@@ -87,10 +87,12 @@ def test_every_module_parses_and_the_walker_finds_imports() -> None:
     assert "fastapi" in found
 
 
-def test_roofline_math_imports_only_the_standard_library() -> None:
+@pytest.mark.parametrize("module", ["roofline.py", "redaction.py", "logs.py"])
+def test_math_and_utilities_import_only_the_standard_library(module: str) -> None:
+    """The math is importable anywhere; the sampler and the CLI use redaction and logs."""
     bad = [
-        f"exporter/roofline.py:{line} imports {name}"
-        for line, name in imports(PACKAGE / "roofline.py")
+        f"exporter/{module}:{line} imports {name}"
+        for line, name in imports(PACKAGE / module)
         if name.split(".")[0] not in sys.stdlib_module_names and name != "__future__"
     ]
     assert bad == []
@@ -124,7 +126,8 @@ def test_collectors_table_imports_only_the_standard_library_and_roofline() -> No
     bad = [
         f"exporter/collectors.py:{line} imports {name}"
         for line, name in imports(PACKAGE / "collectors.py")
-        if name.split(".")[0] not in sys.stdlib_module_names and name not in ("__future__", "exporter.roofline")
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and name not in ("__future__", "exporter.roofline")
     ]
     assert bad == []
 
@@ -173,3 +176,51 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert found == [(2, "fastapi"), (3, "exporter.web")]
     assert all(within(name, HTTP_SERVER) for _, name in found)
     assert not within("exporter.website", HTTP_SERVER)
+
+
+def test_the_reports_model_and_rendering_do_no_io_of_their_own() -> None:
+    """exporter/report/: the model is pure (usage in, document out) and the page is rendered
+    from the document alone; only the inputs reach a query API or a trace, and commands/report.py
+    wires them."""
+    network = ("urllib", "http", "socket", "ssl", "orjson")
+    network += ("exporter.report.prometheus", "exporter.report.replay")
+    pure = modules("report/model.py", "report/render.py", "report/promql.py", "report/series.py")
+    assert violations(pure, (*network, *HTTP_AND_GPU, "exporter.sources", "exporter.sampler")) == []
+    assert violations(modules("report/model.py", "report/promql.py"), ("matplotlib",)) == []
+    inputs = modules("report/prometheus.py", "report/replay.py")
+    above = (*HTTP_SERVER, "exporter.report.render", "exporter.commands", "exporter.cli")
+    assert violations(inputs, above) == []
+    assert violations(modules("report/prometheus.py"), ("exporter.sources", "exporter.sampler")) == []
+
+
+@pytest.mark.parametrize("module", ["roofline_chart.py", "chart_svg.py", "chart_text.py"])
+def test_chart_geometry_and_drawing_are_pure_code(module: str) -> None:
+    """The roofline chart is arithmetic on numbers: the web page, /roofline.svg and `top` share it."""
+    allowed = ("__future__", "exporter.view.units", "exporter.view.roofline_chart")
+    bad = [
+        f"exporter/view/{module}:{line} imports {name}"
+        for line, name in imports(PACKAGE / "view" / module)
+        if name.split(".")[0] not in sys.stdlib_module_names and name not in allowed
+    ]
+    assert bad == []
+
+
+def test_the_view_imports_no_web_or_terminal_code() -> None:
+    """exporter/view draws; the web layer and `top` only serve or print what it draws."""
+    forbidden = (*HTTP_SERVER, "textual", "rich", "exporter.top", "exporter.commands", "exporter.cli")
+    assert violations(modules("view"), forbidden) == []
+
+
+def test_top_is_a_client_of_the_http_api_only() -> None:
+    """`ridgeline top` reads GET /classify over HTTP, never the daemon's state or its sources."""
+    internal = (
+        *HTTP_SERVER,
+        "exporter.state",
+        "exporter.sampler",
+        "exporter.sources",
+        "exporter.inference",
+        "exporter.exposition",
+        "exporter.attribution",
+        "exporter.catalog",
+    )
+    assert violations(modules("top", "commands/top.py"), internal) == []

@@ -542,7 +542,7 @@ def test_jsonl_duplicate_after_skipped_lines_names_the_right_line(
     assert "dup.jsonl:2:" in caplog.text
 
 
-def test_the_one_line_writer_round_trips_mig_pods_and_blanks(tmp_path: Path) -> None:
+def test_the_one_line_writer_round_trips_mig_pods_jobs_and_blanks(tmp_path: Path) -> None:
     pod = Attribution(namespace="llm", pod="decode-0", container="server")
     written = [
         Sample(
@@ -551,6 +551,11 @@ def test_the_one_line_writer_round_trips_mig_pods_and_blanks(tmp_path: Path) -> 
             values={1005: 0.5, 1004: None, 100: 1980.0},
             attribution=pod,
         ),
-        Sample(timestamp=10.0, entity=Entity(gpu=1, uuid="GPU-b", model=H100), values={1005: 0.25}),
+        Sample(
+            timestamp=10.0,
+            entity=Entity(gpu=1, uuid="GPU-b", model=H100),
+            values={1005: 0.25},
+            hpc_job="9,17",
+        ),
     ]
     assert read_samples(write_samples(tmp_path / "t.jsonl", written)) == written

@@ -316,3 +316,48 @@ def test_an_exception_while_folding_a_batch_is_counted_not_fatal() -> None:
     assert not sampler.run_once()
     health = sampler.snapshot.source
     assert not health.up and health.errors_total["internal_error"] == 1
+
+
+# -- honest logs (issue 10) --------------------------------------------------------------------
+
+
+def test_a_gpus_return_is_logged_like_its_departure(caplog: pytest.LogCaptureFixture) -> None:
+    script: list[Step] = [[reading(0.0, GPU0), reading(0.0, GPU1)]]
+    script += [[reading(float(ts), GPU0)] for ts in range(1, 5)]  # GPU1 gone past the grace
+    script += [[reading(5.0, GPU0), reading(5.0, GPU1)]]
+    sampler = make_sampler(ScriptedSource(script), grace_batches=3)
+    with caplog.at_level("INFO", logger="exporter.sampler"):
+        for _ in range(6):
+            sampler.run_once()
+    lines = [r.getMessage() for r in caplog.records if GPU1.uuid in r.getMessage()]
+    assert len(lines) == 2 and "left" in lines[0] and "back" in lines[1], lines
+    assert not [r for r in caplog.records if GPU0.uuid in r.getMessage()]  # GPU0 never left
+
+
+def test_source_opened_is_logged_only_once_it_answered(caplog: pytest.LogCaptureFixture) -> None:
+    script: list[Step] = [
+        [reading(0.0, GPU0)],
+        SourceError("connection", "refused"),  # the read fails: closed, reopened below
+        SourceError("connection", "refused"),  # reopened, but the first read fails again
+        [reading(3.0, GPU0)],
+    ]
+    sampler = make_sampler(ScriptedSource(script))
+    with caplog.at_level("INFO", logger="exporter.sampler"):
+        results = [sampler.run_once() for _ in range(4)]
+    assert results == [True, False, False, True]
+    opened = [r.getMessage() for r in caplog.records if "opened" in r.getMessage()]
+    assert opened == ["source scripted opened and answered"]
+
+
+def test_a_password_in_a_source_error_reaches_neither_the_log_nor_readyz(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "hunter2-upstream"
+    script: list[Step] = [SourceError("connection", f"cannot reach http://prom:{secret}@dcgm:9400/metrics")]
+    sampler = make_sampler(ScriptedSource(script))
+    with caplog.at_level("DEBUG"):
+        sampler.run_once()
+    ready, reason = sampler.snapshot.readiness()
+    assert not ready and "http://prom:xxxxx@dcgm:9400/metrics" in reason
+    assert secret not in reason and secret not in caplog.text
+    assert secret not in str(sampler.snapshot.source)

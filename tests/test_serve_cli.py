@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,13 +41,17 @@ def get(url: str) -> tuple[int, str]:
 
 
 @contextmanager
-def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def serving(
+    *args: str, env: dict[str, str] | None = None, preexec_fn: Callable[[], None] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     port = free_port()
     process = subprocess.Popen(
         ridgeline("serve", "--listen", f"127.0.0.1:{port}", *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, **(env or {})},
+        preexec_fn=preexec_fn,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -232,3 +240,127 @@ def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path, kubelet_up_first
             assert verdict["attribution"] == {"namespace": "llm", "pod": "decode-7f9", "container": "server"}
     finally:
         server.stop(grace=None).wait()
+
+
+# -- hostile clients and honest exits (issue 10) -------------------------------------------------
+
+
+def output_of(process: subprocess.Popen[str]) -> str:
+    """Everything the stopped process wrote (stdout and stderr are one pipe here)."""
+    assert process.poll() is not None
+    return process.stdout.read() if process.stdout else ""
+
+
+def test_a_port_in_use_is_one_line_and_exit_2_before_serving_on() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--replay", "demo", "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "in use" in lines[0] and f":{port}" in lines[0], result.stderr
+    assert "serving on" not in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
+def privileged_port() -> int:
+    start = int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text())
+    if start <= 1:
+        pytest.skip("this kernel lets anyone bind any port (ip_unprivileged_port_start <= 1)")
+    return start - 1
+
+
+def test_a_privileged_port_is_one_line_and_exit_2() -> None:
+    port = privileged_port()
+    command = ridgeline("serve", "--replay", "demo", "--listen", f"127.0.0.1:{port}")
+    if os.geteuid() == 0:  # root may bind it: take the capability away, as a non-root pod lacks it
+        command = ["setpriv", "--bounding-set", "-net_bind_service", *command]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "privileged" in lines[0] and "CAP_NET_BIND_SERVICE" in lines[0], result.stderr
+    assert "serving on" not in result.stderr
+
+
+def test_sigterm_with_a_half_sent_body_exits_within_the_shutdown_timeout() -> None:
+    with serving("--replay", "demo", "--loop", "--shutdown-timeout", "2", "--request-timeout", "120") as (
+        base,
+        process,
+    ):
+        port = int(base.rsplit(":", 1)[1])
+        holders = []
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(
+                b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 1000\r\n\r\n{"card": '
+            )
+            holders.append(sock)
+        assert get(base + "/healthz")[0] == 200
+        process.send_signal(signal.SIGTERM)
+        try:
+            assert process.wait(timeout=30) == 0  # generous; without a bound it never exits
+        finally:
+            for sock in holders:
+                sock.close()
+    assert "Traceback" not in output_of(process)
+
+
+def test_a_flood_past_the_descriptor_limit_keeps_metrics_answering_and_the_log_short() -> None:
+    """The issue's fd exhaustion, scaled: 256 descriptors, 1,000 connections that never send a
+    head. The cap sits below the limit, so accept() never fails and /metrics keeps answering."""
+
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    with serving("--replay", "demo", "--loop", "--request-timeout", "30", preexec_fn=few_descriptors) as (
+        base,
+        process,
+    ):
+        port = int(base.rsplit(":", 1)[1])
+        held = []
+        try:
+            for i in range(1000):
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+                held[-1].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                if i % 200 == 199:
+                    assert get(base + "/metrics")[0] == 200
+            statuses = [get(base + "/metrics")[0] for _ in range(5)]
+        finally:
+            for sock in held:
+                sock.close()
+        assert statuses == [200] * 5
+        assert poll(base, "/readyz", 200)
+    log = output_of(process)
+    assert "Traceback" not in log and "out of system resource" not in log and "accept() failed" not in log
+    assert "--max-connections 1024 lowered to" in log
+    assert len(log.splitlines()) < 25, log
+
+
+def test_one_log_format_for_every_line_json_and_text() -> None:
+    with serving("--replay", "demo", "--loop", env={"RIDGELINE_LOG_FORMAT": "json"}) as (base, process):
+        port = int(base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a uvicorn line too
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
+            sock.recv(100)
+    lines = [line for line in output_of(process).splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert {"time", "level", "logger", "msg"} <= set(records[0])
+    loggers = {r["logger"] for r in records}
+    assert "exporter.serve" in loggers and "uvicorn.error" in loggers and "exporter.web" in loggers
+
+    with serving("--replay", "demo", "--loop", "--log-format", "text") as (_, process):
+        pass
+    text = [line for line in output_of(process).splitlines() if line.strip()]
+    pattern = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) [\w.]+: "
+    assert text and all(re.match(pattern, line) for line in text), text
+    assert any(" uvicorn.error: " in line for line in text)
+
+
+def test_log_level_flag_and_variable() -> None:
+    with serving("--replay", "demo", "--loop", "--log-level", "warning") as (_, process):
+        pass
+    assert "serving on" not in output_of(process)
+    with serving("--replay", "demo", "--loop", env={"RIDGELINE_LOG_LEVEL": "debug"}) as (_, process):
+        pass
+    assert " DEBUG " in output_of(process)

@@ -127,8 +127,22 @@ def test_get_classify_unknown_gpu_is_404_naming_the_gpus_present(rig: tuple[Samp
     sampler.ingest(batch(1000.0))
     answer = client.get("/classify/7")
     assert answer.status_code == 404
-    detail = answer.json()["detail"]
-    assert "'7'" in detail and GPU0.uuid in detail and GPU1.uuid in detail
+    body = answer.json()
+    assert body["field"] == "gpu"  # the one error shape, as every other non-2xx JSON answer
+    message = body["error"]
+    assert "'7'" in message and GPU0.uuid in message and GPU1.uuid in message
+
+
+@pytest.mark.parametrize("key", ["²", "٣", "9" * 5000, "¹²", "0" * 12])
+def test_get_classify_odd_digits_are_404_not_500(rig: tuple[Sampler, TestClient], key: str) -> None:
+    """str.isdigit() accepts Unicode digits int() refuses, and int() refuses 5,000 digits."""
+    sampler, client = rig
+    sampler.ingest(batch(1000.0))
+    answer = client.get(f"/classify/{key}")
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["field"] == "gpu"
+    assert sampler.snapshot.find("0/²") == [] and sampler.snapshot.find("0/" + "1" * 5000) == []
+    assert len(sampler.snapshot.find("0")) == 1  # an ASCII index still finds its GPU
 
 
 def test_blank_gpu_shows_nulls_and_the_missing_field(rig: tuple[Sampler, TestClient]) -> None:

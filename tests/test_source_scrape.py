@@ -21,11 +21,12 @@ import pytest
 from exporter import fields
 from exporter.catalog import load_catalog
 from exporter.inference import InferenceConfig
+from exporter.redaction import redact_credentials
 from exporter.sample import MAX_ENTITIES, Attribution, Sample
 from exporter.sampler import Sampler
 from exporter.sources import create_source
 from exporter.sources.base import MigProfileHint, SourceError, SourceOptions, SourceUnavailable
-from exporter.sources.scrape import PageReader, ScrapeSource, metric_field, parse_page, redact_url
+from exporter.sources.scrape import PageReader, ScrapeSource, metric_field, parse_page
 
 PAGES = Path(__file__).parent / "data" / "dcgm-exporter"
 ROOT = Path(__file__).resolve().parent.parent
@@ -617,11 +618,11 @@ def test_unreadable_or_conflicting_credentials_fail_at_open(exporter_url: str, t
         ("https://token@host/metrics", "https://xxxxx@host/metrics"),
         ("http://host:9400/metrics", "http://host:9400/metrics"),
         ("http://u:pw@[::1]:9400/m", "http://u:xxxxx@[::1]:9400/m"),
-        ("http://u:pw@[bad/m", "http://xxxxx@[bad/m"),
+        ("http://u:pw@[bad/m", "http://u:xxxxx@[bad/m"),
     ],
 )
 def test_redact_url(url: str, shown: str) -> None:
-    assert redact_url(url) == shown
+    assert redact_credentials(url) == shown
 
 
 def test_a_bad_url_error_does_not_print_its_password() -> None:

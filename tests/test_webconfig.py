@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import socket
 import ssl
@@ -16,11 +18,11 @@ from typing import Any
 import bcrypt
 import httpx
 import pytest
-import uvicorn
+from conftest import guarded_server
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from exporter.web.webconfig import BasicAuthMiddleware, WebConfigError, load_web_config
+from exporter.web.webconfig import BasicAuthMiddleware, WebConfigError, load_web_config, tls_context
 
 OPENSSL = shutil.which("openssl")
 needs_openssl = pytest.mark.skipif(
@@ -43,6 +45,7 @@ class Pki:
     client_key: Path
     stranger_cert: Path  # a client cert from a CA the server does not trust
     stranger_key: Path
+    ca_key: Path
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -93,7 +96,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     )
     client = _make_leaf(directory, "prometheus", ca, "extendedKeyUsage=clientAuth\n")
     stranger = _make_leaf(directory, "stranger", other_ca, "extendedKeyUsage=clientAuth\n")
-    return Pki(ca[0], server[0], server[1], client[0], client[1], stranger[0], stranger[1])
+    return Pki(ca[0], server[0], server[1], client[0], client[1], stranger[0], stranger[1], ca[1])
 
 
 # -- a real uvicorn server ---------------------------------------------------------------------
@@ -120,29 +123,20 @@ class Served:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Served]]:
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+    """Serve an app the way `ridgeline serve` does (exporter/web/server.py), TLS per connection."""
+    managers: list[Any] = []
 
-    def start(app: Any, **ssl_kwargs: Any) -> Served:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", **ssl_kwargs)
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert thread.is_alive(), "uvicorn exited during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        servers.append((server, thread))
-        scheme = "https" if ssl_kwargs else "http"
-        return Served(f"{scheme}://127.0.0.1:{port}")
+    def start(app: Any, tls: ssl.SSLContext | Callable[[], ssl.SSLContext | None] | None = None) -> Served:
+        provider = tls if callable(tls) or tls is None else (lambda: tls)
+        manager = guarded_server(app, tls_context=provider)
+        managers.append(manager)
+        guarded = manager.__enter__()
+        scheme = "https" if provider is not None and provider() is not None else "http"
+        return Served(f"{scheme}://127.0.0.1:{guarded.port}")
 
     yield start
-    for server, thread in servers:
-        server.should_exit = True
-        thread.join(timeout=10)
+    for manager in reversed(managers):
+        manager.__exit__(None, None, None)
 
 
 def _client_context(pki: Pki, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
@@ -170,7 +164,7 @@ def test_basic_auth_over_tls(pki: Pki, tmp_path: Path, serve: Callable[..., Serv
             f"basic_auth_users:\n  prometheus: '{HASH}'\n",
         )
     )
-    served = serve(BasicAuthMiddleware(_app(), config.basic_auth_users), **config.uvicorn_ssl_kwargs())
+    served = serve(BasicAuthMiddleware(_app(), config.basic_auth_users), tls_context(config))
     with httpx.Client(base_url=served.base_url, verify=_client_context(pki)) as client:
         right = client.get("/metrics", auth=("prometheus", PASSWORD))
         assert right.status_code == 200 and "ridgeline_build_info" in right.text
@@ -203,7 +197,7 @@ def test_plain_http_client_cannot_talk_to_tls_server(
             tmp_path, f"tls_server_config:\n  cert_file: {pki.server_cert}\n  key_file: {pki.server_key}\n"
         )
     )
-    served = serve(_app(), **config.uvicorn_ssl_kwargs())
+    served = serve(_app(), tls_context(config))
     plain = served.base_url.replace("https://", "http://")
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{plain}/healthz", timeout=5)
@@ -220,8 +214,9 @@ def test_client_certificate_required(pki: Pki, tmp_path: Path, serve: Callable[.
             f"  client_ca_file: {pki.ca_cert}\n  client_auth_type: RequireAndVerifyClientCert\n",
         )
     )
-    assert config.uvicorn_ssl_kwargs()["ssl_cert_reqs"] == ssl.CERT_REQUIRED
-    served = serve(_app(), **config.uvicorn_ssl_kwargs())
+    context = tls_context(config)
+    assert context is not None and context.verify_mode == ssl.CERT_REQUIRED
+    served = serve(_app(), tls_context(config))
 
     trusted = _client_context(pki, (pki.client_cert, pki.client_key))
     with httpx.Client(base_url=served.base_url, verify=trusted) as client:
@@ -247,7 +242,7 @@ def test_client_certificate_optional_when_verify_if_given(
             f"  client_ca_file: {pki.ca_cert}\n  client_auth_type: VerifyClientCertIfGiven\n",
         )
     )
-    served = serve(_app(), **config.uvicorn_ssl_kwargs())
+    served = serve(_app(), tls_context(config))
     assert httpx.get(f"{served.base_url}/metrics", verify=_client_context(pki)).status_code == 200
     stranger = _client_context(pki, (pki.stranger_cert, pki.stranger_key))
     with pytest.raises(httpx.TransportError):
@@ -269,22 +264,24 @@ def test_relative_paths_resolve_against_the_config_file(pki: Pki, tmp_path: Path
         f"  cert_file: ../{pki.server_cert.name}\n  key_file: ../{pki.server_key.name}\n"
         f"  client_ca_file: ../{pki.ca_cert.name}\n  client_auth_type: RequireAndVerifyClientCert\n",
     )
-    kwargs = load_web_config(path).uvicorn_ssl_kwargs()
-    assert Path(kwargs["ssl_certfile"]).resolve() == (tmp_path / pki.server_cert.name).resolve()
-    assert Path(kwargs["ssl_keyfile"]).resolve() == (tmp_path / pki.server_key.name).resolve()
-    assert Path(kwargs["ssl_ca_certs"]).resolve() == (tmp_path / pki.ca_cert.name).resolve()
+    tls = load_web_config(path).tls_server_config
+    assert tls is not None
+    assert tls.cert_file.resolve() == (tmp_path / pki.server_cert.name).resolve()
+    assert tls.key_file.resolve() == (tmp_path / pki.server_key.name).resolve()
+    assert tls.client_ca_file is not None
+    assert tls.client_ca_file.resolve() == (tmp_path / pki.ca_cert.name).resolve()
 
 
 def test_empty_file_means_no_tls_and_no_auth(tmp_path: Path) -> None:
     config = load_web_config(_write_config(tmp_path, ""))
     assert config.tls_server_config is None
     assert config.basic_auth_users == {}
-    assert config.uvicorn_ssl_kwargs() == {}
+    assert tls_context(config) is None
 
 
 def test_basic_auth_only(tmp_path: Path) -> None:
     config = load_web_config(_write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n"))
-    assert config.uvicorn_ssl_kwargs() == {}
+    assert tls_context(config) is None
     assert config.basic_auth_users == {"prometheus": HASH}
 
 
@@ -396,3 +393,167 @@ def test_bcrypt_cost_out_of_range_is_refused_at_load(tmp_path: Path, cost: str) 
     with pytest.raises(WebConfigError, match=r"prometheus.*cost") as caught:
         load_web_config(path)
     assert str(path) in str(caught.value)
+
+
+# -- reloading while serving -------------------------------------------------------------------
+
+
+def _peer_common_name(port: int, pki: Pki) -> str:
+    context = _client_context(pki)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        cert = tls.getpeercert()
+    assert cert is not None
+    return next(value for rdn in cert["subject"] for key, value in rdn if key == "commonName")
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+@needs_openssl
+def test_certificate_rotation_needs_no_restart(pki: Pki, tmp_path: Path) -> None:
+    """The files named by the web config are replaced while serving; new handshakes present the
+    new certificate within a few polls (exporter-toolkit re-reads them per connection)."""
+    from exporter.web.webconfig_watch import WebConfigWatcher
+
+    ca = (pki.ca_cert, pki.ca_key)
+    rotated = _make_leaf(
+        tmp_path, "rotated", ca, "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+    )
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    shutil.copy(pki.server_cert, cert)
+    shutil.copy(pki.server_key, key)
+    path = _write_config(tmp_path, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n")
+    watcher = WebConfigWatcher(path, load_web_config(path), poll_seconds=0.1)
+    watcher.start()
+    try:
+        with guarded_server(_app(), tls_context=watcher.tls_context) as server:
+            assert _peer_common_name(server.port, pki) == "server"
+            for source, target in ((rotated[1], key), (rotated[0], cert)):  # key first: a torn pair
+                staged = target.with_suffix(".new")
+                shutil.copy(source, staged)
+                os.replace(staged, target)
+            assert _wait_for(lambda: _peer_common_name(server.port, pki) == "rotated")
+            assert watcher.reloads >= 1
+            with httpx.Client(base_url=server.url, verify=_client_context(pki)) as client:
+                assert client.get("/healthz").status_code == 200
+    finally:
+        watcher.stop()
+
+
+def test_new_users_apply_and_a_broken_edit_keeps_the_old_ones(
+    tmp_path: Path, serve: Callable[..., Served], caplog: pytest.LogCaptureFixture
+) -> None:
+    from exporter.web.webconfig_watch import WebConfigWatcher
+
+    new_hash = bcrypt.hashpw(b"rotated-pass", bcrypt.gensalt(rounds=4)).decode()
+    path = _write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n")
+    watcher = WebConfigWatcher(path, load_web_config(path), poll_seconds=3600)  # checked by hand
+    served = serve(BasicAuthMiddleware(_app(), watcher))
+
+    def status(password: str) -> int:
+        return httpx.get(f"{served.base_url}/metrics", auth=("prometheus", password)).status_code
+
+    assert status(PASSWORD) == 200 and status("rotated-pass") == 401
+    path.write_text("basic_auth_users:\n  prometheus: hunter2\n")  # not a bcrypt hash
+    with caplog.at_level(logging.WARNING, logger="exporter.web"):
+        assert watcher.check() is False
+    assert "keeping the previous one" in caplog.text and "bcrypt" in caplog.text
+    assert status(PASSWORD) == 200  # still the old users
+    path.write_text(f"basic_auth_users:\n  prometheus: '{new_hash}'\n")
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert watcher.check() is True
+    assert status("rotated-pass") == 200 and status(PASSWORD) == 401  # the success cache went too
+
+
+def test_turning_tls_on_by_reload_is_refused_with_a_reason(
+    pki: Pki, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from exporter.web.webconfig_watch import WebConfigWatcher
+
+    path = _write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n")
+    watcher = WebConfigWatcher(path, load_web_config(path), poll_seconds=3600)
+    path.write_text(f"tls_server_config:\n  cert_file: {pki.server_cert}\n  key_file: {pki.server_key}\n")
+    with caplog.at_level(logging.WARNING, logger="exporter.web"):
+        assert watcher.check() is False
+    assert "needs a restart" in caplog.text
+    assert watcher.tls_context() is None and watcher.password_checker() is not None
+
+
+@needs_openssl
+def test_a_handshake_that_never_happens_is_closed_by_the_request_deadline(pki: Pki, tmp_path: Path) -> None:
+    from exporter.web.server import ConnectionLimits
+
+    config = load_web_config(
+        _write_config(
+            tmp_path, f"tls_server_config:\n  cert_file: {pki.server_cert}\n  key_file: {pki.server_key}\n"
+        )
+    )
+    context = tls_context(config)
+    with guarded_server(_app(), ConnectionLimits(request_timeout=1.0), tls_context=lambda: context) as server:
+        silent = socket.create_connection(("127.0.0.1", server.port), timeout=15)
+        assert _wait_for(lambda: len(server.guard.open) == 1)  # counted while still in the handshake
+        silent.settimeout(15)
+        assert silent.recv(100) == b""  # closed by the server
+        assert _wait_for(lambda: not server.guard.open)
+        assert httpx.get(f"{server.url}/healthz", verify=_client_context(pki)).status_code == 200
+
+
+# -- password guessing ------------------------------------------------------------------------
+
+
+def test_a_guessing_flood_runs_one_bcrypt_at_a_time_and_refuses_the_excess(
+    monkeypatch: pytest.MonkeyPatch, serve: Callable[..., Served]
+) -> None:
+    """50 concurrent wrong passwords: bcrypt never runs on more than one thread, at most
+    `max_pending` guesses wait (the rest get 429 + Retry-After), and the authorised scrape,
+    already verified once, is answered throughout."""
+    import asyncio
+
+    from exporter.web.webconfig import CheckPool
+
+    running = 0
+    most = 0
+    lock = threading.Lock()
+    real_checkpw = bcrypt.checkpw
+
+    def tracking_checkpw(password: bytes, hashed: bytes) -> bool:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        try:
+            time.sleep(0.02)  # long enough for overlap to show if it could happen
+            return real_checkpw(password, hashed)
+        finally:
+            with lock:
+                running -= 1
+
+    monkeypatch.setattr(bcrypt, "checkpw", tracking_checkpw)
+    middleware = BasicAuthMiddleware(
+        _app(), {"prometheus": HASH}, pool=CheckPool(workers=1, max_pending=8), refusal_delay=0.05
+    )
+    served = serve(middleware)
+    assert httpx.get(f"{served.base_url}/metrics", auth=("prometheus", PASSWORD)).status_code == 200
+
+    async def flood() -> tuple[list[int], list[int]]:
+        async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as client:
+            guesses = [client.get("/metrics", auth=("prometheus", f"guess-{i}")) for i in range(50)]
+            scrapes = [client.get("/metrics", auth=("prometheus", PASSWORD)) for _ in range(5)]
+            answers = await asyncio.gather(*guesses, *scrapes)
+        codes = [a.status_code for a in answers]
+        assert all(a.headers.get("retry-after") == "1" for a in answers if a.status_code == 429)
+        return codes[:50], codes[50:]
+
+    guesses, scrapes = asyncio.run(flood())
+    assert most == 1
+    assert set(guesses) <= {401, 429} and 429 in guesses and 401 in guesses
+    assert scrapes == [200] * 5

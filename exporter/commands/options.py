@@ -12,10 +12,13 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.sources import SOURCE_NAMES
 from exporter.sources.base import REPLAY_FORMATS, MigProfileHint, SourceOptions
+
+if TYPE_CHECKING:
+    from exporter.inference import InferenceConfig
 
 
 class UserError(Exception):
@@ -57,6 +60,29 @@ def add_flag(parser: argparse.ArgumentParser | Any, flag: str, *, help: str, **k
     parser.add_argument(flag, help=f"{help} [env {variable}]", **kwargs)
 
 
+def add_log_flags(parser: argparse.ArgumentParser | Any, *, top: bool) -> None:
+    """--log-level and --log-format, on the top-level parser (with their RIDGELINE_* defaults)
+    and again on every command, so `ridgeline serve --log-level debug` works as well as
+    `ridgeline --log-level debug serve`. On a command they default to SUPPRESS: a command that
+    is not given the flag keeps the top-level value instead of overwriting it."""
+    from exporter.logs import LOG_FORMATS, LOG_LEVELS
+
+    if top:
+        add_flag(parser, "--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
+        add_flag(
+            parser,
+            "--log-format",
+            default="text",
+            choices=LOG_FORMATS,
+            help="text (one line per record) or json (one object per line)",
+        )
+        return
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="log verbosity")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help="text or json log lines"
+    )
+
+
 # -- flag value parsers ---------------------------------------------------------------------
 
 
@@ -91,6 +117,13 @@ def positive_seconds(text: str) -> float:
 
 def non_negative_seconds(text: str) -> float:
     return _finite_number(text, lambda v: v >= 0, "a number of seconds >= 0")
+
+
+def positive_int(text: str) -> int:
+    word = str(text).strip()
+    if not (word.isascii() and word.isdigit()) or int(word) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(word)
 
 
 def unit_ratio(text: str) -> float:
@@ -151,18 +184,7 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where samples come from (default: replay when --replay is given, else auto: dcgm, then nvml)",
     )
-    add_flag(
-        parser, "--replay", metavar="PATH|demo", help="replay a recorded file, or the bundled demo trace"
-    )
-    add_flag(
-        parser,
-        "--replay-format",
-        choices=REPLAY_FORMATS,
-        help="format of the --replay file (detected from its content when omitted)",
-    )
-    add_flag(
-        parser, "--model", metavar="NAME", help="NVML model name, for replay formats that lack it (dmon)"
-    )
+    add_replay_flags(parser)
     add_flag(
         parser,
         "--speed",
@@ -199,18 +221,35 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
         help="file holding a bearer token for the scraped exporter",
     )
     add_flag(
+        parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
+    )
+    add_flag(parser, "--dcgm-bindings", metavar="DIR", help="directory holding DCGM's Python bindings")
+    add_flag(parser, "--gpus", type=gpu_list, metavar="0,1,...", help="sample only these GPU indexes")
+
+
+def add_replay_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that name and read a replay file: part of the source flags, and all of them
+    that `report --replay` takes."""
+    add_flag(
+        parser, "--replay", metavar="PATH|demo", help="replay a recorded file, or the bundled demo trace"
+    )
+    add_flag(
+        parser,
+        "--replay-format",
+        choices=REPLAY_FORMATS,
+        help="format of the --replay file (detected from its content when omitted)",
+    )
+    add_flag(
+        parser, "--model", metavar="NAME", help="NVML model name, for replay formats that lack it (dmon)"
+    )
+    add_flag(
         parser,
         "--interval",
         type=positive_seconds,
         default=1.0,
         metavar="S",
-        help="seconds between samples of a live source (default 1)",
+        help="seconds between samples of a live source (default 1); dmon/CSV sample spacing",
     )
-    add_flag(
-        parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
-    )
-    add_flag(parser, "--dcgm-bindings", metavar="DIR", help="directory holding DCGM's Python bindings")
-    add_flag(parser, "--gpus", type=gpu_list, metavar="0,1,...", help="sample only these GPU indexes")
     add_flag(
         parser,
         "--mig-profile",
@@ -219,6 +258,68 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
         metavar="[GPU:]GI=PROFILE,...",
         help="MIG profile of GPU instances the input does not name (dcgmi dmon), e.g. 1=3g.40gb,0:2=2g.20gb;"
         " GPU: also names the instance's parent GPU",
+    )
+
+
+# -- the inference flags of serve and report --------------------------------------------------
+
+
+def add_inference_flags(parser: argparse.ArgumentParser) -> None:
+    """The card catalog, the roofs' precision and the inference settings: `serve`'s, which
+    `report --replay` runs the same inference with."""
+    from exporter.roofline import PRECISIONS, Thresholds
+
+    add_flag(parser, "--cards", action="append", default=[], metavar="FILE", help="extra card catalog file")
+    add_flag(
+        parser,
+        "--precision",
+        choices=PRECISIONS,
+        help="precision of the roof (default: the dominant tensor pipe when reported, else bf16)",
+    )
+    add_flag(
+        parser,
+        "--smoothing-seconds",
+        type=non_negative_seconds,
+        default=10.0,
+        metavar="S",
+        help="time constant of the exponential smoothing (0: none)",
+    )
+    add_flag(
+        parser,
+        "--dwell-seconds",
+        type=non_negative_seconds,
+        default=5.0,
+        metavar="S",
+        help="how long a new regime must hold before the exported regime switches",
+    )
+    defaults = Thresholds()
+    add_flag(
+        parser, "--theta", type=unit_ratio, default=defaults.theta, help="how near a wall counts as at it"
+    )
+    add_flag(
+        parser, "--dram-wall", type=unit_ratio, default=defaults.dram_wall, help="practical max DRAM_ACTIVE"
+    )
+    add_flag(
+        parser,
+        "--tensor-wall",
+        type=unit_ratio,
+        default=defaults.tensor_wall,
+        help="practical max tensor activity",
+    )
+
+
+def inference_config(args: argparse.Namespace) -> InferenceConfig:
+    """The InferenceConfig the inference flags describe."""
+    from exporter.inference import InferenceConfig
+    from exporter.roofline import Thresholds
+
+    thresholds = Thresholds(theta=args.theta, dram_wall=args.dram_wall, tensor_wall=args.tensor_wall)
+    return InferenceConfig(
+        precision=args.precision,
+        smoothing_seconds=args.smoothing_seconds,
+        dwell_seconds=args.dwell_seconds,
+        thresholds=thresholds,
+        expected_interval_seconds=args.interval,
     )
 
 

@@ -1,8 +1,10 @@
 """`ridgeline serve`: the daemon — a sampler thread, an in-memory state and one HTTP app.
 
-This module only wires things: it parses flags, opens the source once in the foreground (so a
-missing replay file, a wrong format, an unknown --model or "no GPU source" fails at start-up
-with one line and exit 2), then hands the open source to the sampler and runs uvicorn.
+This module only wires things: it parses flags, binds the listening socket and opens the source
+once in the foreground (so a port in use, a privileged port, a missing replay file, a wrong
+format, an unknown --model or "no GPU source" fails at start-up with one line and exit 2, before
+anything says "serving on"), then hands the open source to the sampler and serves the app
+through exporter/web/server.py (connection cap, request deadline, bounded shutdown).
 The source flags are shared with `ridgeline record` (exporter/commands/options.py).
 """
 
@@ -18,15 +20,16 @@ from exporter.commands.options import (
     UserError,
     add_collector_flags,
     add_flag,
+    add_inference_flags,
     add_listen_flags,
     add_source_flags,
     collector_choice,
-    non_negative_seconds,
+    inference_config,
     parse_listen,
+    positive_int,
+    positive_seconds,
     source_choice,
-    unit_ratio,
 )
-from exporter.roofline import PRECISIONS, Thresholds
 
 log = logging.getLogger("exporter.serve")
 
@@ -41,13 +44,7 @@ def register(subparsers: Any) -> None:
     )
     add_source_flags(parser)
     add_listen_flags(parser)
-    add_flag(parser, "--cards", action="append", default=[], metavar="FILE", help="extra card catalog file")
-    add_flag(
-        parser,
-        "--precision",
-        choices=PRECISIONS,
-        help="precision of the roof (default: the dominant tensor pipe when reported, else bf16)",
-    )
+    add_inference_flags(parser)
     add_flag(
         parser,
         "--kubelet-socket",
@@ -64,40 +61,35 @@ def register(subparsers: Any) -> None:
     )
     add_flag(
         parser,
-        "--smoothing-seconds",
-        type=non_negative_seconds,
-        default=10.0,
-        metavar="S",
-        help="time constant of the exponential smoothing (0: none)",
-    )
-    add_flag(
-        parser,
-        "--dwell-seconds",
-        type=non_negative_seconds,
-        default=5.0,
-        metavar="S",
-        help="how long a new regime must hold before the exported regime switches",
-    )
-    defaults = Thresholds()
-    add_flag(
-        parser, "--theta", type=unit_ratio, default=defaults.theta, help="how near a wall counts as at it"
-    )
-    add_flag(
-        parser, "--dram-wall", type=unit_ratio, default=defaults.dram_wall, help="practical max DRAM_ACTIVE"
-    )
-    add_flag(
-        parser,
-        "--tensor-wall",
-        type=unit_ratio,
-        default=defaults.tensor_wall,
-        help="practical max tensor activity",
-    )
-    add_flag(
-        parser,
         "--access-log",
         action="store_true",
         default=False,
         help="log every HTTP request (off by default: Prometheus scrapes would fill the log)",
+    )
+    add_flag(
+        parser,
+        "--max-connections",
+        type=positive_int,
+        default=1024,
+        metavar="N",
+        help="open HTTP connections at most (lowered to fit the open-file limit); at the cap the "
+        "one idle longest is closed for a new one",
+    )
+    add_flag(
+        parser,
+        "--request-timeout",
+        type=positive_seconds,
+        default=5.0,
+        metavar="S",
+        help="seconds a client has to send a whole request (TLS handshake, head, body)",
+    )
+    add_flag(
+        parser,
+        "--shutdown-timeout",
+        type=positive_seconds,
+        default=3.0,
+        metavar="S",
+        help="on SIGTERM, seconds to wait for requests in flight",
     )
     add_collector_flags(parser)
     parser.set_defaults(func=run)
@@ -106,20 +98,26 @@ def register(subparsers: Any) -> None:
 # -- run ------------------------------------------------------------------------------------
 
 
-def _log_level(args: argparse.Namespace) -> str:
-    return str(getattr(args, "log_level", "info") or "info").lower()
-
-
 def run(args: argparse.Namespace) -> int:
     """Open everything that can fail because of the user first, then serve until signalled."""
-    import uvicorn
-
     from exporter.catalog import load_catalog
-    from exporter.inference import InferenceConfig
     from exporter.sampler import Sampler
     from exporter.sources import open_source
-    from exporter.web.app import create_app
+    from exporter.view.trails import Trails
+    from exporter.web.app import AUTH_EXEMPT, create_app
     from exporter.web.live_routes import build_live_router
+    from exporter.web.server import (
+        ConnectionGuard,
+        ConnectionLimits,
+        ListenError,
+        accept_backlog,
+        bind_listener,
+        build_server,
+        connection_cap,
+        raise_open_file_limit,
+        serve,
+    )
+    from exporter.web.view_routes import view_router
 
     host, port = parse_listen(args.listen)
     catalog = load_catalog(args.cards)
@@ -130,49 +128,84 @@ def run(args: argparse.Namespace) -> int:
             catalog.lookup(args.model)  # a typo fails here with near matches, not as card="unknown"
         except UnknownCard as exc:
             raise UserError(f"--model: {exc}") from None
-    thresholds = Thresholds(theta=args.theta, dram_wall=args.dram_wall, tensor_wall=args.tensor_wall)
-    config = InferenceConfig(
-        precision=args.precision,
-        smoothing_seconds=args.smoothing_seconds,
-        dwell_seconds=args.dwell_seconds,
-        thresholds=thresholds,
-        expected_interval_seconds=args.interval,
-    )
-    ssl_kwargs: dict[str, Any] = {}
-    web_config = None
+    config = inference_config(args)
+    thresholds = config.thresholds
+    watcher = None
     if args.web_config:
         from exporter.web.webconfig import WebConfigError, load_web_config
+        from exporter.web.webconfig_watch import WebConfigWatcher
 
         try:
-            web_config = load_web_config(args.web_config)
+            watcher = WebConfigWatcher(args.web_config, load_web_config(args.web_config))
         except WebConfigError as exc:
             raise UserError(str(exc)) from None
-        ssl_kwargs = web_config.uvicorn_ssl_kwargs()
 
     collectors = collector_choice(args)
-    name, options = source_choice(args)
-    source = open_source(name, options)  # SourceError: one line, exit 2
+    limits = ConnectionLimits(
+        max_connections=args.max_connections,
+        request_timeout=args.request_timeout,
+        shutdown_timeout=args.shutdown_timeout,
+    )
+    open_files = raise_open_file_limit()
+    cap, backlog = connection_cap(limits.max_connections, open_files), accept_backlog(open_files)
+    if cap < limits.max_connections:
+        log.warning(
+            "--max-connections %d lowered to %d: the open-file limit is %d",
+            limits.max_connections,
+            cap,
+            open_files,
+        )
+    try:
+        listener = bind_listener(host, port, backlog)
+    except ListenError as exc:
+        raise UserError(f"--listen {args.listen}: {exc}") from None
+
+    try:
+        name, options = source_choice(args)
+        source = open_source(name, options)  # SourceError: one line, exit 2
+    except BaseException:
+        listener.close()
+        raise
     attributor = _start_attributor(args.kubelet_socket)
     from exporter.attribution.hpc import start_job_map
 
     job_map = start_job_map(args.hpc_job_mapping_dir)
+    trails = Trails()  # the live page's trails: fed as snapshots are published, not per scrape
     sampler = Sampler(
-        name, options, catalog, config, source=source, attributor=attributor, job_mapper=job_map
+        name,
+        options,
+        catalog,
+        config,
+        source=source,
+        attributor=attributor,
+        job_mapper=job_map,
+        observers=(trails.observe,),
     )
     try:
+        live_router = build_live_router(lambda: sampler.snapshot, collectors=collectors)
+        live_router.include_router(view_router(lambda: sampler.snapshot, catalog, trails.current))
         app: Any = create_app(
             catalog,
-            live_router=build_live_router(lambda: sampler.snapshot, collectors=collectors),
+            live_router=live_router,
             precision_default=args.precision or "bf16",
             thresholds=thresholds,
         )
-        if web_config is not None and web_config.basic_auth_users:
+        guard = ConnectionGuard(
+            limits, cap=cap, backlog=backlog, tls_context=watcher.tls_context if watcher is not None else None
+        )
+        if watcher is not None:
             from exporter.web.webconfig import BasicAuthMiddleware
 
-            # Probes carry no credentials: /healthz and /readyz say only "alive" and "ready".
+            # Installed whenever there is a web config: a reload may add users. Probes carry no
+            # credentials: /healthz and /readyz say only "alive" and "ready".
             app = BasicAuthMiddleware(
-                app, web_config.basic_auth_users, exempt_paths=frozenset({"/healthz", "/readyz"})
+                app,
+                watcher,
+                exempt_paths=AUTH_EXEMPT,
+                on_refusal=lambda message: guard.faults.note("auth_flood", message),
+                hold_refusals=lambda: len(guard.open) < guard.cap // 2,
             )
+            watcher.start()
         sampler.start()
         log.info(
             "serving on %s:%d (source %s, interval %g s)%s%s",
@@ -180,32 +213,24 @@ def run(args: argparse.Namespace) -> int:
             port,
             source.name,
             args.interval,
-            ", TLS" if ssl_kwargs else "",
+            ", TLS" if watcher is not None and watcher.tls else "",
             _collectors_note(collectors),
-        )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=host,
-                port=port,
-                log_level=_log_level(args),
-                access_log=bool(args.access_log),
-                lifespan="off",
-                **ssl_kwargs,
-            )
         )
         # uvicorn handles SIGTERM itself, then re-raises it once it has shut down; a no-op handler
         # here turns that into a normal return, so the sampler and attributor are stopped below
         # and the exit status is 0.
         previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
         try:
-            server.run()
+            started = serve(build_server(app, guard, access_log=bool(args.access_log)), listener, guard)
         finally:
             signal.signal(signal.SIGTERM, previous)
-        if not server.started:
-            raise UserError(f"could not listen on {args.listen} (see the log above: address in use?)")
+        if not started:
+            raise UserError(f"could not serve on {args.listen} (see the log above)")
     finally:
-        sampler.stop()
+        listener.close()
+        if watcher is not None:
+            watcher.stop()
+        sampler.stop(timeout=args.shutdown_timeout)
         if attributor is not None:
             attributor.stop()
         if job_map is not None:

@@ -82,7 +82,8 @@ class SourceOptions:
     """Replay speed multiplier; None means as fast as possible (`--speed max`)."""
     loop: bool = False
     scrape_url: str | None = field(default=None, repr=False)
-    """May hold user:password@; never printed (repr=False) — use scrape.redact_url to show it."""
+    """May hold user:password@; never printed (repr=False): show it through
+    exporter.redaction.redact_credentials."""
     scrape_timeout_seconds: float = 5.0
     """One deadline for the whole scrape: name lookup, connect, TLS, headers and body."""
     scrape_auth_file: Path | None = None

@@ -74,19 +74,12 @@ class ReplaySource:
         self._pending: Batch | None = None
         self._ctx: ParseContext | None = None
         self._base_timestamp = 0.0
-        self._first_pass = True
-        self._batches_this_pass = 0
-        self._ended = False
-        self._loop = 0
-        self._offset = 0.0
-        self._period = 0.0
-        self._samples = 0
-        self._batch_count = 0
         self._first_ts: float | None = None
         self._last_ts: float | None = None
         self._gaps: list[float] = []
         self._start_wall: float | None = None
         self._start_trace = 0.0
+        self._reset_counts()
         self.format: str | None = None
         self.display_name = options.replay or ""
 
@@ -229,6 +222,7 @@ class ReplaySource:
         )
 
     def _reset_counts(self) -> None:
+        """Where playing stands: nothing played yet (at construction, and again at open())."""
         self._first_pass = True
         self._batches_this_pass = 0
         self._ended = False

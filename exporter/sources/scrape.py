@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from exporter import __version__, fields
+from exporter.redaction import redact_credentials
 from exporter.sample import MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
 from exporter.sources.base import (
     MigProfileHint,
@@ -44,7 +45,6 @@ MAX_PROFILE_CHARS = 64
 SKIP_LOG_EVERY_SECONDS = 60.0
 """Skipped series are logged on the first page that has them, then at most once a minute."""
 
-REDACTED = "xxxxx"
 
 _DEVICE_RE = re.compile(r"nvidia(\d{1,5})")
 _GPU_LABEL = re.compile(r'(?:^|,)\s*gpu\s*=\s*"([^"\\]*)"')
@@ -82,21 +82,6 @@ def metric_field(name: str) -> tuple[int, float] | None:
     if fid is None or fid not in fields.LEGACY_NAMES:
         return None
     return (fid, 1.0)
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password (or a lone user part, often a token) replaced by xxxxx."""
-    try:
-        parts = urlsplit(url)
-        has_user = parts.username is not None
-        password = parts.password
-    except ValueError:
-        return re.sub(r"//[^/?#]*@", f"//{REDACTED}@", url)
-    if not has_user:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    userinfo = f"{parts.username}:{REDACTED}" if password is not None else REDACTED
-    return parts._replace(netloc=f"{userinfo}@{host}").geturl()
 
 
 # -- the page, line by line ------------------------------------------------------------------
@@ -452,7 +437,7 @@ class ScrapeSource:
         self._url_authorization: str | None = None
         self._skipped_total = 0
         self._skip_logged_at: float | None = None
-        self.display_name = redact_url(self._url)
+        self.display_name = redact_credentials(self._url)
         """The URL as it may be shown (logs, errors, /readyz): password replaced by xxxxx."""
 
     @property

@@ -11,12 +11,12 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.state import GpuState, Snapshot
-from exporter.web.responses import json_response
+from exporter.web.responses import error_body, json_response
 
 _ESTIMATE_FIELDS: tuple[str, ...] = (
     "pipe",
@@ -134,13 +134,33 @@ def build_live_router(
     metrics = MetricsEndpoint(state_provider, collectors=collectors)
 
     @router.get(
-        "/metrics", include_in_schema=True, summary="Prometheus metrics (text; OpenMetrics on request)"
+        "/metrics",
+        summary="Prometheus metrics (text; OpenMetrics on request)",
+        response_class=PlainTextResponse,
+        responses={
+            200: {
+                "description": "The exposition: Prometheus text 0.0.4, or OpenMetrics when the Accept "
+                "header asks for application/openmetrics-text",
+                "content": {"application/openmetrics-text": {"schema": {"type": "string"}}},
+            }
+        },
     )
     async def get_metrics(request: Request) -> Response:
         body, content_type = metrics.render(request.headers.get("accept"))
         return Response(body, media_type=None, headers={"Content-Type": content_type})
 
-    @router.get("/readyz", summary="200 once a fresh sample exists and the source is up, else 503")
+    @router.get(
+        "/readyz",
+        summary="200 once a fresh sample exists and the source is up, else 503",
+        response_class=PlainTextResponse,
+        responses={
+            200: {"description": "ready"},
+            503: {
+                "description": "Not ready: the reason, in one line",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+        },
+    )
     async def get_readyz() -> Response:
         ready, reason = state_provider().readiness()
         return Response(
@@ -163,7 +183,11 @@ def build_live_router(
             }
         )
 
-    @router.get("/classify/{gpu}", summary="The live verdict of one GPU, by index or UUID")
+    @router.get(
+        "/classify/{gpu}",
+        summary="The live verdict of one GPU, by index or UUID",
+        responses={404: {"description": "No such GPU on this node (the answer lists those present)"}},
+    )
     async def get_classify_one(gpu: str) -> Response:
         snapshot = state_provider()
         found = snapshot.find(gpu)
@@ -176,7 +200,7 @@ def build_live_router(
             ]
             listing = ", ".join(present) if present else "none yet"
             detail = f"no GPU {gpu!r} on this node; present: {listing}"
-            return json_response({"detail": detail}, status_code=404)
+            return json_response(error_body(detail, "gpu"), status_code=404)
         if len(found) == 1:
             return json_response(gpu_verdict(found[0], snapshot))
         # A MIG-partitioned GPU by index: every instance on it.

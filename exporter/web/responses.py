@@ -1,4 +1,4 @@
-"""The one JSON answer the HTTP API writes, success or error alike."""
+"""The one JSON answer the HTTP API writes, success or error alike, and the one error shape."""
 
 from __future__ import annotations
 
@@ -18,3 +18,25 @@ def json_response(payload: Any, status_code: int = 200) -> Response:
         status_code=status_code,
         media_type=JSON_MEDIA_TYPE,
     )
+
+
+def error_body(
+    message: str,
+    field: str | None = None,
+    detail: list[dict[str, Any]] | None = None,
+    suggestions: list[str] | None = None,
+) -> dict[str, Any]:
+    """The one error shape every non-2xx JSON answer uses: {"error", "field", "detail"}
+    (+ "suggestions" for an unknown name). docs/api.md, "Errors"."""
+    body: dict[str, Any] = {
+        "error": message,
+        "field": field,
+        "detail": detail if detail is not None else [{"field": field, "message": message}],
+    }
+    if suggestions is not None:
+        body["suggestions"] = suggestions
+    return body
+
+
+def error_response(message: str, status_code: int, field: str | None = None) -> Response:
+    return json_response(error_body(message, field), status_code)

@@ -23,10 +23,20 @@ HMAC under a per-process random key (never the password) and later requests comp
 constant time. Failures are never cached. `/healthz` is exempt by default: liveness probes
 cannot carry credentials without putting them in the pod spec, and it reveals only that the
 process is alive.
+
+Password guessing is bounded, not just slow: bcrypt checks run on one dedicated thread
+(`BCRYPT_WORKERS`) with at most `MAX_PENDING_CHECKS` waiting; a guess beyond that is held for
+`REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and answered 429 with Retry-After. A flood therefore
+costs at most one core of bcrypt and a trickle of answers, and an authorised scrape (already in
+the HMAC cache) never waits behind it (benchmarks/bench_hostile.py, docs/daemon.md).
+
+The TLS context and the users can change while serving: exporter/web/webconfig_watch.py reloads
+the file when it or a file it names changes, and hands out the current ones.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -34,11 +44,11 @@ import hmac
 import os
 import re
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-import anyio.to_thread
 import bcrypt
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -69,6 +79,13 @@ _UNSUPPORTED_TOP_KEYS: dict[str, str] = {
 _BCRYPT_HASH = re.compile(r"^\$2[aby]\$(\d{2})\$[./A-Za-z0-9]{53}$")
 
 REALM = "ridgeline"
+
+BCRYPT_WORKERS = 1
+"""Threads that run bcrypt: a guessing flood costs at most this many cores."""
+MAX_PENDING_CHECKS = 32
+"""bcrypt checks allowed to wait for a worker; more are refused (429) without checking."""
+REFUSAL_DELAY_SECONDS = 1.0
+"""How long a refused guess is held before its 429, so a refused client cannot spin."""
 
 
 class WebConfigError(ValueError):
@@ -156,20 +173,6 @@ class WebConfig(BaseModel):
                 raise ValueError(f"user {user!r}: bcrypt cost {cost} is outside bcrypt's 4..31")
         return users
 
-    def uvicorn_ssl_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for uvicorn.Config / uvicorn.run; empty when TLS is off."""
-        tls = self.tls_server_config
-        if tls is None:
-            return {}
-        kwargs: dict[str, Any] = {
-            "ssl_certfile": str(tls.cert_file),
-            "ssl_keyfile": str(tls.key_file),
-            "ssl_cert_reqs": int(_CERT_REQS[tls.client_auth_type]),
-        }
-        if tls.client_ca_file is not None:
-            kwargs["ssl_ca_certs"] = str(tls.client_ca_file)
-        return kwargs
-
 
 def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
     """Read, validate and check a web config file; raises WebConfigError naming file and field.
@@ -199,8 +202,9 @@ def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
         raise WebConfigError(f"web config {file}: {_describe(error)}") from None
     if config.tls_server_config is not None:
         tls = _resolve(config.tls_server_config, file.parent)
-        _check_loadable(tls, file)
+        _check_files(tls, file)
         config = config.model_copy(update={"tls_server_config": tls})
+        tls_context(config, file)  # a certificate that cannot be loaded fails here, named
     return config
 
 
@@ -226,12 +230,22 @@ def _resolve(tls: TLSServerConfig, base: Path) -> TLSServerConfig:
     )
 
 
-def _check_loadable(tls: TLSServerConfig, file: Path) -> None:
+def _check_files(tls: TLSServerConfig, file: Path) -> None:
     for field in ("cert_file", "key_file", "client_ca_file"):
         target: Path | None = getattr(tls, field)
         if target is not None and not target.is_file():
             raise WebConfigError(f"web config {file}: tls_server_config.{field}: {target} is not a file")
+
+
+def tls_context(config: WebConfig, file: str | os.PathLike[str] = "") -> ssl.SSLContext | None:
+    """The server SSLContext for a loaded config (None without TLS); WebConfigError naming the
+    field when a certificate, key or CA cannot be loaded. TLS 1.2 at least, Python's defaults
+    otherwise (the keys that would change them are refused above)."""
+    tls = config.tls_server_config
+    if tls is None:
+        return None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_cert_chain(tls.cert_file, tls.key_file)
     except (ssl.SSLError, OSError) as error:
@@ -239,6 +253,7 @@ def _check_loadable(tls: TLSServerConfig, file: Path) -> None:
             f"web config {file}: tls_server_config.cert_file/key_file: cannot load "
             f"{tls.cert_file} with {tls.key_file}: {error}"
         ) from None
+    context.verify_mode = _CERT_REQS[tls.client_auth_type]
     if tls.client_ca_file is not None:
         try:
             context.load_verify_locations(cafile=tls.client_ca_file)
@@ -247,9 +262,10 @@ def _check_loadable(tls: TLSServerConfig, file: Path) -> None:
                 f"web config {file}: tls_server_config.client_ca_file: cannot load "
                 f"{tls.client_ca_file}: {error}"
             ) from None
+    return context
 
 
-class _PasswordChecker:
+class PasswordChecker:
     """bcrypt verification with a cache of successful logins, kept as keyed HMACs."""
 
     def __init__(self, users: Mapping[str, str]) -> None:
@@ -285,56 +301,120 @@ def _as_2b(hashed: str) -> bytes:
     return ("$2b$" + hashed[4:] if hashed.startswith("$2y$") else hashed).encode()
 
 
+class CheckerSource(Protocol):
+    """Where the middleware gets the users in force (the web-config watcher reloads them)."""
+
+    def password_checker(self) -> PasswordChecker | None: ...
+
+
+class _FixedUsers:
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._checker = PasswordChecker(users) if users else None
+
+    def password_checker(self) -> PasswordChecker | None:
+        return self._checker
+
+
+class CheckPool:
+    """bcrypt off the event loop, on `workers` threads, with at most `max_pending` waiting."""
+
+    def __init__(self, workers: int = BCRYPT_WORKERS, max_pending: int = MAX_PENDING_CHECKS) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ridgeline-bcrypt")
+        self.max_pending = max_pending
+        self.pending = 0
+
+    async def check(self, verify: Callable[[str, bytes], bool], user: str, password: bytes) -> bool | None:
+        """verify(user, password) on the pool; None when the queue is full (nothing was checked)."""
+        if self.pending >= self.max_pending:
+            return None
+        self.pending += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, verify, user, password)
+        finally:
+            self.pending -= 1
+
+
 class BasicAuthMiddleware:
-    """ASGI middleware: HTTP basic auth against bcrypt hashes; exempt paths pass untouched."""
+    """ASGI middleware: HTTP basic auth against bcrypt hashes; exempt paths pass untouched.
+
+    `users` is a fixed mapping (user -> bcrypt hash) or a CheckerSource whose users may change;
+    no users means no authentication.
+    """
 
     def __init__(
         self,
         app: ASGIApp,
-        users: Mapping[str, str],
+        users: Mapping[str, str] | CheckerSource,
         exempt_paths: frozenset[str] = frozenset({"/healthz"}),
+        *,
+        pool: CheckPool | None = None,
+        on_refusal: Callable[[str], None] | None = None,
+        refusal_delay: float = REFUSAL_DELAY_SECONDS,
+        hold_refusals: Callable[[], bool] = lambda: True,
     ) -> None:
         self.app = app
         self.exempt_paths = exempt_paths
-        self._enabled = bool(users)
-        self._checker = _PasswordChecker(users) if users else None
+        self._source: CheckerSource = _FixedUsers(users) if isinstance(users, Mapping) else users
+        self.pool = pool or CheckPool()
+        self._on_refusal = on_refusal
+        self._refusal_delay = refusal_delay
+        self._hold_refusals = hold_refusals
+        """False when holding a refused guess would cost more than it saves (serve: when half the
+        connection cap is in use, a held guess is a slot a scrape may need)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        checker = self._source.password_checker()
         if (
-            not self._enabled
+            checker is None
             or scope["type"] not in ("http", "websocket")
             or scope.get("path") in self.exempt_paths
         ):
             await self.app(scope, receive, send)
             return
-        if await self._authorised(scope):
+        verdict = await self._authorised(checker, scope)
+        if verdict:
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = b"Unauthorized\n"
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"www-authenticate", f'Basic realm="{REALM}"'.encode()),
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        if verdict is None:
+            if self._on_refusal is not None:
+                self._on_refusal(
+                    f"more than {self.pool.max_pending} password checks waiting: refusing guesses with 429"
+                )
+            if self._hold_refusals():
+                await asyncio.sleep(self._refusal_delay)
+            await _plain(
+                send, 429, b"Too many password checks at once; retry later\n", [(b"retry-after", b"1")]
+            )
+            return
+        await _plain(send, 401, b"Unauthorized\n", [(b"www-authenticate", f'Basic realm="{REALM}"'.encode())])
 
-    async def _authorised(self, scope: Scope) -> bool:
+    async def _authorised(self, checker: PasswordChecker, scope: Scope) -> bool | None:
+        """True/False, or None when the check was refused because the bcrypt queue is full."""
         credentials = _credentials(scope)
-        if credentials is None or self._checker is None:
+        if credentials is None:
             return False
         user, password = credentials
-        if self._checker.cached(user, password):
+        if checker.cached(user, password):
             return True
-        return await anyio.to_thread.run_sync(self._checker.verify, user, password)
+        return await self.pool.check(checker.verify, user, password)
+
+
+async def _plain(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                *headers,
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _credentials(scope: Scope) -> tuple[str, bytes] | None:

@@ -47,6 +47,7 @@ ENTITY_KEYS = frozenset(
         "namespace",
         "pod",
         "container",
+        "hpc_job",
     }
 )
 """Top-level keys a line may carry besides known field names."""
@@ -55,8 +56,8 @@ ENTITY_KEYS = frozenset(
 def sample_to_json(sample: Sample) -> str:
     """The one writer of a replay line: what `iter_jsonl` reads back as an equal Sample.
 
-    Fields are keyed by DCGM id strings in id order and a blank is null; the MIG profile and the
-    pod labels appear only when known. `ridgeline record`, the demo-trace and scenario
+    Fields are keyed by DCGM id strings in id order and a blank is null; the MIG profile, the
+    pod labels and the HPC job id(s) appear only when known. `ridgeline record`, the demo-trace and scenario
     generators, the benchmarks and the tests all write lines with it. NaN or infinity raise
     ValueError (JSON has no such numbers; the recorder counts and skips that sample).
     """
@@ -75,6 +76,8 @@ def sample_to_json(sample: Sample) -> str:
         line["namespace"] = sample.attribution.namespace
         line["pod"] = sample.attribution.pod
         line["container"] = sample.attribution.container
+    if sample.hpc_job is not None:
+        line["hpc_job"] = sample.hpc_job
     return json.dumps(line, separators=(",", ":"), allow_nan=False)
 
 
@@ -193,7 +196,13 @@ def sample_from_object(obj: dict[str, object], ctx: ParseContext) -> Sample:
     if namespace is not None or pod is not None:
         attribution = ctx.attribution(namespace or "", pod or "", container or "")
     entity = ctx.entity(gpu, uuid, model, gpu_instance, profile if gpu_instance is not None else None)
-    return Sample(timestamp=timestamp, entity=entity, values=values, attribution=attribution)
+    return Sample(
+        timestamp=timestamp,
+        entity=entity,
+        values=values,
+        attribution=attribution,
+        hpc_job=_text(obj, "hpc_job"),
+    )
 
 
 def _keep(values: dict[int, float | None], column: Column, raw: object) -> None:

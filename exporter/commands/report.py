@@ -1,0 +1,393 @@
+"""`ridgeline report`: where a range's GPU-hours went, as HTML (--out) and JSON (--json).
+
+This module only wires: it parses flags, asks one input for the usage (exporter/report/
+prometheus.py over a query API, or exporter/report/replay.py over a trace), builds the document
+(exporter/report/model.py) and writes it (exporter/report/render.py). The replay flags are the
+source flags' replay part and `serve`'s inference flags (exporter/commands/options.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import re
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from exporter.commands.options import (
+    UserError,
+    add_flag,
+    add_inference_flags,
+    add_replay_flags,
+    inference_config,
+)
+
+log = logging.getLogger("exporter.report")
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_duration(text: str) -> float:
+    """A Prometheus duration: 7d, 90m, 1h30m, 1w, 45s (a bare number is seconds)."""
+    raw = str(text).strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(value) and value > 0:
+            return value
+        raise argparse.ArgumentTypeError(f"expected a positive duration like 7d or 90m, got {text!r}")
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(raw):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(raw) or total <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration like 7d, 12h, 90m or 1h30m, got {text!r}")
+    return total
+
+
+def parse_time(text: str) -> float:
+    """RFC 3339 / ISO 8601 (UTC unless it says otherwise), epoch seconds, or now."""
+    raw = str(text).strip()
+    if raw.lower() == "now":
+        return time.time()
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a time like 2026-11-30T00:00:00Z, epoch seconds or now, got {text!r}"
+        ) from None
+    if parsed.tzinfo is None:
+        from datetime import UTC
+
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def parse_labels(text: str) -> tuple[str, ...]:
+    labels = tuple(part.strip() for part in str(text).split(",") if part.strip())
+    if not labels:
+        raise argparse.ArgumentTypeError(
+            f"expected label names like namespace or namespace,pod, got {text!r}"
+        )
+    return labels
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "report",
+        help="a fleet report over a range: GPU-hours by regime, the roofline, what the levers save",
+        description=(
+            "Where the GPU-hours went, which wall each group hit and an upper bound of what each "
+            "lever would give back: from a Prometheus-compatible query API (--prometheus) or one "
+            "recorded trace (--replay). Writes HTML (--out) and JSON (--json); docs/report.md."
+        ),
+    )
+    add_flag(
+        parser,
+        "--prometheus",
+        metavar="URL",
+        help="query API base URL (Prometheus, Thanos, Mimir, VictoriaMetrics)",
+    )
+    add_flag(
+        parser,
+        "--since",
+        type=parse_duration,
+        metavar="DURATION",
+        help="the range: this long up to --end (default 7d)",
+    )
+    add_flag(
+        parser,
+        "--start",
+        type=parse_time,
+        metavar="TIME",
+        help="the range's start (RFC 3339 or epoch seconds)",
+    )
+    add_flag(parser, "--end", type=parse_time, metavar="TIME", help="the range's end (default: now)")
+    add_flag(
+        parser,
+        "--by",
+        type=parse_labels,
+        default=("namespace",),
+        metavar="LABEL[,LABEL]",
+        help="group by these labels: namespace (default), pod, card, node, hpc_job or any label",
+    )
+    add_flag(
+        parser,
+        "--match",
+        action="append",
+        default=[],
+        metavar="MATCHER",
+        help='only series matching this PromQL label matcher, e.g. cluster="prod" (repeatable)',
+    )
+    add_flag(
+        parser,
+        "--step",
+        type=parse_duration,
+        metavar="DURATION",
+        help="query window (default: sized to the range)",
+    )
+    add_flag(
+        parser,
+        "--raw-counters-only",
+        action="store_true",
+        default=False,
+        help="read the raw counters even where recorded series exist",
+    )
+    add_flag(parser, "--prometheus-user", metavar="USER", help="basic auth user")
+    add_flag(
+        parser, "--prometheus-password-file", metavar="FILE", help="basic auth password, read from this file"
+    )
+    add_flag(
+        parser, "--prometheus-bearer-token-file", metavar="FILE", help="bearer token, read from this file"
+    )
+    add_flag(
+        parser,
+        "--prometheus-header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="extra request header, e.g. X-Scope-OrgID:tenant (repeatable)",
+    )
+    add_flag(
+        parser, "--prometheus-ca-file", metavar="FILE", help="CA bundle that signed the server's certificate"
+    )
+    add_flag(parser, "--prometheus-cert-file", metavar="FILE", help="client certificate (TLS client auth)")
+    add_flag(parser, "--prometheus-key-file", metavar="FILE", help="client certificate's key")
+    add_flag(
+        parser,
+        "--prometheus-insecure-skip-verify",
+        action="store_true",
+        default=False,
+        help="do not verify the server's certificate",
+    )
+    add_flag(
+        parser,
+        "--prometheus-timeout",
+        type=parse_duration,
+        default=120.0,
+        metavar="DURATION",
+        help="per-query timeout (default 2m)",
+    )
+    add_replay_flags(parser)
+    add_inference_flags(parser)
+    add_flag(
+        parser, "--top", type=int, default=10, metavar="N", help="workloads in each top list (default 10)"
+    )
+    add_flag(parser, "--out", metavar="FILE", help="write the HTML report here")
+    add_flag(parser, "--json", metavar="FILE", help="write the JSON document here (- for standard output)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from exporter.catalog import load_catalog
+    from exporter.report.model import ReportOptions, build_report
+    from exporter.report.promql import PromQLInputError, check_label
+
+    if bool(args.prometheus) == bool(args.replay):
+        raise UserError("give --prometheus URL (a query API) or --replay FILE (one trace), one of the two")
+    if not args.out and not args.json:
+        raise UserError("nothing to write: give --out report.html and/or --json report.json")
+    if args.top < 1:
+        raise UserError(f"--top {args.top}: expected at least 1")
+    try:
+        by = tuple(check_label(label) for label in args.by)
+    except PromQLInputError as exc:
+        raise UserError(f"--by: {exc}") from None
+    catalog = load_catalog(args.cards)
+    config = inference_config(args)
+    html_path = _writable(args.out, "--out")
+    json_path = None if args.json in (None, "-") else _writable(args.json, "--json")
+    started = time.monotonic()
+    if args.prometheus:
+        groups, fleet, workloads, provenance = _from_prometheus(args, by)
+    else:
+        groups, fleet, workloads, provenance = _from_replay(args, by, catalog, config)
+    options = ReportOptions(
+        by=by, precision=args.precision or "bf16", thresholds=config.thresholds, top=args.top
+    )
+    doc = build_report(
+        groups=groups,
+        fleet=fleet,
+        workloads=workloads,
+        provenance=provenance,
+        catalog=catalog,
+        options=options,
+    )
+    if args.json:
+        import json
+
+        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+        if json_path is None:
+            sys.stdout.write(text)
+        else:
+            json_path.write_text(text, encoding="utf-8")
+    if html_path is not None:
+        try:
+            from exporter.report.render import render_html
+        except ImportError as exc:  # matplotlib is the `report` extra
+            raise UserError(
+                f"the HTML report needs matplotlib ({exc}): pip install 'ridgeline[report]', or use --json"
+            ) from None
+        html_path.write_text(render_html(doc), encoding="utf-8")
+    log.info(
+        "report over %s to %s by %s: %d groups, %.1f GPU-hours, written in %.1f s",
+        doc["range"]["start"],
+        doc["range"]["end"],
+        ",".join(by),
+        len(doc["groups"]),
+        doc["fleet"]["gpu_seconds_total"] / 3600.0,
+        time.monotonic() - started,
+    )
+    return 0
+
+
+def _writable(name: str | None, flag: str) -> Path | None:
+    """The output path, checked before any query runs (a typo should not cost a week's queries)."""
+    if name is None:
+        return None
+    path = Path(name)
+    if path.is_dir():
+        raise UserError(f"{flag} {name}: is a directory")
+    if not path.parent.exists():
+        raise UserError(f"{flag} {name}: directory {path.parent} does not exist")
+    return path
+
+
+def _read_secret(name: str, flag: str) -> str:
+    try:
+        return Path(name).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UserError(f"{flag} {name}: {exc.strerror or exc}") from None
+
+
+def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any, Any, Any, Any]:
+    from exporter.report import promql
+    from exporter.report.prometheus import ClientSettings, PrometheusClient, QueryError, collect
+
+    if args.replay_format or args.model or args.mig_profile:
+        raise UserError(
+            "--replay-format, --model and --mig-profile read a trace; they do not go with --prometheus"
+        )
+    end = args.end if args.end is not None else time.time()
+    if args.start is not None and args.since is not None:
+        raise UserError("give --start or --since, not both")
+    start = args.start if args.start is not None else end - (args.since or 7 * 86400.0)
+    if start >= end:
+        raise UserError("the range is empty: --start must come before --end")
+    step: int | None = None
+    if args.step is not None:
+        step = round(args.step)
+        if step < 1 or abs(step - args.step) > 1e-9:
+            raise UserError(f"--step: expected whole seconds, got {args.step:g} s")
+    try:
+        matchers = [promql.parse_matcher(text) for text in args.match]
+    except promql.PromQLInputError as exc:
+        raise UserError(f"--match: {exc}") from None
+    headers: dict[str, str] = {}
+    for item in args.prometheus_header:
+        name, sep, value = str(item).partition(":")
+        if not sep or not name.strip():
+            raise UserError(f"--prometheus-header {item!r}: expected NAME:VALUE")
+        headers[name.strip()] = value.strip()
+    if args.prometheus_key_file and not args.prometheus_cert_file:
+        raise UserError("--prometheus-key-file needs --prometheus-cert-file")
+    password = (
+        _read_secret(args.prometheus_password_file, "--prometheus-password-file")
+        if args.prometheus_password_file
+        else None
+    )
+    if password is not None and not args.prometheus_user:
+        raise UserError("--prometheus-password-file needs --prometheus-user")
+    token = (
+        _read_secret(args.prometheus_bearer_token_file, "--prometheus-bearer-token-file")
+        if args.prometheus_bearer_token_file
+        else None
+    )
+    settings = ClientSettings(
+        url=args.prometheus,
+        user=args.prometheus_user,
+        password=password,
+        bearer_token=token,
+        headers=headers,
+        ca_file=args.prometheus_ca_file,
+        cert_file=args.prometheus_cert_file,
+        key_file=args.prometheus_key_file,
+        insecure_skip_verify=bool(args.prometheus_insecure_skip_verify),
+        timeout_seconds=args.prometheus_timeout,
+    )
+    started = time.monotonic()
+    try:
+        client = PrometheusClient(settings)
+        collected = collect(
+            client,
+            by=by,
+            start=start,
+            end=end,
+            step=step,
+            matchers=matchers,
+            use_recorded=not args.raw_counters_only,
+        )
+    except QueryError as exc:
+        raise UserError(str(exc)) from None
+    log.info("%d queries to %s in %.2f s", collected.queries, client.url, time.monotonic() - started)
+    return collected.groups, collected.fleet, collected.workloads, collected.provenance
+
+
+def _from_replay(
+    args: argparse.Namespace, by: tuple[str, ...], catalog: Any, config: Any
+) -> tuple[Any, Any, Any, Any]:
+    from exporter.catalog import UnknownCard
+    from exporter.report.prometheus import workload_labels
+    from exporter.report.replay import ReplayReportError, collect_replay
+    from exporter.sources.base import SourceOptions
+
+    for flag, value in (
+        ("--since", args.since),
+        ("--start", args.start),
+        ("--end", args.end),
+        ("--step", args.step),
+    ):
+        if value is not None:
+            raise UserError(
+                f"{flag} selects a range of a query API; a --replay report covers the whole trace"
+            )
+    if args.match or args.raw_counters_only:
+        raise UserError("--match and --raw-counters-only go with --prometheus")
+    if args.model:
+        try:
+            catalog.lookup(args.model)
+        except UnknownCard as exc:
+            raise UserError(f"--model: {exc}") from None
+    options = SourceOptions(
+        interval_seconds=args.interval,
+        replay=args.replay,
+        replay_format=args.replay_format,
+        model=args.model,
+        speed=None,
+        mig_profiles=args.mig_profile,
+    )
+    try:
+        collected = collect_replay(
+            options,
+            catalog,
+            config,
+            by=by,
+            workload_by=workload_labels(by),
+            progress=lambda n: log.info("%d batches read", n),
+        )
+    except ReplayReportError as exc:
+        raise UserError(str(exc)) from None
+    return collected.groups, collected.fleet, collected.workloads, collected.provenance

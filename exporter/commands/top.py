@@ -1,0 +1,138 @@
+"""`ridgeline top`: every GPU of one or more nodes in a terminal, from their GET /classify.
+
+Interactive by default (exporter/top/tui.py, on Textual): refreshes every --interval, sorts
+(`s`, `r`, or a click on a header), colours the regime, and draws the highlighted node's
+roofline in text. `--once` prints one plain table and exits, for scripts and pipes: no escape
+codes unless stdout is a terminal, and a reader that goes away early (`| head`) ends it quietly.
+A node that does not answer is reported (on stderr with --once, exit status 1) and never
+crashes the view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from exporter.commands.options import UserError, add_flag, positive_seconds
+
+DEFAULT_URL = "http://127.0.0.1:10295"
+
+
+def register(subparsers: Any) -> None:
+    from exporter.top.sort_keys import SORT_KEYS
+
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "top",
+        help="watch the GPUs of one or more nodes in the terminal (a client of their /classify)",
+        description="Polls GET /classify of each --url and shows every GPU: regime, activity, "
+        "intensity against the ridge, efficiency, the lever, and a text roofline.",
+    )
+    add_flag(
+        parser,
+        "--url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help=f"a node's exporter, e.g. http://gpu-node-1:10295 (repeat for more; default {DEFAULT_URL}); "
+        "user:password@ in the URL is used for basic auth",
+    )
+    add_flag(
+        parser, "--interval", type=positive_seconds, default=2.0, metavar="S", help="seconds between polls"
+    )
+    add_flag(parser, "--sort", choices=list(SORT_KEYS), default="node", help="initial sort order")
+    add_flag(parser, "--once", action="store_true", default=False, help="print one plain table and exit")
+    add_flag(parser, "--timeout", type=positive_seconds, default=3.0, metavar="S", help="seconds per request")
+    add_flag(parser, "--user", metavar="USER[:PASSWORD]", help="basic auth user (and password)")
+    add_flag(
+        parser,
+        "--password-file",
+        metavar="FILE",
+        help="file whose first line is the basic auth password (keeps it out of ps and shell history)",
+    )
+    add_flag(parser, "--ca-file", metavar="FILE", help="CA certificate(s) to verify https nodes against")
+    add_flag(parser, "--cert", metavar="FILE", help="client certificate (PEM) for nodes that require one")
+    add_flag(parser, "--key", metavar="FILE", help="the client certificate's key, if not in --cert")
+    add_flag(
+        parser,
+        "--insecure",
+        action="store_true",
+        default=False,
+        help="do not verify https certificates (a test node with a self-signed one)",
+    )
+    parser.set_defaults(func=run)
+
+
+def _credentials(args: argparse.Namespace) -> Any:
+    from exporter.top.client import Credentials
+
+    if not args.user:
+        if args.password_file:
+            raise UserError("--password-file needs --user")
+        return None
+    user, sep, password = str(args.user).partition(":")
+    if args.password_file:
+        try:
+            lines = Path(args.password_file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UserError(f"--password-file {args.password_file}: {exc.strerror or exc}") from None
+        password = lines[0] if lines else ""
+    elif not sep:
+        raise UserError("--user USER needs a password: --user USER:PASSWORD or --password-file FILE")
+    return Credentials(user, password)
+
+
+def clients_for(args: argparse.Namespace) -> list[Any]:
+    from exporter.top.client import ClientSetupError, NodeClient, TlsOptions
+
+    tls = TlsOptions(ca_file=args.ca_file, cert_file=args.cert, key_file=args.key, insecure=args.insecure)
+    credentials = _credentials(args)
+    urls = list(dict.fromkeys(args.url or [DEFAULT_URL]))
+    try:
+        return [NodeClient(url, credentials=credentials, tls=tls, timeout=args.timeout) for url in urls]
+    except ClientSetupError as exc:
+        raise UserError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    clients = clients_for(args)
+    if args.once:
+        return print_once(clients, args.sort)
+    if not sys.stdout.isatty():
+        raise UserError("the interactive view needs a terminal; use --once for a pipe or a file")
+    from exporter.top.tui import TopApp
+
+    TopApp(clients, interval=args.interval, sort=args.sort).run()
+    return 0
+
+
+def use_colour(stream: Any) -> bool:
+    """Colour only on a terminal, and never with NO_COLOR set (no-color.org)."""
+    return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
+
+
+def print_once(clients: list[Any], sort: str) -> int:
+    """One table of every answering node's GPUs on stdout; each silent node one line on stderr."""
+    from exporter.top.client import fetch_all
+    from exporter.top.table import plain_table, rows_of, sort_rows
+
+    readings = fetch_all(clients)
+    rows = sort_rows(rows_of(readings), sort)
+    lines = plain_table(rows, with_node=len(clients) > 1, colour=use_colour(sys.stdout))
+    failed = [r for r in readings if not r.answered]
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")  # a Latin-1 terminal gets "?" for "—", not a crash
+    try:
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`| head`): what it wanted, it has. Point stdout at /dev/null so the
+        # interpreter's own flush at exit does not raise again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    for reading in failed:
+        print(f"ridgeline top: {reading.name}: not answering: {reading.error}", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,693 @@
+"""The Prometheus input: a client for any Prometheus-compatible query API, and the query plan that
+turns a range into per-group `Usage` (exporter/report/model.py).
+
+The client speaks the HTTP API every compatible server answers (`/api/v1/query`,
+`/api/v1/query_range`: Prometheus, Thanos Query, Mimir, VictoriaMetrics) with the standard
+library: basic auth, a bearer token, extra headers (a tenant's X-Scope-OrgID), TLS with a CA file,
+a client certificate or no verification. Queries are POSTed form-encoded (no URL length limit).
+
+The plan (docs/report.md, "How the numbers are read"):
+
+1. The scrape interval is read off the data (the median sample count of one counter per GPU
+   over 10 minutes); the query window (step) is sized to the range: about MAX_WINDOWS windows,
+   rounded up to a round duration, at least 4 scrape intervals (so that every window holds
+   samples to take an increase from).
+2. Where the recording rules' series cover a window and the grouping's labels survive them
+   (namespace/pod: the namespace_pod level; node/instance: the instance level), the window is
+   read from them; every other window, and every other grouping (card, hpc_job, any label),
+   from the raw counters. Recorded series need windows of at least 5 minutes.
+3. Each stretch of windows read one way is summed inside Prometheus by one instant query per
+   quantity (exporter/report/promql.py); the fleet's totals come from one range query per
+   quantity, which also gives the timeline and the gaps.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from exporter.report import promql
+from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
+from exporter.report.series import (
+    CLUSTER,
+    GROUP_LEVELS,
+    RATE_WINDOW_SECONDS,
+    RAW_DRAM_BYTES,
+    RAW_FLOP,
+    RAW_REGIME_SECONDS,
+    RecordedLevel,
+)
+from exporter.roofline import REGIMES
+
+log = logging.getLogger("exporter.report.prometheus")
+
+MAX_WINDOWS = 250
+"""About how many query windows a range is cut into (a week: 168 one-hour windows)."""
+
+ROUND_STEPS: tuple[int, ...] = (
+    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+)  # fmt: skip
+"""Window lengths the step is rounded up to (seconds); from 5 minutes on, multiples of 300 s,
+as the recorded series need."""
+
+SAMPLE_PROBE_SECONDS = 600
+DEFAULT_SAMPLE_INTERVAL_SECONDS = 60.0
+"""Assumed when no raw sample can be found to measure the scrape interval (a coarse guess that
+keeps raw windows wide enough to hold samples)."""
+
+PARALLEL_QUERIES = 4
+
+MAX_STRETCH_SECONDS = 86400
+"""One instant query sums at most a day of windows. The server evaluates a subquery's inner
+expression over its whole range at 5-minute resolution (recorded series) before summing, so its
+memory grows with the range: a week of 16,000 pod series in one query took Prometheus to 4.2 GB
+in benchmarks/bench_report.py; day-long pieces keep each query to a seventh of that."""
+
+
+class QueryError(Exception):
+    """The query API could not be reached or refused a query; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """How to reach the query API (the `--prometheus*` flags)."""
+
+    url: str
+    user: str | None = None
+    password: str | None = None
+    bearer_token: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure_skip_verify: bool = False
+    timeout_seconds: float = 120.0
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """(URL without user:password@, user, password): credentials in the URL work, but are never
+    printed or written into the report."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise QueryError(f"--prometheus {url!r}: expected an http:// or https:// URL")
+    if parts.username is None and parts.password is None:
+        return url.rstrip("/"), None, None
+    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    clean = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    user = urllib.parse.unquote(parts.username) if parts.username else None
+    password = urllib.parse.unquote(parts.password) if parts.password else None
+    return clean.rstrip("/"), user, password
+
+
+Series = tuple[dict[str, str], float]
+Matrix = tuple[dict[str, str], list[tuple[float, float]]]
+
+
+class PrometheusClient:
+    """Instant and range queries against one Prometheus-compatible API."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        url, user, password = split_credentials(settings.url)
+        self.url = url
+        self._timeout = settings.timeout_seconds
+        headers = {"Accept": "application/json", "User-Agent": "ridgeline-report"}
+        headers.update(settings.headers)
+        user = settings.user if settings.user is not None else user
+        password = settings.password if settings.password is not None else password
+        if settings.bearer_token is not None and user is not None:
+            raise QueryError("give either basic auth (user and password) or a bearer token, not both")
+        if user is not None:
+            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
+        elif settings.bearer_token is not None:
+            headers["Authorization"] = f"Bearer {settings.bearer_token.strip()}"
+        self._headers = headers
+        self._context: ssl.SSLContext | None = None
+        if url.startswith("https://") or settings.ca_file or settings.cert_file:
+            self._context = _tls_context(settings)
+        self.queries = 0
+        """Queries sent (for the benchmark and the report's notes)."""
+
+    def query(self, expr: str, at: float) -> list[Series]:
+        """An instant query at time `at`: (labels, value) per series, non-finite values dropped."""
+        data = self._post("/api/v1/query", {"query": expr, "time": _ts(at)})
+        if data.get("resultType") == "scalar":
+            value = _number(data["result"][1])
+            return [] if value is None else [({}, value)]
+        out: list[Series] = []
+        for item in data.get("result") or []:
+            value = _number(item["value"][1])
+            if value is not None:
+                out.append((item.get("metric") or {}, value))
+        return out
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[Matrix]:
+        """A range query: (labels, [(time, value), ...]) per series, non-finite values dropped."""
+        data = self._post(
+            "/api/v1/query_range",
+            {"query": expr, "start": _ts(start), "end": _ts(end), "step": promql.duration(step)},
+        )
+        out: list[Matrix] = []
+        for item in data.get("result") or []:
+            points = [(float(t), v) for t, raw in item["values"] if (v := _number(raw)) is not None]
+            out.append((item.get("metric") or {}, points))
+        return out
+
+    def _post(self, path: str, form: dict[str, str]) -> dict[str, Any]:
+        body = urllib.parse.urlencode(form).encode("ascii")
+        request = urllib.request.Request(
+            self.url + path,
+            data=body,
+            method="POST",
+            headers={**self._headers, "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        self.queries += 1
+        log.debug("POST %s %s", path, form)
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            raise QueryError(_http_error(self.url, path, exc, form["query"])) from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, ssl.SSLError):
+                raise QueryError(
+                    f"TLS with {self.url} failed: {reason.reason or reason} "
+                    "(--prometheus-ca-file names the CA that signed its certificate)"
+                ) from None
+            raise QueryError(f"cannot reach {self.url}: {reason}") from None
+        except TimeoutError:
+            raise QueryError(
+                f"{self.url} did not answer within {self._timeout:g} s (--prometheus-timeout): "
+                f"{form['query'][:200]}"
+            ) from None
+        except OSError as exc:
+            raise QueryError(f"cannot reach {self.url}: {exc}") from None
+        try:
+            document = json.loads(raw)
+        except ValueError:
+            raise QueryError(
+                f"{self.url}{path} did not answer JSON (is this a Prometheus query API?): {raw[:120]!r}"
+            ) from None
+        if not isinstance(document, dict) or document.get("status") != "success":
+            error = document.get("error") if isinstance(document, dict) else None
+            raise QueryError(f"{self.url}{path}: {error or 'not a Prometheus API answer'}")
+        data = document.get("data")
+        if not isinstance(data, dict):
+            raise QueryError(f"{self.url}{path}: the answer has no data")
+        return data
+
+
+def _tls_context(settings: ClientSettings) -> ssl.SSLContext:
+    try:
+        context = ssl.create_default_context(cafile=settings.ca_file)
+        if settings.cert_file:
+            context.load_cert_chain(settings.cert_file, settings.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise QueryError(f"TLS files: {exc}") from None
+    if settings.insecure_skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _http_error(url: str, path: str, exc: urllib.error.HTTPError, query: str) -> str:
+    detail = ""
+    try:
+        document = json.loads(exc.read())
+        if isinstance(document, dict):
+            detail = f"{document.get('errorType', '')}: {document.get('error', '')}".strip(": ")
+    except (ValueError, OSError):
+        pass
+    if exc.code in (401, 403):
+        return (
+            f"{url}{path}: HTTP {exc.code} {exc.reason}: check --prometheus-user and "
+            "--prometheus-password-file, or --prometheus-bearer-token-file"
+        )
+    if exc.code == 404:
+        return f"{url}{path}: HTTP 404: no Prometheus query API there (the URL should end before /api/v1)"
+    return f"{url}{path}: HTTP {exc.code}: {detail or exc.reason} (query: {query[:300]})"
+
+
+def _ts(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _number(raw: object) -> float | None:
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+# -- the plan ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """What the Prometheus input measured, ready for model.build_report."""
+
+    groups: list[Usage]
+    fleet: Usage
+    workloads: list[Usage]
+    provenance: Provenance
+    queries: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Stretch:
+    """Consecutive windows read the same way: (start, end] and the level (None: raw)."""
+
+    start: float
+    end: float
+    level: RecordedLevel | None
+    fleet_level: RecordedLevel | None
+    lookback: float | None = None
+    """How old a recorded reading may be (1.5 evaluation intervals)."""
+    dialect: str = "promql"
+    sample_interval: float | None = None
+    edge: bool = False
+    """A piece of the range before its first or after its last whole window: one window of its
+    own length, read with a plain instant query (no subquery alignment)."""
+
+
+def round_step(seconds: float) -> int:
+    """The smallest round window length at least `seconds` long (beyond a day: whole days)."""
+    for step in ROUND_STEPS:
+        if step >= seconds:
+            return step
+    return math.ceil(seconds / 86400.0) * 86400
+
+
+def choose_step(range_seconds: float, sample_interval: float | None) -> int:
+    """The query window for a range: about MAX_WINDOWS of them, each >= 4 scrape intervals."""
+    interval = sample_interval or DEFAULT_SAMPLE_INTERVAL_SECONDS
+    return round_step(max(range_seconds / MAX_WINDOWS, 4.0 * interval, 1.0))
+
+
+def aligned_range(start: float, end: float, step: int) -> tuple[float, float]:
+    """[start, end] moved down to multiples of the step (subquery points sit there)."""
+    a = math.floor(start / step) * step
+    b = math.floor(end / step) * step
+    if b <= a:
+        b = a + step
+    return float(a), float(b)
+
+
+def inner_range(start: float, end: float, step: int) -> tuple[float, float]:
+    """The whole windows inside [start, end]: both ends moved inwards to multiples of the step
+    (subquery points sit there); the pieces outside them are read as edges."""
+    return float(math.ceil(start / step) * step), float(math.floor(end / step) * step)
+
+
+def level_for(by: Sequence[str], matchers: Sequence[promql.Matcher]) -> RecordedLevel | None:
+    """The recorded level that keeps every grouping and matcher label, if any."""
+    wanted = set(by) | {m.label for m in matchers}
+    for level in GROUP_LEVELS:
+        if wanted <= level.labels:
+            return level
+    return None
+
+
+def workload_labels(by: Sequence[str]) -> tuple[str, ...]:
+    """What a "workload" is in the top lists: an HPC job when grouping by hpc_job, else a pod."""
+    return ("hpc_job",) if "hpc_job" in by else ("namespace", "pod")
+
+
+def collect(
+    client: PrometheusClient,
+    *,
+    by: Sequence[str],
+    start: float,
+    end: float,
+    step: int | None = None,
+    matchers: Sequence[promql.Matcher] = (),
+    use_recorded: bool = True,
+    parallel: int = PARALLEL_QUERIES,
+) -> Collected:
+    """Measure every group's usage over [start, end] (docs/report.md, "How the numbers are read")."""
+    notes: list[str] = []
+    by = tuple(by)
+    workload_by = workload_labels(by)
+    dialect = _dialect(client, end)
+    if dialect == "metricsql":
+        notes.append(
+            "MetricsQL server (VictoriaMetrics): raw counters read with increase_prometheus over "
+            "windows one scrape interval longer, as its increase() would credit a label set that "
+            "returns after a gap with the gap"
+        )
+    probe = min(float(SAMPLE_PROBE_SECONDS), math.floor(end - start))
+    sample_interval = _sample_interval(client, end, probe, matchers)
+    if sample_interval is None:
+        notes.append(
+            f"no raw sample in the last {probe:g} s of the range: the scrape "
+            f"interval is unknown; raw windows assume {DEFAULT_SAMPLE_INTERVAL_SECONDS:g} s"
+        )
+    if step is None:
+        step = choose_step(end - start, sample_interval)
+    wanted_start, wanted_end = float(round(start)), float(round(end))
+    start, end = inner_range(wanted_start, wanted_end, step)
+    if end <= start:  # shorter than a window: the whole windows that hold it
+        start, end = aligned_range(wanted_start, wanted_end, step)
+        wanted_start, wanted_end = start, end
+    level = level_for(by, matchers) if use_recorded else None
+    workload_level = level_for(workload_by, matchers) if use_recorded else None
+    fleet_level: RecordedLevel | None = None
+    if use_recorded:
+        fleet_level = CLUSTER if {m.label for m in matchers} <= CLUSTER.labels else level
+    if use_recorded and step < RATE_WINDOW_SECONDS and (level or workload_level or fleet_level):
+        notes.append(
+            f"query windows of {step:g} s are shorter than the recorded series' 5-minute rates: "
+            "read from the raw counters"
+        )
+        level = workload_level = fleet_level = None
+    needed = [lv for lv in (level, workload_level, fleet_level) if lv is not None]
+    covered = _covered_windows(client, needed, start, end, step, matchers)
+    lookback = _lookback(client, needed[0], max(covered)) if covered and needed else None
+
+    def stretches(lv: RecordedLevel | None, fleet_lv: RecordedLevel | None) -> list[_Stretch]:
+        plain = _stretches(start, end, step, covered if lv is not None else set(), lv, fleet_lv, lookback)
+        if plain and wanted_start < start:  # the head, read the way its neighbour is
+            plain.insert(0, replace(plain[0], start=wanted_start, end=start, edge=True))
+        if plain and wanted_end > end:
+            plain.append(replace(plain[-1], start=end, end=wanted_end, edge=True))
+        return [replace(s, dialect=dialect, sample_interval=sample_interval) for s in plain]
+
+    group_stretches = stretches(level, fleet_level)
+    workload_stretches = stretches(workload_level, None)
+    fleet_stretches = stretches(fleet_level, fleet_level)
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        # every query is submitted first, then the answers are read: no task waits on another
+        # groups that are unions of workloads (namespace of namespace/pod) are summed from the
+        # workloads' answers: one set of queries instead of two
+        derived = set(by) < set(workload_by) and level is workload_level
+        workload_jobs = _usage_jobs(client, workload_by, workload_stretches, step, matchers, pool)
+        if workload_by == by or derived:
+            group_jobs = workload_jobs
+        else:
+            group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool)
+        fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
+        workloads = _usage(workload_jobs, workload_by)
+        if derived:
+            groups = merge_usage(replace(u, labels=_labels(u.labels, by)) for u in workloads)
+        else:
+            groups = workloads if group_jobs is workload_jobs else _usage(group_jobs, by)
+        fleet, timeline = _fleet(fleet_jobs, step)
+    if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
+        notes.append(
+            "groups come from pod-level series: GPUs held by no pod form the ungrouped remainder, "
+            "and their idle time (an HPC job's included) does not count as allocated"
+        )
+    gaps = _gaps(timeline, start, end, step)
+    series = _described(group_stretches, fleet_stretches)
+    provenance = Provenance(
+        kind="prometheus",
+        location=client.url,
+        start=wanted_start,
+        end=wanted_end,
+        step_seconds=float(step),
+        sample_interval_seconds=sample_interval,
+        series=series,
+        gaps=tuple(gaps),
+        timeline=tuple(timeline),
+        notes=tuple(notes),
+    )
+    return Collected(
+        groups=groups, fleet=fleet, workloads=workloads, provenance=provenance, queries=client.queries
+    )
+
+
+def _sample_interval(
+    client: PrometheusClient, end: float, window: float, matchers: Sequence[promql.Matcher]
+) -> float | None:
+    """The scrape interval: the probe window over the median sample count of one counter per GPU
+    (a GPU that appeared within the window makes it look longer: windows only get wider)."""
+    if window < 1:
+        return None
+    found = client.query(promql.sample_count_expr(window, matchers), end)
+    if not found or found[0][1] < 2:
+        return None
+    return window / found[0][1]
+
+
+def _dialect(client: PrometheusClient, at: float) -> str:
+    """ "metricsql" when the server answers a MetricsQL-only function, else "promql"."""
+    try:
+        client.query(promql.DIALECT_PROBE, at)
+    except QueryError:
+        return "promql"
+    return "metricsql"
+
+
+def _lookback(client: PrometheusClient, level: RecordedLevel, at: float) -> float | None:
+    """1.5 evaluation intervals of the recording rules, measured at `at` (a covered window's end);
+    None (the server's own lookback) when it cannot be measured."""
+    found = client.query(promql.evaluation_count_expr(level, SAMPLE_PROBE_SECONDS), at)
+    if not found or found[0][1] < 2:
+        return None
+    return min(float(RATE_WINDOW_SECONDS), 1.5 * SAMPLE_PROBE_SECONDS / found[0][1])
+
+
+def _covered_windows(
+    client: PrometheusClient,
+    levels: Sequence[RecordedLevel],
+    start: float,
+    end: float,
+    step: int,
+    matchers: Sequence[promql.Matcher],
+) -> set[float]:
+    """Window ends at which every level needed has recorded series."""
+    covered: set[float] | None = None
+    for level in dict.fromkeys(levels):
+        usable = [m for m in matchers if m.label in level.labels]
+        ends: set[float] = set()
+        for _labels, points in client.query_range(
+            promql.coverage_expr(level, step, usable), start + step, end, step
+        ):
+            ends.update(t for t, v in points if v > 0)
+        covered = ends if covered is None else covered & ends
+    return covered or set()
+
+
+def _stretches(
+    start: float,
+    end: float,
+    step: int,
+    covered: set[float],
+    level: RecordedLevel | None,
+    fleet_level: RecordedLevel | None,
+    lookback: float | None = None,
+) -> list[_Stretch]:
+    """The range cut into runs of windows read the same way (recorded where covered, else raw),
+    each at most MAX_STRETCH_SECONDS long."""
+    out: list[_Stretch] = []
+    count = round((end - start) / step)
+    for i in range(count):
+        window_end = start + (i + 1) * step
+        recorded = level is not None and window_end in covered
+        lv = level if recorded else None
+        flv = fleet_level if recorded else None
+        back = lookback if recorded else None
+        if (
+            out
+            and out[-1].level is lv
+            and out[-1].fleet_level is flv
+            and out[-1].end - out[-1].start + step <= max(MAX_STRETCH_SECONDS, step)
+        ):
+            out[-1] = _Stretch(start=out[-1].start, end=window_end, level=lv, fleet_level=flv, lookback=back)
+        else:
+            out.append(
+                _Stretch(start=window_end - step, end=window_end, level=lv, fleet_level=flv, lookback=back)
+            )
+    return out
+
+
+def _labels(metric: Mapping[str, str], by: Sequence[str]) -> dict[str, str]:
+    return {label: metric[label] for label in by if metric.get(label)}
+
+
+_Jobs = list[tuple[str, Future[Any]]]
+
+
+def _usage_jobs(
+    client: PrometheusClient,
+    by: tuple[str, ...],
+    stretches: Sequence[_Stretch],
+    step: int,
+    matchers: Sequence[promql.Matcher],
+    pool: ThreadPoolExecutor,
+) -> _Jobs:
+    """One instant query per quantity per stretch, summing every window of it per group."""
+    jobs: _Jobs = []
+    for stretch in stretches:
+        length = stretch.end - stretch.start
+        lv = stretch.level
+        quantities = ["regime", "flop", "dram_bytes"]
+        if lv is None or not lv.allocated_only:
+            quantities.append("idle_allocated")  # else: the level's idle time is all allocated
+        if lv is not None:
+            quantities.append("cards")
+        for quantity in quantities:
+            q_level = lv
+            if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
+                q_level = None  # the node level does not tell allocated GPUs: raw counters
+            keys: tuple[str, ...] = by
+            if quantity == "regime" and lv is None:
+                keys = (*by, "card")  # raw: the card split comes with the regimes
+            window = promql.window_expr(
+                quantity,
+                keys,
+                length if stretch.edge else step,
+                level=q_level,
+                matchers=matchers,
+                lookback=stretch.lookback if q_level is not None else None,
+                dialect=stretch.dialect,
+                sample_interval=stretch.sample_interval,
+            )
+            expr = window if stretch.edge else promql.stretch_total(window, length, step)
+            job = (
+                "regime allocated"
+                if quantity == "regime" and lv is not None and lv.allocated_only
+                else quantity
+            )
+            jobs.append((job, pool.submit(client.query, expr, stretch.end)))
+    return jobs
+
+
+def _usage(jobs: _Jobs, by: Sequence[str]) -> list[Usage]:
+    """The answers of _usage_jobs as one Usage per group."""
+    parts: list[Usage] = []
+    for quantity, future in jobs:
+        for metric, value in future.result():
+            labels = _labels(metric, by)
+            if quantity in ("regime", "regime allocated"):
+                regime = metric.get("regime")
+                if regime not in REGIMES:
+                    continue
+                card = metric.get("card")
+                parts.append(
+                    Usage(
+                        labels=labels,
+                        gpu_seconds={regime: value},
+                        idle_allocated_gpu_seconds=value
+                        if quantity != "regime" and regime == "idle"
+                        else 0.0,
+                        card_gpu_seconds={card: value} if card else {},
+                    )
+                )
+            elif quantity == "cards":
+                card = metric.get("card")
+                if card:
+                    parts.append(Usage(labels=labels, card_gpu_seconds={card: value}))
+            elif quantity == "flop":
+                parts.append(Usage(labels=labels, flop=value))
+            elif quantity == "dram_bytes":
+                parts.append(Usage(labels=labels, dram_bytes=value))
+            else:
+                parts.append(Usage(labels=labels, idle_allocated_gpu_seconds=value))
+    merged = merge_usage(parts)
+    return [u for u in merged if u.total_gpu_seconds > 0 or u.flop > 0 or u.dram_bytes > 0]
+
+
+def _fleet_jobs(
+    client: PrometheusClient,
+    stretches: Sequence[_Stretch],
+    step: int,
+    matchers: Sequence[promql.Matcher],
+    pool: ThreadPoolExecutor,
+) -> _Jobs:
+    """One range query per quantity per stretch: the fleet per window."""
+    jobs: _Jobs = []
+    for stretch in stretches:
+        lv = stretch.fleet_level
+        usable = [m for m in matchers if lv is None or m.label in lv.labels]
+        for quantity in ("regime", "flop", "dram_bytes"):
+            expr = promql.window_expr(
+                quantity,
+                (),
+                stretch.end - stretch.start if stretch.edge else step,
+                level=lv,
+                matchers=usable,
+                lookback=stretch.lookback,
+                dialect=stretch.dialect,
+                sample_interval=stretch.sample_interval,
+            )
+            if stretch.edge:  # one value, not a window of the timeline
+                jobs.append((f"edge {quantity}", pool.submit(client.query, expr, stretch.end)))
+            else:
+                future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
+                jobs.append((quantity, future))
+    return jobs
+
+
+def _fleet(jobs: _Jobs, step: int) -> tuple[Usage, list[TimelinePoint]]:
+    """The fleet's totals and its timeline (GPUs per regime in each window)."""
+    seconds: dict[str, float] = dict.fromkeys(REGIMES, 0.0)
+    per_window: dict[float, dict[str, float]] = {}
+    flop = dram = 0.0
+    for job, future in jobs:
+        quantity = job.removeprefix("edge ")
+        for metric, answer in future.result():
+            points = [(math.nan, answer)] if job.startswith("edge ") else answer
+            if quantity == "regime":
+                regime = metric.get("regime")
+                if regime not in REGIMES:
+                    continue
+                for t, v in points:
+                    seconds[regime] += v
+                    if not math.isnan(t):
+                        per_window.setdefault(t, {})[regime] = v / step
+            elif quantity == "flop":
+                flop += sum(v for _, v in points)
+            else:
+                dram += sum(v for _, v in points)
+    timeline = [TimelinePoint(end=t, gpus=per_window[t]) for t in sorted(per_window)]
+    return Usage(labels={}, gpu_seconds=seconds, flop=flop, dram_bytes=dram), timeline
+
+
+def _gaps(timeline: Sequence[TimelinePoint], start: float, end: float, step: int) -> list[Window]:
+    """Windows in which no GPU reported anything, merged into stretches."""
+    present = {p.end for p in timeline if sum(p.gpus.values()) > 0}
+    gaps: list[Window] = []
+    count = round((end - start) / step)
+    for i in range(count):
+        window_end = start + (i + 1) * step
+        if window_end in present:
+            continue
+        if gaps and gaps[-1].end == window_end - step:
+            gaps[-1] = Window(start=gaps[-1].start, end=window_end)
+        else:
+            gaps.append(Window(start=window_end - step, end=window_end))
+    return gaps
+
+
+def _described(group: Sequence[_Stretch], fleet: Sequence[_Stretch]) -> dict[str, str]:
+    """Which series each part of the range was read from (the report prints it); neighbouring
+    stretches read the same way are one part."""
+    parts: list[tuple[float, float, str]] = []
+    for g in group:
+        if g.level is None:
+            what = f"raw counters ({RAW_REGIME_SECONDS}, {RAW_FLOP}, {RAW_DRAM_BYTES})"
+        else:
+            fleet_level = next((f.fleet_level for f in fleet if f.start <= g.start < f.end), None)
+            what = f"{g.level.name}:* recorded series"
+            if fleet_level is not None and fleet_level is not g.level:
+                what += f" (fleet totals from {fleet_level.name}:*)"
+        if parts and parts[-1][2] == what and parts[-1][1] == g.start:
+            parts[-1] = (parts[-1][0], g.end, what)
+        else:
+            parts.append((g.start, g.end, what))
+    return {f"{iso_time(a)} to {iso_time(b)}": what for a, b, what in parts}

@@ -1,0 +1,481 @@
+"""The report as one self-contained HTML page: tables, and charts drawn by matplotlib as inline SVG.
+
+Everything the page shows comes from the report document (exporter/report/model.py), so the
+HTML and the JSON can never disagree. The page loads nothing: no script, no font, no stylesheet,
+no image from anywhere (the SVG's text uses the page's own sans-serif font), so it opens offline
+and can be mailed as it is. matplotlib draws through its object API (Figure + the SVG canvas),
+never pyplot, so no global state or display backend is involved.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from exporter.report.model import group_name
+from exporter.roofline import REGIMES
+
+REGIME_COLORS = {
+    "idle": "#8e8e8e",
+    "memory_bound": "#3274d9",
+    "compute_bound": "#56a64b",
+    "latency_bound": "#ff9830",
+    "unknown": "#b877d9",
+}
+"""The dashboards' regime colours (grafana/build.py), so a chart reads like the Grafana panels."""
+
+REGIME_TITLES = {
+    "idle": "idle",
+    "memory_bound": "memory-bound",
+    "compute_bound": "compute-bound",
+    "latency_bound": "latency-bound",
+    "unknown": "unknown",
+}
+
+CHART_GROUPS = 15
+"""Groups drawn one by one in the bar chart; the rest are one bar ("N others")."""
+LABELLED_POINTS = 8
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:2em auto;
+max-width:1180px;color:#1b1b1b;padding:0 1em;line-height:1.4}
+h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
+th,td{border:1px solid #ddd;padding:.25em .55em;text-align:right;vertical-align:top}
+th{background:#f4f4f4}td.name,th.name{text-align:left}
+.meta td{text-align:left}.note{color:#555;font-size:.9em}
+.formula{font-family:ui-monospace,"DejaVu Sans Mono",monospace;width:30%}
+table.levers{width:100%}table.levers td:first-child{width:22%}
+.chart svg{max-width:100%;height:auto}
+.swatch{display:inline-block;width:.8em;height:.8em;margin-right:.3em;vertical-align:-.05em}
+"""
+
+
+def render_html(doc: Mapping[str, Any]) -> str:
+    """The whole page for one report document."""
+    by = doc["by"]
+    groups = doc["groups"]
+    fleet = doc["fleet"]
+    title = f"Ridgeline fleet report: {_when(doc['range']['start'])} to {_when(doc['range']['end'])}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="note">By {_e(", ".join(by))}: {len(groups)} groups, '
+        f"{_hours(fleet['gpu_seconds_total'])} GPU-hours. "
+        f"Source: {_e(doc['source']['kind'])} {_e(doc['source']['location'])}.</p>",
+        _summary(doc),
+        "<h2>GPU-hours by regime</h2>",
+        f'<div class="chart">{regime_bars_svg(groups, by)}</div>',
+        _regime_table(groups, fleet, by),
+        "<h2>The fleet roofline</h2>",
+        '<p class="note">Each group is a point at its intensity (Σflop ÷ Σbytes) and its achieved '
+        "FLOP/s per GPU while busy, sized by its GPU-hours and coloured by the regime it spent most "
+        "busy time in, against the roofs of the cards it ran on (precision "
+        f"{_e(doc['precision'])}).</p>",
+        f'<div class="chart">{roofline_svg(doc)}</div>',
+        _roofline_table(groups, by),
+        "<h2>Idle while allocated</h2>",
+        _idle_table(groups, fleet, by),
+        "<h2>Top memory-bound and latency-bound workloads</h2>",
+        _workload_table(doc["workloads"]["memory_bound"], "memory-bound"),
+        _workload_table(doc["workloads"]["latency_bound"], "latency-bound"),
+        "<h2>What the levers would save</h2>",
+        _levers_table(doc),
+        _savings_table(groups, fleet, doc["levers"], by),
+        "<h2>Over time</h2>",
+        f'<div class="chart">{timeline_svg(doc)}</div>',
+        "<h2>Range, source, resolution, gaps</h2>",
+        _meta_table(doc),
+        f'<p class="note">Written by ridgeline report ({_e(doc["schema"])}); charts drawn with '
+        "matplotlib. The JSON form of these numbers is documented in docs/report.md.</p>",
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+# -- numbers as people read them ------------------------------------------------------------
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _hours(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    hours = seconds / 3600.0
+    if hours >= 100:
+        return f"{hours:,.0f}"
+    return f"{hours:,.1f}" if hours >= 1 else f"{hours:.3g}"
+
+
+def _si(value: float | None, unit: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "–"
+    if value == 0:
+        return f"0 {unit}"
+    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.1f} %" if whole > 0 else "–"
+
+
+def _when(text: str) -> str:
+    return text.replace("T", " ").replace("Z", " UTC")
+
+
+def _name(row: Mapping[str, Any], by: Sequence[str]) -> str:
+    return group_name(row["labels"], by)
+
+
+def _swatch(regime: str) -> str:
+    return f'<span class="swatch" style="background:{REGIME_COLORS[regime]}"></span>'
+
+
+# -- tables ---------------------------------------------------------------------------------
+
+
+def _summary(doc: Mapping[str, Any]) -> str:
+    fleet = doc["fleet"]
+    total = fleet["gpu_seconds_total"]
+    savings = fleet["savings_gpu_seconds"]
+    shares = ", ".join(
+        f"{_swatch(r)}{REGIME_TITLES[r]} {_pct(fleet['gpu_seconds'][r], total)}" for r in REGIMES
+    )
+    saved = sum(savings.values())
+    return (
+        f"<p>Of {_hours(total)} GPU-hours: {shares}. Idle while allocated: "
+        f"{_hours(fleet['idle_allocated_gpu_seconds'])} GPU-hours. The levers below would give back "
+        f"at most {_hours(saved)} GPU-hours ({_pct(saved, total)}).</p>"
+    )
+
+
+def _regime_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], by: Sequence[str]) -> str:
+    head = "".join(f"<th>{_swatch(r)}{REGIME_TITLES[r]}</th>" for r in REGIMES)
+    rows = [f'<table><tr><th class="name">{_e("/".join(by))}</th><th>GPU-hours</th>{head}<th>card</th></tr>']
+    for row in [*groups, fleet]:
+        total = row["gpu_seconds_total"]
+        cells = "".join(
+            f"<td>{_hours(row['gpu_seconds'][r])} "
+            f"<span class='note'>{_pct(row['gpu_seconds'][r], total)}</span></td>"
+            for r in REGIMES
+        )
+        name = "fleet" if row is fleet else _name(row, by)
+        strong = ("<b>", "</b>") if row is fleet else ("", "")
+        rows.append(
+            f'<tr><td class="name">{strong[0]}{_e(name)}{strong[1]}</td><td>{_hours(total)}</td>'
+            f"{cells}<td>{_e(row['card'] or '–')}</td></tr>"
+        )
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _roofline_table(groups: Sequence[Mapping[str, Any]], by: Sequence[str]) -> str:
+    rows = [
+        f'<table><tr><th class="name">{_e("/".join(by))}</th><th>FLOPs</th><th>DRAM bytes</th>'
+        "<th>intensity FLOP/byte</th><th>achieved per GPU</th><th>attainable</th><th>of the roof</th></tr>"
+    ]
+    for row in groups:
+        intensity = row["intensity_flop_per_byte"]
+        efficiency = row["roofline_efficiency"]
+        rows.append(
+            f'<tr><td class="name">{_e(_name(row, by))}</td><td>{_si(row["flop"], "FLOP")}</td>'
+            f"<td>{_si(row['dram_bytes'], 'B')}</td>"
+            f"<td>{'–' if intensity is None else f'{intensity:.3g}'}</td>"
+            f"<td>{_si(row['achieved_flop_per_second_per_gpu'], 'FLOP/s')}</td>"
+            f"<td>{_si(row['attainable_flop_per_second'], 'FLOP/s')}</td>"
+            f"<td>{'–' if efficiency is None else f'{100 * efficiency:.1f} %'}</td></tr>"
+        )
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _idle_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], by: Sequence[str]) -> str:
+    ranked = sorted(
+        (g for g in groups if g["idle_allocated_gpu_seconds"] > 0),
+        key=lambda g: -g["idle_allocated_gpu_seconds"],
+    )
+    if not ranked:
+        return "<p>No GPU held by a pod or an HPC job sat idle in this range.</p>"
+    rows = [
+        f'<table><tr><th class="name">{_e("/".join(by))}</th><th>idle while allocated, GPU-hours</th>'
+        "<th>of the group's GPU-hours</th></tr>"
+    ]
+    for row in ranked:
+        rows.append(
+            f'<tr><td class="name">{_e(_name(row, by))}</td>'
+            f"<td>{_hours(row['idle_allocated_gpu_seconds'])}</td>"
+            f"<td>{_pct(row['idle_allocated_gpu_seconds'], row['gpu_seconds_total'])}</td></tr>"
+        )
+    rows.append(
+        f'<tr><td class="name"><b>fleet</b></td><td>{_hours(fleet["idle_allocated_gpu_seconds"])}</td>'
+        f"<td>{_pct(fleet['idle_allocated_gpu_seconds'], fleet['gpu_seconds_total'])}</td></tr></table>"
+    )
+    return "".join(rows)
+
+
+def _workload_table(rows: Sequence[Mapping[str, Any]], what: str) -> str:
+    if not rows:
+        return f"<p>No {what} workload in this range.</p>"
+    labels = list(rows[0]["labels"])
+    out = [
+        f"<h3>{_e(what)}</h3><table><tr><th class='name'>{_e('/'.join(labels))}</th>"
+        f"<th>{_e(what)} GPU-hours</th><th>of its time</th><th>intensity</th><th>of the roof</th>"
+        "<th>lever bound, GPU-hours</th></tr>"
+    ]
+    for row in rows:
+        intensity = row["intensity_flop_per_byte"]
+        efficiency = row["roofline_efficiency"]
+        share = row["share_of_own_time"]
+        out.append(
+            f'<tr><td class="name">{_e(group_name(row["labels"], labels))}</td>'
+            f"<td>{_hours(row['gpu_seconds'])}</td>"
+            f"<td>{'–' if share is None else f'{100 * share:.0f} %'}</td>"
+            f"<td>{'–' if intensity is None else f'{intensity:.3g}'}</td>"
+            f"<td>{'–' if efficiency is None else f'{100 * efficiency:.0f} %'}</td>"
+            f"<td>{_hours(row['savings_gpu_seconds'])}</td></tr>"
+        )
+    out.append("</table>")
+    return "".join(out)
+
+
+def _levers_table(doc: Mapping[str, Any]) -> str:
+    rows = [
+        '<table class="levers"><tr><th class="name">lever</th><th class="name">bound</th>'
+        '<th class="name">assumptions</th></tr>'
+    ]
+    for lever in doc["levers"]:
+        rows.append(
+            f'<tr><td class="name">{_e(lever["title"])}</td>'
+            f'<td class="name formula">{_e(lever["formula"])}</td>'
+            f'<td class="name">{_e(lever["assumptions"])}</td></tr>'
+        )
+    rows.append("</table>")
+    thresholds = doc["thresholds"]
+    rows.append(
+        f"<p class='note'>Upper bounds, not forecasts: each assumes its lever works perfectly on the "
+        f"time it names. Levers act on disjoint time (idle, memory-bound, latency-bound), so their "
+        f"sum is a bound too. Thresholds: θ = {thresholds['theta']:g}, dram_wall = "
+        f"{thresholds['dram_wall']:g}, tensor_wall = {thresholds['tensor_wall']:g}.</p>"
+    )
+    return "".join(rows)
+
+
+def _savings_table(
+    groups: Sequence[Mapping[str, Any]],
+    fleet: Mapping[str, Any],
+    levers: Sequence[Mapping[str, Any]],
+    by: Sequence[str],
+) -> str:
+    head = "".join(f"<th>{_e(lever['key'])}</th>" for lever in levers)
+    rows = [
+        f'<table><tr><th class="name">{_e("/".join(by))}</th>{head}<th>sum</th><th>of its GPU-hours</th></tr>'
+    ]
+    for row in [*groups, fleet]:
+        savings = row["savings_gpu_seconds"]
+        total = sum(savings.values())
+        name = "fleet" if row is fleet else _name(row, by)
+        cells = "".join(f"<td>{_hours(savings[lever['key']])}</td>" for lever in levers)
+        rows.append(
+            f'<tr><td class="name">{_e(name)}</td>{cells}<td>{_hours(total)}</td>'
+            f"<td>{_pct(total, row['gpu_seconds_total'])}</td></tr>"
+        )
+    rows.append("</table><p class='note'>GPU-hours.</p>")
+    return "".join(rows)
+
+
+def _meta_table(doc: Mapping[str, Any]) -> str:
+    rng = doc["range"]
+    resolution = doc["resolution"]
+    interval = resolution["sample_interval_seconds"]
+    gaps = doc["gaps"]
+    gap_text = (
+        "none"
+        if not gaps
+        else f"{len(gaps)} stretch(es) without data, {_hours(sum(g['seconds'] for g in gaps))} hours: "
+        + "; ".join(f"{_when(g['start'])} to {_when(g['end'])}" for g in gaps[:20])
+        + (" …" if len(gaps) > 20 else "")
+    )
+    series = "<br>".join(f"{_e(_when(span))}: {_e(what)}" for span, what in doc["source"]["series"].items())
+    rows = [
+        ("range", f"{_when(rng['start'])} to {_when(rng['end'])} ({_hours(rng['seconds'])} hours)"),
+        ("grouped by", ", ".join(doc["by"])),
+        ("source", f"{doc['source']['kind']}: {doc['source']['location']}"),
+        ("series read", None),
+        (
+            "resolution",
+            f"windows of {resolution['step_seconds']:g} s; samples every "
+            + ("? s (unknown)" if interval is None else f"{interval:.3g} s"),
+        ),
+        ("gaps", gap_text),
+    ]
+    out = ['<table class="meta">']
+    for key, value in rows:
+        cell = series if value is None else _e(value)
+        out.append(f'<tr><th class="name">{_e(key)}</th><td>{cell}</td></tr>')
+    for note in doc["notes"]:
+        out.append(f'<tr><th class="name">note</th><td>{_e(note)}</td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
+# -- charts ---------------------------------------------------------------------------------
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _svg(figure: Any) -> str:
+    """The figure as an <svg> element for inlining (no XML prolog, no DOCTYPE, text as text)."""
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
+    FigureCanvasSVG(figure)
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "ridgeline", "font.family": "sans-serif"}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    text = buffer.getvalue()
+    start = text.find("<svg")
+    return re.sub(r"<!--.*?-->", "", text[start:], flags=re.DOTALL).strip()
+
+
+def regime_bars_svg(groups: Sequence[Mapping[str, Any]], by: Sequence[str]) -> str:
+    """Stacked horizontal bars: each group's GPU-hours by regime (largest group on top)."""
+    shown = list(groups[:CHART_GROUPS])
+    names = [_name(g, by) for g in shown]
+    hours = {r: [g["gpu_seconds"][r] / 3600.0 for g in shown] for r in REGIMES}
+    rest = groups[CHART_GROUPS:]
+    if rest:
+        names.append(f"{len(rest)} others")
+        for r in REGIMES:
+            hours[r].append(sum(g["gpu_seconds"][r] for g in rest) / 3600.0)
+    figure = _figure(9.5, 0.9 + 0.36 * max(1, len(names)))
+    axes = figure.add_subplot()
+    y = list(range(len(names)))
+    left = [0.0] * len(names)
+    for regime in REGIMES:
+        axes.barh(
+            y, hours[regime], left=left, color=REGIME_COLORS[regime], label=REGIME_TITLES[regime], height=0.7
+        )
+        left = [a + b for a, b in zip(left, hours[regime], strict=True)]
+    axes.set_yticks(y, labels=[n if len(n) <= 40 else n[:39] + "…" for n in names])
+    axes.invert_yaxis()
+    axes.set_xlabel("GPU-hours")
+    axes.grid(axis="x", alpha=0.3)
+    axes.legend(loc="lower right", fontsize="small", ncols=4)
+    return _svg(figure)
+
+
+def roofline_svg(doc: Mapping[str, Any]) -> str:
+    """Log-log roofline: each card's roofs, each group a point sized by its GPU-hours."""
+    by = doc["by"]
+    cards = doc["cards"]
+    points = [
+        g
+        for g in doc["groups"]
+        if g["intensity_flop_per_byte"]
+        and g["achieved_flop_per_second_per_gpu"]
+        and g["busy_gpu_seconds"] > 0
+    ]
+    figure = _figure(9.5, 5.6)
+    axes = figure.add_subplot()
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    xs = [p["intensity_flop_per_byte"] for p in points]
+    ys = [p["achieved_flop_per_second_per_gpu"] for p in points]
+    ridges = [c["ridge_flop_per_byte"] for c in cards.values()]
+    peaks = [c["peak_flop_per_second"] for c in cards.values()]
+    x_lo = min([*xs, *ridges, 10.0]) / 4
+    x_hi = max([*xs, *ridges, 10.0]) * 4
+    y_hi = max([*ys, *peaks, 1e12]) * 2
+    y_lo = min([*ys, *(c["bandwidth_bytes_per_second"] * x_lo for c in cards.values()), y_hi / 1e4]) / 2
+    for key, card in sorted(cards.items()):
+        bandwidth, peak, ridge = (
+            card["bandwidth_bytes_per_second"],
+            card["peak_flop_per_second"],
+            card["ridge_flop_per_byte"],
+        )
+        axes.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#444", linewidth=1.2)
+        axes.annotate(
+            f"{key}: {_si(peak, 'FLOP/s')}, {_si(bandwidth, 'B/s')}",
+            (x_hi, peak),
+            xytext=(-4, 4),
+            textcoords="offset points",
+            ha="right",
+            fontsize="small",
+            color="#444",
+        )
+    if points:
+        largest = max(p["gpu_seconds_total"] for p in points)
+        sizes = [30 + 900 * math.sqrt(p["gpu_seconds_total"] / largest) for p in points]
+        colors = [REGIME_COLORS[_main_busy_regime(p)] for p in points]
+        axes.scatter(xs, ys, s=sizes, c=colors, alpha=0.75, edgecolors="#222", linewidths=0.6, zorder=3)
+        for p, x, y in list(zip(points, xs, ys, strict=True))[:LABELLED_POINTS]:
+            axes.annotate(_name(p, by), (x, y), xytext=(6, 6), textcoords="offset points", fontsize="small")
+    else:
+        axes.text(0.5, 0.5, "no group did measurable work", transform=axes.transAxes, ha="center")
+    axes.set_xlim(x_lo, x_hi)
+    axes.set_ylim(y_lo, y_hi)
+    axes.set_xlabel("arithmetic intensity, FLOP per DRAM byte (Σflop ÷ Σbytes)")
+    axes.set_ylabel("achieved FLOP/s per busy GPU")
+    axes.grid(which="both", alpha=0.2)
+    handles = [
+        axes.scatter([], [], s=60, color=REGIME_COLORS[r], label=f"mostly {REGIME_TITLES[r]}")
+        for r in REGIMES
+        if r in ("memory_bound", "compute_bound", "latency_bound")
+    ]
+    axes.legend(handles=handles, loc="lower right", fontsize="small")
+    return _svg(figure)
+
+
+def _main_busy_regime(row: Mapping[str, Any]) -> str:
+    return max(("memory_bound", "compute_bound", "latency_bound"), key=lambda r: row["gpu_seconds"][r])
+
+
+def timeline_svg(doc: Mapping[str, Any]) -> str:
+    """The fleet over the range: GPUs in each regime per window (stacked), gaps shaded."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    timeline = doc["timeline"]
+    figure = _figure(9.5, 3.2)
+    axes = figure.add_subplot()
+    if timeline:
+        times = [datetime.fromtimestamp(p["end"], tz=UTC) for p in timeline]
+        stacks = [[p["gpus"][r] for p in timeline] for r in REGIMES]
+        axes.stackplot(
+            times,
+            *stacks,
+            colors=[REGIME_COLORS[r] for r in REGIMES],
+            labels=[REGIME_TITLES[r] for r in REGIMES],
+            step="pre",
+        )
+        locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+        axes.xaxis.set_major_locator(locator)
+        axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+        axes.legend(loc="upper left", fontsize="small", ncols=4)
+    for gap in doc["gaps"]:
+        axes.axvspan(
+            datetime.fromisoformat(gap["start"].replace("Z", "+00:00")),
+            datetime.fromisoformat(gap["end"].replace("Z", "+00:00")),
+            color="#d62728",
+            alpha=0.12,
+            linewidth=0,
+        )
+    axes.set_ylabel("GPUs (UTC)")
+    axes.grid(alpha=0.3)
+    return _svg(figure)

@@ -1,0 +1,186 @@
+"""`ridgeline top`'s HTTP client: `GET /classify` from each node, as any client would do it.
+
+Only the exporter's HTTP API, never its internal state (tests/test_layers.py holds it to that):
+`top` runs on a laptop against nodes it reaches over the network. Basic auth (from `--user`, a
+password file or the URL's user:password@) and TLS (a CA file, a client certificate, or
+`--insecure`) are Python's own urllib and ssl. A node that does not answer, answers an error or
+answers something that is not a /classify answer gives a `NodeReading` with `error` set: the
+view shows it as not answering, and nothing raises.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+
+class ClientSetupError(ValueError):
+    """A URL, certificate or password file that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    user: str
+    password: str
+
+    def header(self) -> str:
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode("ascii")
+        return f"Basic {token}"
+
+
+@dataclass(frozen=True, slots=True)
+class TlsOptions:
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReading:
+    """One node's answer to one poll: its GPUs' verdicts, or why there are none."""
+
+    name: str
+    """The URL as shown (scheme, host, port; never a password)."""
+    verdicts: tuple[dict[str, Any], ...] = ()
+    source: str | None = None
+    ready: bool = False
+    reason: str | None = None
+    error: str | None = None
+    """Set when the node did not answer usefully: refused, timed out, 401, not JSON, ..."""
+    fetched_at: float = field(default_factory=time.time)
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None
+
+
+def display_name(url: str) -> str:
+    """scheme://host:port[/path] without user:password@ and without /classify."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    path = parts.path.removesuffix("/classify").rstrip("/")
+    return urlunsplit((parts.scheme, netloc, path, "", ""))
+
+
+def classify_url(url: str) -> tuple[str, Credentials | None]:
+    """The GET /classify address for a node URL (`host:port` means http://), and any
+    user:password in it; ClientSetupError for one that is not an http(s) URL."""
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ClientSetupError(f"--url {url!r}: expected http(s)://HOST:PORT, e.g. http://gpu-node-1:10295")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ClientSetupError(f"--url {url!r}: the port is not a number in 1-65535") from None
+    credentials = None
+    if parts.username is not None:
+        credentials = Credentials(unquote(parts.username), unquote(parts.password or ""))
+    host = parts.hostname
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{port}" if port else "")
+    path = parts.path.rstrip("/")
+    if not path.endswith("/classify"):
+        path += "/classify"
+    return urlunsplit((parts.scheme, netloc, path, "", "")), credentials
+
+
+def ssl_context(tls: TlsOptions) -> ssl.SSLContext:
+    """The context for https nodes: the system's CAs (or --ca-file), a client certificate when
+    given, or no verification at all with --insecure."""
+    try:
+        if tls.insecure:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        else:
+            context = ssl.create_default_context(cafile=tls.ca_file)
+        if tls.cert_file:
+            context.load_cert_chain(tls.cert_file, tls.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        which = tls.cert_file if tls.cert_file else tls.ca_file
+        raise ClientSetupError(f"TLS files {which!r}: {exc}") from None
+    return context
+
+
+class NodeClient:
+    """Polls one node's GET /classify."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        credentials: Credentials | None = None,
+        tls: TlsOptions | None = None,
+        timeout: float = 3.0,
+    ) -> None:
+        self.url, from_url = classify_url(url)
+        self.name = display_name(self.url)
+        self._credentials = from_url or credentials
+        self._context = ssl_context(tls or TlsOptions()) if self.url.startswith("https:") else None
+        self._timeout = timeout
+
+    def fetch(self) -> NodeReading:
+        request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
+        if self._credentials is not None:
+            request.add_header("Authorization", self._credentials.header())
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
+                raw = response.read(32 * 1024 * 1024)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            hint = " (wrong or missing credentials: --user, --password-file)" if exc.code == 401 else ""
+            return NodeReading(self.name, error=f"HTTP {exc.code} {exc.reason}{hint}")
+        except (OSError, ValueError) as exc:  # refused, timed out, TLS, DNS, a malformed answer
+            reason = getattr(exc, "reason", None) or exc
+            return NodeReading(self.name, error=_reason_text(reason))
+        return parse_answer(self.name, raw)
+
+
+def _reason_text(reason: object) -> str:
+    if isinstance(reason, TimeoutError | ssl.SSLError | ConnectionError):
+        text = str(reason) or type(reason).__name__
+        return text if not isinstance(reason, TimeoutError) else "timed out"
+    return str(reason)
+
+
+def parse_answer(name: str, raw: bytes) -> NodeReading:
+    """A GET /classify body into a reading; anything else is an error reading, not an exception."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return NodeReading(name, error="the answer is not JSON: is this a Ridgeline exporter?")
+    gpus = body.get("gpus") if isinstance(body, dict) else None
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+        return NodeReading(name, error="the answer has no GPU list: is this a Ridgeline exporter?")
+    return NodeReading(
+        name,
+        verdicts=tuple(gpus),
+        source=str(body.get("source")) if body.get("source") is not None else None,
+        ready=bool(body.get("ready")),
+        reason=str(body.get("reason")) if body.get("reason") is not None else None,
+    )
+
+
+def fetch_all(clients: Sequence[NodeClient]) -> list[NodeReading]:
+    """Every node at once (a slow node costs its own timeout, not the sum), in the given order."""
+    if len(clients) == 1:
+        return [clients[0].fetch()]
+    with ThreadPoolExecutor(max_workers=min(16, len(clients))) as pool:
+        return list(pool.map(lambda c: c.fetch(), clients))

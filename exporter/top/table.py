@@ -1,0 +1,228 @@
+"""The rows `ridgeline top` shows, how they sort, and the plain table `--once` prints.
+
+One row per GPU per node from its /classify verdict. The interactive view (exporter/top/tui.py)
+and `--once` share the rows, the sort orders and the cell texts; `--once` adds colour only when
+its stdout is a terminal (and NO_COLOR is unset), so a pipe or a file gets plain text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from exporter.view.node_view import point_key
+from exporter.view.units import intensity_text, percent, regime_glyph, regime_word
+
+REGIME_ORDER: tuple[str, ...] = (
+    "memory_bound",
+    "compute_bound",
+    "latency_bound",
+    "balanced",
+    "idle",
+    "unknown",
+)
+"""How `--sort regime` orders: the walls first, then the GPUs at neither."""
+
+if TYPE_CHECKING:  # `ridgeline --help` builds top's parser from SORT_KEYS: keep this import light
+    from exporter.top.client import NodeReading
+
+ANSI_COLOURS: dict[str, str] = {
+    "memory_bound": "\x1b[34m",
+    "compute_bound": "\x1b[31m",
+    "latency_bound": "\x1b[33m",
+    "idle": "\x1b[2m",
+    "balanced": "\x1b[32m",
+}
+ANSI_OTHER = "\x1b[35m"
+ANSI_RESET = "\x1b[0m"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    node: str
+    key: str
+    gpu: int
+    instance: int
+    card: str
+    pod: str
+    regime: str | None
+    dram: float | None
+    tensor: float | None
+    flop: float | None
+    intensity: float | None
+    ridge: float | None
+    efficiency: float | None
+    lever: str
+    stale: bool = False
+    """The node did not answer this poll: the row is its last answer."""
+
+    @property
+    def position(self) -> float | None:
+        """Intensity over the ridge: below 1 is the memory side."""
+        if self.intensity is None or not self.ridge:
+            return None
+        return self.intensity / self.ridge
+
+    @property
+    def regime_text(self) -> str:
+        return f"{regime_glyph(self.regime)} {regime_word(self.regime)}"
+
+    @property
+    def intensity_text(self) -> str:
+        if self.intensity is None:
+            return "–"
+        return f"{intensity_text(self.intensity)}/{intensity_text(self.ridge)}"
+
+
+def ridge_of(verdict: Mapping[str, Any]) -> float | None:
+    """The ridge of the wall a verdict measures its GPU against: its compute roof (the ceiling of
+    its mix of pipes) over the bandwidth, else its precision's ridge."""
+    roof = _number(verdict.get("compute_roof_flop_per_second"))
+    bandwidth = _number(verdict.get("bandwidth_bytes_per_second"))
+    if roof is not None and bandwidth:
+        return roof / bandwidth
+    return _number(verdict.get("ridge_flop_per_byte"))
+
+
+def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False) -> Row:
+    attribution = verdict.get("attribution")
+    pod = attribution.get("pod") if isinstance(attribution, Mapping) else None
+    gpu = verdict.get("gpu")
+    instance = verdict.get("gpu_instance")
+    regime = verdict.get("regime")
+    return Row(
+        node=node,
+        key=point_key(verdict),
+        gpu=gpu if isinstance(gpu, int) else -1,
+        instance=instance if isinstance(instance, int) else -1,
+        card=str(verdict.get("card") or "–"),
+        pod=str(pod or "–"),
+        regime=regime if isinstance(regime, str) else None,
+        dram=_number(verdict.get("dram_active")),
+        tensor=_number(verdict.get("tensor_active")),
+        flop=_number(verdict.get("flop_utilization")),
+        intensity=_number(verdict.get("intensity_flop_per_byte")),
+        ridge=ridge_of(verdict),
+        efficiency=_number(verdict.get("roofline_efficiency")),
+        lever=str(verdict.get("lever") or verdict.get("no_verdict_reason") or "–"),
+        stale=stale,
+    )
+
+
+def rows_of(readings: Sequence[NodeReading], previous: Mapping[str, NodeReading] | None = None) -> list[Row]:
+    """Every GPU of every node; a node that did not answer shows its last answer, marked stale."""
+    rows: list[Row] = []
+    for reading in readings:
+        source, stale = reading, False
+        if not reading.answered and previous is not None and reading.name in previous:
+            source, stale = previous[reading.name], True
+        rows.extend(row_from_verdict(reading.name, v, stale) for v in source.verdicts)
+    return rows
+
+
+def sort_rows(rows: Sequence[Row], key: str, reverse: bool = False) -> list[Row]:
+    """Rows in `key` order (SORT_KEYS); missing values go last whichever the direction."""
+
+    def natural(row: Row) -> tuple[Any, ...]:
+        return (row.node, row.gpu, row.instance)
+
+    numeric: dict[str, tuple[str, bool]] = {
+        "dram": ("dram", True),
+        "tensor": ("tensor", True),
+        "flop": ("flop", True),
+        "intensity": ("position", True),
+        "efficiency": ("efficiency", False),
+    }
+    if key == "gpu":
+        ordered = sorted(rows, key=lambda r: (r.gpu, r.instance, r.node), reverse=reverse)
+    elif key == "regime":
+        ordered = sorted(rows, key=lambda r: (_regime_rank(r.regime), *natural(r)), reverse=reverse)
+    elif key == "pod":
+        ordered = sorted(rows, key=lambda r: (r.pod, *natural(r)), reverse=reverse)
+    elif key in numeric:
+        attribute, high_first = numeric[key]
+        present = [r for r in rows if getattr(r, attribute) is not None]
+        missing = [r for r in rows if getattr(r, attribute) is None]
+        ordered = sorted(
+            present, key=lambda r: (getattr(r, attribute), *natural(r)), reverse=high_first != reverse
+        )
+        ordered += sorted(missing, key=natural)
+    else:
+        ordered = sorted(rows, key=natural, reverse=reverse)
+    return ordered
+
+
+def _regime_rank(regime: str | None) -> int:
+    return REGIME_ORDER.index(regime) if regime in REGIME_ORDER else len(REGIME_ORDER)
+
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("NODE", "node"),
+    ("GPU", "key"),
+    ("CARD", "card"),
+    ("POD", "pod"),
+    ("REGIME", "regime"),
+    ("DRAM", "dram"),
+    ("TENSOR", "tensor"),
+    ("FLOP", "flop"),
+    ("I/RIDGE", "intensity"),
+    ("EFF", "efficiency"),
+    ("LEVER", "lever"),
+)
+RIGHT_ALIGNED = frozenset({"dram", "tensor", "flop", "intensity", "efficiency"})
+
+
+def cell_text(row: Row, field: str, *, plain: bool = False) -> str:
+    """What a column shows for a row, colourless. `plain`: the regime without its glyph and "-"
+    for no value, so a script splitting on whitespace gets one word per column."""
+    if field == "regime":
+        word = regime_word(row.regime) if plain else row.regime_text
+        return (
+            word.replace(" ", "-") + ("(stale)" if row.stale else "")
+            if plain
+            else word + (" (stale)" if row.stale else "")
+        )
+    if field in ("dram", "tensor", "flop", "efficiency"):
+        text = percent(getattr(row, field))
+    elif field == "intensity":
+        text = row.intensity_text
+    else:
+        text = str(getattr(row, field))
+    return text.replace("–", "-") if plain else text
+
+
+def plain_table(rows: Sequence[Row], *, with_node: bool, colour: bool = False) -> list[str]:
+    """Whitespace-aligned lines (header first). With `colour` (a terminal) the regime has its
+    glyph and ANSI colour; without, every cell but the lever is one plain word."""
+    columns = [(title, name) for title, name in COLUMNS if with_node or name != "node"]
+    texts = [[cell_text(row, name, plain=not colour) for _, name in columns] for row in rows]
+    widths = [max([len(title)] + [len(t[i]) for t in texts]) for i, (title, _) in enumerate(columns)]
+    lines = []
+
+    def join(cells: Sequence[str], raw: Sequence[str]) -> str:
+        parts = []
+        for i, (cell, plain) in enumerate(zip(cells, raw, strict=True)):
+            name = columns[i][1]
+            pad = " " * (widths[i] - len(plain))
+            last = i == len(cells) - 1
+            parts.append(pad + cell if name in RIGHT_ALIGNED else (cell if last else cell + pad))
+        return "  ".join(parts).rstrip()
+
+    header = [title for title, _ in columns]
+    lines.append(join(header, header))
+    for row, raw in zip(rows, texts, strict=True):
+        cells = list(raw)
+        if colour:
+            i = [name for _, name in columns].index("regime")
+            code = ANSI_COLOURS.get(row.regime or "", ANSI_OTHER)
+            cells[i] = f"{code}{raw[i]}{ANSI_RESET}"
+        lines.append(join(cells, raw))
+    return lines

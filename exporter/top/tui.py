@@ -1,0 +1,269 @@
+"""`ridgeline top`'s interactive view, on Textual.
+
+Textual (Textualize; the framework behind several widely used terminal tools) was chosen over
+curses and urwid for three reasons: its DataTable gives a sortable, scrollable, keyboard-driven
+table with a cursor for free; it redraws only what changed, so a refresh every second is cheap
+over ssh; and it ships its own test driver (`App.run_test` and `Pilot`), which the tests use to
+press keys against a real server without a terminal. It is imported only for this view: `--once`
+never loads it.
+
+Polling happens on a worker thread (urllib blocks), one request per node in parallel; the
+results are applied on the app's thread. A node that stops answering keeps its last rows, marked
+stale, and the status line says since when and why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable, Footer, Static
+
+from exporter.top.client import NodeClient, NodeReading, fetch_all
+from exporter.top.sort_keys import SORT_KEYS
+from exporter.top.table import COLUMNS, RIGHT_ALIGNED, Row, cell_text, rows_of, sort_rows
+from exporter.view.chart_text import render_text
+from exporter.view.node_view import charts_from_verdicts
+
+REGIME_STYLES: dict[str, str] = {
+    "memory_bound": "bold #56b4e9",
+    "compute_bound": "bold #f0884a",
+    "latency_bound": "bold #e6b422",
+    "idle": "dim",
+    "balanced": "bold #3fd0a4",
+}
+OTHER_STYLE = "bold #e091c9"
+
+
+def regime_style(regime: str | None) -> str:
+    return REGIME_STYLES.get(regime or "", OTHER_STYLE)
+
+
+class TopApp(App[None]):
+    """The table of every GPU on every node, a status line per node, and the text roofline of
+    the highlighted GPU's node."""
+
+    TITLE = "ridgeline top"
+    CSS = """
+    #status { height: auto; padding: 0 1; }
+    #gpus { height: auto; max-height: 70%; min-height: 4; }
+    #chart { height: auto; padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("s", "next_sort", "Sort by next column"),
+        Binding("r", "reverse", "Reverse"),
+        Binding("p", "pause", "Pause"),
+        Binding("g", "refresh_now", "Refresh now"),
+    ]
+
+    def __init__(
+        self,
+        clients: Sequence[NodeClient],
+        *,
+        interval: float = 2.0,
+        sort: str = "node",
+        chart_rows: int = 14,
+    ) -> None:
+        super().__init__()
+        self.clients = list(clients)
+        self.interval = interval
+        self.sort_key = sort
+        self.reverse = False
+        self.paused = False
+        self.chart_rows = chart_rows
+        self.readings: list[NodeReading] = []
+        self.last_answers: dict[str, NodeReading] = {}
+        self.down_since: dict[str, float] = {}
+        self.rows: list[Row] = []
+        self.polls = 0
+        """Polls applied so far (tests wait on it)."""
+
+    # -- layout --------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("connecting…", id="status")
+            yield DataTable(id="gpus", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="chart")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#gpus", DataTable)
+        for title, name in self._columns():
+            table.add_column(title, key=name)
+        self.poll()
+        self.set_interval(self.interval, self.poll)
+
+    def _columns(self) -> list[tuple[str, str]]:
+        many = len(self.clients) > 1
+        return [(t, n) for t, n in COLUMNS if many or n != "node"]
+
+    # -- polling -------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        if not self.paused:
+            self.run_worker(self._fetch, thread=True, exclusive=True, group="poll", exit_on_error=False)
+
+    def _fetch(self) -> None:
+        readings = fetch_all(self.clients)
+        if self.is_running:
+            with contextlib.suppress(RuntimeError):  # the app closed while we were fetching
+                self.call_from_thread(self.apply, readings)
+
+    def apply(self, readings: list[NodeReading]) -> None:
+        now = time.time()
+        for reading in readings:
+            if reading.answered:
+                self.last_answers[reading.name] = reading
+                self.down_since.pop(reading.name, None)
+            else:
+                self.down_since.setdefault(reading.name, now)
+        self.readings = readings
+        self.rows = rows_of(readings, self.last_answers)
+        self.polls += 1
+        self._show()
+
+    # -- drawing -------------------------------------------------------------------------------
+
+    def status_text(self) -> Text:
+        text = Text()
+        for i, reading in enumerate(self.readings):
+            if i:
+                text.append("\n")
+            if reading.answered:
+                count = len(reading.verdicts)
+                state = "ready" if reading.ready else f"not ready: {reading.reason}"
+                text.append("● ", style="green")
+                text.append(f"{reading.name}  {count} GPU{'s' if count != 1 else ''}, {state}")
+            else:
+                since = time.strftime(
+                    "%H:%M:%S", time.localtime(self.down_since.get(reading.name, time.time()))
+                )
+                text.append("✕ ", style="bold red")
+                text.append(f"{reading.name}  not answering since {since}: {reading.error}", style="red")
+        sort = SORT_KEYS.get(self.sort_key, self.sort_key)
+        text.append(f"\nsorted by {sort}{' (reversed)' if self.reverse else ''}", style="dim")
+        if self.paused:
+            text.append("  · paused", style="bold")
+        return text
+
+    def _mounted(self) -> bool:
+        """False while the app is starting up or closing: nothing to draw on."""
+        return self.is_running and bool(self.screen.query("#gpus"))
+
+    def _show(self) -> None:
+        if not self._mounted():
+            return
+        self.query_one("#status", Static).update(self.status_text())
+        table = self.query_one("#gpus", DataTable)
+        current = None
+        if table.row_count and table.cursor_row is not None:
+            try:
+                current = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+            except Exception:  # the table was empty or shrank
+                current = None
+        table.clear()
+        ordered = sort_rows(self.rows, self.sort_key, self.reverse)
+        for row in ordered:
+            table.add_row(*self._cells(row), key=f"{row.node}|{row.key}")
+        if current is not None:
+            with contextlib.suppress(Exception):  # that GPU is gone: the cursor stays put
+                table.move_cursor(row=table.get_row_index(current))
+        self._show_chart()
+
+    def _cells(self, row: Row) -> list[Any]:
+        cells: list[Any] = []
+        for _, name in self._columns():
+            text = cell_text(row, name)
+            style = regime_style(row.regime) if name == "regime" else ("dim" if row.stale else "")
+            cells.append(Text(text, style=style, justify="right" if name in RIGHT_ALIGNED else "left"))
+        return cells
+
+    def highlighted(self) -> tuple[str | None, str | None]:
+        """(node, GPU key) of the row under the cursor; the first node when the table is empty."""
+        table = self.query_one("#gpus", DataTable)
+        if not table.row_count:
+            return (self.readings[0].name if self.readings else None), None
+        try:
+            key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+        except Exception:
+            return None, None
+        node, _, gpu = (key or "").partition("|")
+        return node or None, gpu or None
+
+    def chart_text(self) -> Text:
+        """The highlighted node's rooflines, its dots in their regime's colour, the highlighted
+        GPU's in reverse video."""
+        node, gpu = self.highlighted()
+        reading = self.last_answers.get(node) if node else None
+        if reading is None:
+            return Text("")
+        specs, unplaced = charts_from_verdicts(list(reading.verdicts))
+        width = max(40, min(self.size.width - 2, 110))
+        out = Text()
+        for spec in specs:
+            chart = render_text(spec, columns=width, rows=self.chart_rows)
+            out.append(f"{reading.name} · {spec.title}\n", style="bold")
+            marks = {(r, c): (regime, keys) for r, c, regime, keys in chart.marks}
+            for row_index, line in enumerate(chart.lines):
+                for col, char in enumerate(line):
+                    mark = marks.get((row_index, col))
+                    if mark is None:
+                        out.append(char)
+                        continue
+                    regime, keys = mark
+                    out.append(char, style=regime_style(regime) + (" reverse" if gpu in keys else ""))
+                out.append("\n")
+            if chart.legend():
+                out.append(chart.legend() + "\n", style="dim")
+            if chart.off_chart:
+                off = ", ".join(f"GPU {p.key} ({why})" for p, why in chart.off_chart)
+                out.append(f"not on the chart: {off}\n", style="dim")
+        for item in unplaced:
+            out.append(f"GPU {item.key}: {item.reason}\n", style="dim")
+        return out
+
+    def _show_chart(self) -> None:
+        if self._mounted():
+            self.query_one("#chart", Static).update(self.chart_text())
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_chart()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        name = str(event.column_key.value)
+        wanted = "gpu" if name == "key" else name
+        if wanted in SORT_KEYS:
+            self.reverse = (not self.reverse) if wanted == self.sort_key else False
+            self.sort_key = wanted
+            self._show()
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def action_next_sort(self) -> None:
+        keys = list(SORT_KEYS)
+        self.sort_key = (
+            keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
+        )
+        self.reverse = False
+        self._show()
+
+    def action_reverse(self) -> None:
+        self.reverse = not self.reverse
+        self._show()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if self._mounted():
+            self.query_one("#status", Static).update(self.status_text())
+
+    def action_refresh_now(self) -> None:
+        self.run_worker(self._fetch, thread=True, exclusive=True, group="poll", exit_on_error=False)

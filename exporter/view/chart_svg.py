@@ -1,0 +1,257 @@
+"""A laid-out roofline (exporter/view/roofline_chart.py's `Scene`) as SVG.
+
+Presentation attributes only — no <style>, no style="" — so the same markup works inline in the
+live page, whose Content-Security-Policy forbids inline styles, and standalone in a ticket or a
+wiki (`GET /roofline.svg`). Classes (rl-*) let the page's stylesheet restyle it (dark theme);
+data-* attributes carry each dot's numbers for tests and tools.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from exporter.view.roofline_chart import MARK_RADIUS, Scene
+from exporter.view.units import intensity_text, regime_shape, regime_word, si
+
+REGIME_COLOURS: dict[str, str] = {
+    "memory_bound": "#0072b2",
+    "compute_bound": "#d55e00",
+    "latency_bound": "#e69f00",
+    "idle": "#7f7f7f",
+    "balanced": "#009e73",
+}
+"""Okabe–Ito colours, distinguishable with the common colour-vision deficiencies; the shape
+(exporter.view.units.REGIME_SHAPES) says the same without colour."""
+OTHER_COLOUR = "#cc79a7"
+INK = "#222222"
+MUTED = "#6b6b6b"
+GRID = "#d9d9d9"
+
+
+def regime_colour(regime: str | None) -> str:
+    return REGIME_COLOURS.get(regime or "", OTHER_COLOUR)
+
+
+def _f(value: float) -> str:
+    """A coordinate with 2 decimals: sub-pixel exact, short text."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def marker_svg(shape: str, x: float, y: float, colour: str, r: float = MARK_RADIUS) -> str:
+    """A marker whose bounding box is centred on (x, y)."""
+    common = f'class="rl-mark" stroke="{colour}" stroke-width="{2 if shape == "cross" else 1.5}"'
+    if shape == "circle":
+        return f'<circle {common} fill="{colour}" cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}"/>'
+    if shape == "ring":
+        return f'<circle {common} fill="none" cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}"/>'
+    if shape == "square":
+        s = r * 0.9
+        return (
+            f'<rect {common} fill="{colour}" x="{_f(x - s)}" y="{_f(y - s)}" '
+            f'width="{_f(2 * s)}" height="{_f(2 * s)}"/>'
+        )
+    if shape == "diamond":
+        s = r * 1.2
+        pts = f"{_f(x)},{_f(y - s)} {_f(x + s)},{_f(y)} {_f(x)},{_f(y + s)} {_f(x - s)},{_f(y)}"
+        return f'<polygon {common} fill="{colour}" points="{pts}"/>'
+    if shape == "triangle":
+        pts = f"{_f(x)},{_f(y - r)} {_f(x + r)},{_f(y + r)} {_f(x - r)},{_f(y + r)}"
+        return f'<polygon {common} fill="{colour}" points="{pts}"/>'
+    s = r * 0.8
+    a, b, c, d = _f(x - s), _f(x + s), _f(y - s), _f(y + s)
+    return f'<path {common} fill="none" d="M{a},{c}L{b},{d}M{a},{d}L{b},{c}"/>'
+
+
+def describe(scene: Scene) -> str:
+    """The chart in words, for screen readers (the SVG's <desc>) and the page's text alternative."""
+    spec = scene.spec
+    parts = [f"Bandwidth roof {si(spec.bandwidth_bytes_per_second, 'B/s')}."]
+    if spec.roofs:
+        roofs = ", ".join(f"{r.label} {si(r.flop_per_second, 'FLOP/s')}" for r in spec.roofs)
+        parts.append(f"Compute roofs: {roofs}.")
+    for ridge in scene.ridges:
+        parts.append(f"Ridge at {intensity_text(ridge.intensity)} FLOP/byte.")
+    for dot in scene.dots:
+        p = dot.point
+        parts.append(
+            f"{p.label}: {regime_word(p.regime)} at {intensity_text(p.intensity)} FLOP/byte, "
+            f"{si(p.flop_per_second, 'FLOP/s')}."
+        )
+    for point, why in scene.off_chart:
+        parts.append(f"{point.label}: not on the chart ({why}).")
+    return " ".join(parts)
+
+
+def render_svg(scene: Scene, *, id_prefix: str = "rl", standalone: bool = False) -> str:
+    """The chart as an <svg> element: presentation attributes only (no <style>, no style="").
+
+    So it works inline in a page whose Content-Security-Policy forbids inline styles, and on its
+    own (`standalone`: the XML namespace, a size and a white background) in a ticket or a wiki.
+    Classes (rl-*) let the page's stylesheet restyle it, e.g. for a dark theme.
+    """
+    spec = scene.spec
+    axes = scene.axes
+    ident = "".join(c if c.isalnum() or c in "-_" else "-" for c in f"{id_prefix}-{spec.key}")
+    title_id, desc_id = f"{ident}-title", f"{ident}-desc"
+    out: list[str] = []
+    attrs = (
+        f'class="rl-chart" viewBox="0 0 {_f(scene.width)} {_f(scene.height)}" role="img" '
+        f'aria-labelledby="{title_id} {desc_id}" font-family="system-ui, -apple-system, Segoe UI, '
+        f'Roboto, Helvetica, Arial, sans-serif" font-size="11" data-card="{_esc(spec.key)}"'
+    )
+    if standalone:
+        attrs = (
+            f'xmlns="http://www.w3.org/2000/svg" width="{_f(scene.width)}" height="{_f(scene.height)}" '
+            + attrs
+        )
+    out.append(f"<svg {attrs}>")
+    out.append(f'<title id="{title_id}">Roofline: {_esc(spec.title)}</title>')
+    out.append(f'<desc id="{desc_id}">{_esc(describe(scene))}</desc>')
+    if standalone:
+        out.append(f'<rect width="{_f(scene.width)}" height="{_f(scene.height)}" fill="#ffffff"/>')
+    left, top = axes.left, axes.top
+    right, bottom = axes.left + axes.width, axes.top + axes.height
+    # grid and ticks
+    out.append('<g class="rl-grid" stroke="' + GRID + '" stroke-width="1">')
+    for tick in scene.x_ticks:
+        out.append(
+            f'<line class="rl-tick-x" data-value="{tick.value:g}" x1="{_f(tick.position)}" '
+            f'y1="{_f(top)}" x2="{_f(tick.position)}" y2="{_f(bottom)}"/>'
+        )
+    for tick in scene.y_ticks:
+        out.append(
+            f'<line class="rl-tick-y" data-value="{tick.value:g}" x1="{_f(left)}" y1="{_f(tick.position)}" '
+            f'x2="{_f(right)}" y2="{_f(tick.position)}"/>'
+        )
+    out.append("</g>")
+    out.append(f'<g class="rl-axis-text" fill="{MUTED}">')
+    for tick in scene.x_ticks:
+        x = _f(tick.position)
+        out.append(f'<text x="{x}" y="{_f(bottom + 14)}" text-anchor="middle">{_esc(tick.text)}</text>')
+    for tick in scene.y_ticks:
+        out.append(
+            f'<text x="{_f(left - 5)}" y="{_f(tick.position + 4)}" text-anchor="end">{_esc(tick.text)}</text>'
+        )
+    out.append(
+        f'<text x="{_f(left + axes.width / 2)}" y="{_f(bottom + 32)}" text-anchor="middle">'
+        "arithmetic intensity (FLOP/byte, log)</text>"
+    )
+    mid_y = top + axes.height / 2
+    out.append(
+        f'<text x="14" y="{_f(mid_y)}" text-anchor="middle" transform="rotate(-90 14 {_f(mid_y)})">'
+        "achieved FLOP/s (log)</text>"
+    )
+    out.append("</g>")
+    out.append(
+        f'<rect class="rl-frame" x="{_f(left)}" y="{_f(top)}" width="{_f(axes.width)}" '
+        f'height="{_f(axes.height)}" fill="none" stroke="{MUTED}" stroke-width="1"/>'
+    )
+    # roofs
+    for line in scene.roof_lines:
+        s = line.segment
+        roof = line.roof
+        style = (
+            f'stroke="{INK}" stroke-width="2.5"'
+            if roof.in_use
+            else f'stroke="{MUTED}" stroke-width="1" stroke-dasharray="5 3"'
+        )
+        kind = "rl-roof rl-roof-used" if roof.in_use else "rl-roof"
+        out.append(
+            f'<line class="{kind}" data-flops="{roof.flop_per_second:g}" {style} '
+            f'x1="{_f(s.x1)}" y1="{_f(s.y1)}" x2="{_f(s.x2)}" y2="{_f(s.y2)}"/>'
+        )
+        weight = ' font-weight="600"' if roof.in_use else ""
+        out.append(
+            f'<text class="rl-roof-label" x="{_f(right + 6)}" y="{_f(line.label_y + 4)}" '
+            f'fill="{INK if roof.in_use else MUTED}"{weight}>'
+            f"{_esc(roof.label)} {_esc(si(roof.flop_per_second))}</text>"
+        )
+    if scene.bandwidth_roof is not None:
+        s = scene.bandwidth_roof
+        out.append(
+            f'<line class="rl-roof rl-roof-bandwidth" data-bandwidth="{spec.bandwidth_bytes_per_second:g}" '
+            f'stroke="{INK}" stroke-width="2.5" x1="{_f(s.x1)}" y1="{_f(s.y1)}" '
+            f'x2="{_f(s.x2)}" y2="{_f(s.y2)}"/>'
+        )
+        bx, by, angle = scene.bandwidth_label
+        out.append(
+            f'<text class="rl-roof-label" fill="{INK}" x="{_f(bx)}" y="{_f(by)}" '
+            f'transform="rotate({_f(angle)} {_f(bx)} {_f(by)})">'
+            f"{_esc(si(spec.bandwidth_bytes_per_second, 'B/s'))}</text>"
+        )
+    for ridge in scene.ridges:
+        out.append(
+            f'<line class="rl-ridge" data-intensity="{ridge.intensity:g}" stroke="{MUTED}" '
+            f'stroke-width="1" stroke-dasharray="2 3" x1="{_f(ridge.x)}" y1="{_f(ridge.y)}" '
+            f'x2="{_f(ridge.x)}" y2="{_f(bottom)}"/>'
+        )
+        out.append(
+            f'<text class="rl-ridge-label" fill="{INK}" x="{_f(ridge.x + 4)}" y="{_f(bottom - 6)}">'
+            f"{_esc(ridge.text)}</text>"
+        )
+    # trails, then dots on top
+    for dot in scene.dots:
+        if len(dot.trail) >= 1:
+            points = " ".join(f"{_f(x)},{_f(y)}" for x, y in (*dot.trail, (dot.x, dot.y)))
+            out.append(
+                f'<polyline class="rl-trail" data-gpu="{_esc(dot.point.key)}" fill="none" '
+                f'stroke="{regime_colour(dot.point.regime)}" stroke-opacity="0.45" stroke-width="1.5" '
+                f'points="{points}"/>'
+            )
+    for dot in scene.dots:
+        p = dot.point
+        tip = f"{p.label}{' (' + p.detail + ')' if p.detail else ''}: {regime_word(p.regime)}, " + (
+            f"{intensity_text(p.intensity)} FLOP/byte, {si(p.flop_per_second, 'FLOP/s')}"
+        )
+        timestamp = f' data-timestamp="{p.timestamp!r}"' if p.timestamp is not None else ""
+        out.append(
+            f'<g class="rl-dot" data-gpu="{_esc(p.key)}" data-regime="{_esc(p.regime or "")}" '
+            f'data-intensity="{p.intensity!r}" data-flops="{p.flop_per_second!r}"{timestamp}>'
+            f"<title>{_esc(tip)}</title>"
+            + marker_svg(regime_shape(p.regime), dot.x, dot.y, regime_colour(p.regime))
+            + "</g>"
+        )
+    for label in scene.dot_labels:
+        out.append(
+            f'<text class="rl-dot-label" fill="{INK}" x="{_f(label.x)}" y="{_f(label.y)}" '
+            f'text-anchor="{label.anchor}">{_esc(label.text)}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def render_svg_document(scenes: Sequence[Scene], *, note: str = "") -> str:
+    """A standalone SVG of one or more charts stacked, for GET /roofline.svg."""
+    if not scenes:
+        text = note or "no GPU with a known card on this node yet"
+        return (
+            '<svg xmlns="http://www.w3.org/2000/svg" width="640" height="60" viewBox="0 0 640 60" '
+            'role="img" font-family="system-ui, sans-serif" font-size="13">'
+            f'<title>Roofline</title><rect width="640" height="60" fill="#ffffff"/>'
+            f'<text x="16" y="34" fill="{INK}">{_esc(text)}</text></svg>'
+        )
+    if len(scenes) == 1:
+        return render_svg(scenes[0], standalone=True)
+    heading = 22.0
+    total = sum(s.height + heading for s in scenes)
+    width = max(s.width for s in scenes)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(width)}" height="{_f(total)}" '
+        f'viewBox="0 0 {_f(width)} {_f(total)}" font-family="system-ui, sans-serif" font-size="13">'
+        f'<rect width="{_f(width)}" height="{_f(total)}" fill="#ffffff"/>'
+    ]
+    y = 0.0
+    for scene in scenes:
+        parts.append(
+            f'<text x="8" y="{_f(y + 16)}" fill="{INK}" font-weight="600">{_esc(scene.spec.title)}</text>'
+        )
+        inner = render_svg(scene, id_prefix=f"rl{int(y)}")
+        parts.append(f'<g transform="translate(0 {_f(y + heading)})">' + inner + "</g>")
+        y += scene.height + heading
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,219 @@
+"""The node's live view: `GET /` (the page and its assets), `GET /live.json`, `GET /roofline.svg`.
+
+Two routers. `page_router` is stateless — the page, its script, stylesheet and icon, read from
+exporter/web/static/ once — so every app serves `/`. `view_router` reads the sampler's current
+snapshot, like the live routes: `/live.json` is `GET /classify`'s answer (built by the same
+`gpu_verdict`) plus one roofline SVG per card, which the page polls; `/roofline.svg` is the
+same chart standalone. The charts come from exporter/view (geometry, no web code); this module
+only serves them. Answers are cached per snapshot generation and trail update, so any number of
+open pages costs one build per sample, and none on the scrape path.
+
+Everything the page loads comes from this server: a Content-Security-Policy of `'self'` makes
+the browser refuse anything else, so the page works air-gapped and behind `--web-config`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from exporter import __version__
+from exporter.catalog import Catalog
+from exporter.state import GpuState, Snapshot
+from exporter.view.chart_svg import describe, render_svg, render_svg_document
+from exporter.view.node_view import Unplaced, charts_from_verdicts, point_key
+from exporter.view.roofline_chart import ChartSpec, TrailPoint, layout
+from exporter.web.live_routes import gpu_verdict
+from exporter.web.responses import JSON_MEDIA_TYPE, json_response
+
+PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+"""The page may load only from this server, run no inline script, apply no inline style."""
+
+_STATIC_TYPES: dict[str, str] = {
+    "live.js": "text/javascript; charset=utf-8",
+    "live.css": "text/css; charset=utf-8",
+}
+
+
+def _read_static(name: str) -> bytes:
+    return resources.files("exporter.web").joinpath("static", name).read_bytes()
+
+
+def page_router() -> APIRouter:
+    """`/`, `/static/live.js`, `/static/live.css`, `/favicon.svg`: read once, served from memory."""
+    router = APIRouter()
+    page = _read_static("live.html").decode("utf-8").replace("{{version}}", __version__).encode("utf-8")
+    assets = {name: _read_static(name) for name in _STATIC_TYPES}
+    icon = _read_static("favicon.svg")
+    page_headers = {
+        "Content-Security-Policy": PAGE_POLICY,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+    }
+    asset_headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "public, max-age=3600"}
+
+    @router.get("/", include_in_schema=False)
+    async def get_page() -> Response:
+        return Response(page, media_type="text/html; charset=utf-8", headers=page_headers)
+
+    def asset_route(name: str) -> None:
+        body, media_type = assets[name], _STATIC_TYPES[name]
+
+        async def get_asset() -> Response:
+            return Response(body, media_type=media_type, headers=asset_headers)
+
+        router.add_api_route(f"/static/{name}", get_asset, methods=["GET"], include_in_schema=False)
+
+    for name in _STATIC_TYPES:
+        asset_route(name)
+
+    @router.get("/favicon.svg", include_in_schema=False)
+    async def get_icon() -> Response:
+        return Response(icon, media_type="image/svg+xml", headers=asset_headers)
+
+    return router
+
+
+def _unplaced_json(items: list[Unplaced]) -> list[dict[str, str]]:
+    return [{"gpu": u.key, "reason": u.reason} for u in items]
+
+
+class ViewBuilder:
+    """/live.json and the charts over one snapshot, rebuilt only when the snapshot or trails change."""
+
+    def __init__(
+        self,
+        state_provider: Callable[[], Snapshot],
+        catalog: Catalog,
+        trails_provider: Callable[[], Mapping[str, tuple[TrailPoint, ...]]] | None = None,
+    ) -> None:
+        self._state = state_provider
+        self._catalog = catalog
+        self._trails = trails_provider or (lambda: {})
+        self._cached: tuple[int, object, bytes] | None = None
+        """(generation, trails mapping, body without readiness) of the last answer built."""
+
+    def charts(
+        self,
+        snapshot: Snapshot,
+        gpus: tuple[GpuState, ...] | None = None,
+        trails: Mapping[str, tuple[TrailPoint, ...]] | None = None,
+    ) -> tuple[list[ChartSpec], list[Unplaced], list[dict[str, Any]]]:
+        """The verdicts (as GET /classify has them) of `gpus` (default: all), and their charts."""
+        verdicts = [gpu_verdict(g, snapshot) for g in (snapshot.gpus if gpus is None else gpus)]
+        specs, unplaced = charts_from_verdicts(
+            verdicts, catalog=self._catalog, trails=self._trails() if trails is None else trails
+        )
+        return specs, unplaced, verdicts
+
+    def live_json(self) -> bytes:
+        """The answer: built once per (snapshot, trails), with readiness (which ages with the wall
+        clock) put in front per request, so a stalled source costs no rebuild either."""
+        snapshot = self._state()
+        trails = self._trails()
+        cached = self._cached
+        if cached is not None and cached[0] == snapshot.generation and cached[1] is trails:
+            body = cached[2]
+        else:
+            body = self._build(snapshot, trails)
+            self._cached = (snapshot.generation, trails, body)
+        ready, reason = snapshot.readiness()
+        head = json.dumps({"ready": ready, "reason": reason}, allow_nan=False).encode("ascii")
+        return head[:-1] + b", " + body[1:]
+
+    def _build(self, snapshot: Snapshot, trails: Mapping[str, tuple[TrailPoint, ...]]) -> bytes:
+        specs, unplaced, verdicts = self.charts(snapshot, trails=trails)
+        charts = []
+        for spec in specs:
+            scene = layout(spec)
+            charts.append(
+                {
+                    "key": spec.key,
+                    "title": spec.title,
+                    "svg": render_svg(scene, id_prefix="chart"),
+                    "description": describe(scene),
+                    "gpus": [p.key for p in spec.points],
+                    "off_chart": [{"gpu": p.key, "reason": why} for p, why in scene.off_chart],
+                }
+            )
+        body = {
+            "version": snapshot.version or __version__,
+            "generation": snapshot.generation,
+            "interval_seconds": snapshot.interval_seconds,
+            "source": snapshot.source.name,
+            "source_up": snapshot.source.up,
+            "gpus": verdicts,
+            "charts": charts,
+            "unplaced": _unplaced_json(unplaced),
+        }
+        return json.dumps(body, allow_nan=False).encode("ascii")
+
+
+def view_router(
+    state_provider: Callable[[], Snapshot],
+    catalog: Catalog,
+    trails_provider: Callable[[], Mapping[str, tuple[TrailPoint, ...]]] | None = None,
+) -> APIRouter:
+    """`GET /live.json` and `GET /roofline.svg` over the live state."""
+    router = APIRouter()
+    builder = ViewBuilder(state_provider, catalog, trails_provider)
+
+    @router.get(
+        "/live.json",
+        tags=["live"],
+        summary="What the live page shows: GET /classify's answer plus a roofline SVG per card",
+    )
+    async def get_live() -> Response:
+        return Response(
+            builder.live_json(), media_type=JSON_MEDIA_TYPE, headers={"Cache-Control": "no-store"}
+        )
+
+    @router.get(
+        "/roofline.svg",
+        tags=["live"],
+        summary="The node's rooflines as a standalone SVG (one card per chart); ?gpu= for one GPU",
+        response_class=Response,
+        responses={200: {"content": {"image/svg+xml": {}}}, 404: {"description": "No such GPU"}},
+    )
+    async def get_roofline_svg(
+        gpu: str | None = Query(
+            default=None, description="a GPU index, UUID or index/instance: only its chart and its dot"
+        ),
+    ) -> Response:
+        snapshot = state_provider()
+        chosen: tuple[GpuState, ...] | None = None
+        if gpu is not None:
+            found = snapshot.find(gpu)
+            if not found:
+                present = ", ".join(
+                    point_key({"gpu": g.entity.gpu, "gpu_instance": g.entity.gpu_instance})
+                    for g in snapshot.gpus
+                )
+                return json_response(
+                    {
+                        "error": f"no GPU {gpu!r} on this node; present: {present or 'none yet'}",
+                        "field": "gpu",
+                        "detail": [{"field": "gpu", "message": f"no GPU {gpu!r} on this node"}],
+                    },
+                    404,
+                )
+            chosen = tuple(found)
+        specs, unplaced, _ = builder.charts(snapshot, chosen)
+        note = "; ".join(f"GPU {u.key}: {u.reason}" for u in unplaced)
+        svg = render_svg_document([layout(spec) for spec in specs], note=note)
+        return Response(
+            svg.encode("utf-8"),
+            media_type="image/svg+xml",
+            headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
+        )
+
+    return router

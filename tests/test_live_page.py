@@ -1,0 +1,222 @@
+"""The live page and /docs in a real headless Chromium, against `ridgeline serve --replay demo`.
+
+What a new user would see at http://node:10295/: a row per GPU, a roofline whose dots sit where
+GET /classify says (measured in the browser, against the chart's own decade ticks), a page that
+moves with the replay, and nothing fetched from anywhere but the exporter, with no console error
+— with basic auth on as well. /docs renders its UI offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import math
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+from browser import chromium, console_errors, foreign_requests, requested_urls
+from conftest import stop_process
+from test_serve_cli import serving
+
+pytestmark = pytest.mark.slow
+
+PIXEL_TOLERANCE = 1.5
+"""CSS pixels between where a dot is drawn and where /classify's numbers put it on the ticks."""
+
+MEASURE = """
+const centre = (el) => {
+  const r = el.getBoundingClientRect();
+  return [r.left + r.width / 2, r.top + r.height / 2];
+};
+const svg = document.querySelector('#charts svg');
+if (!svg) return null;
+return {
+  x: [...svg.querySelectorAll('line.rl-tick-x')].map(l => [Number(l.dataset.value), centre(l)[0]]),
+  y: [...svg.querySelectorAll('line.rl-tick-y')].map(l => [Number(l.dataset.value), centre(l)[1]]),
+  dots: [...svg.querySelectorAll('g.rl-dot')].map(
+    g => [g.dataset.gpu, g.dataset.regime, ...centre(g.querySelector('.rl-mark'))]
+  ),
+  rows: [...document.querySelectorAll('#gpus tbody tr')].map(r => r.innerText),
+  offChart: document.querySelector('.off-chart').textContent,
+  overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+};
+"""
+
+
+def get_json(url: str, auth: tuple[str, str] | None = None) -> Any:
+    request = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def wait_for(what: str, check: Callable[[], Any], seconds: float = 20.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def measured(driver: Any, rows: int) -> dict[str, Any]:
+    return wait_for(
+        f"{rows} table rows and a chart",
+        lambda: (m := driver.execute_script(MEASURE)) and len(m["rows"]) == rows and m["dots"] and m,
+    )
+
+
+def on_log_axis(ticks: list[list[float]], value: float) -> float:
+    """Where `value` falls between the first and last decade tick, on a log scale."""
+    (v0, p0), (v1, p1) = ticks[0], ticks[-1]
+    return p0 + (math.log10(value) - math.log10(v0)) / (math.log10(v1) - math.log10(v0)) * (p1 - p0)
+
+
+def assert_decades_evenly_spaced(ticks: list[list[float]]) -> None:
+    values = [v for v, _ in ticks]
+    assert all(b / a == pytest.approx(10.0) for a, b in itertools.pairwise(values)), values
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(ticks)]
+    assert max(gaps) - min(gaps) < 0.5, gaps
+
+
+@pytest.fixture(scope="module")
+def finished_demo() -> Iterator[str]:
+    """The demo replayed to its end at full speed: the last state stays put for the checks."""
+    with serving("--replay", "demo", "--speed", "max") as (base, _):
+        wait_for("the end of the replay", lambda: "end_of_replay" in get_json(base + "/classify")["reason"])
+        yield base
+
+
+def test_dots_sit_where_classify_puts_them_and_nothing_else_is_fetched(finished_demo: str) -> None:
+    base = finished_demo
+    with chromium() as driver:
+        driver.get(base + "/")
+        m = measured(driver, rows=8)
+        classify = get_json(base + "/classify")["gpus"]
+        assert len(classify) == 8
+        assert_decades_evenly_spaced(m["x"])
+        assert_decades_evenly_spaced(m["y"])
+        dots = {gpu: (regime, x, y) for gpu, regime, x, y in m["dots"]}
+        placed = [g for g in classify if g["intensity_flop_per_byte"] and g["achieved_flop_per_second"]]
+        assert len(placed) >= 6, "the demo should put most GPUs on the chart"
+        for gpu in placed:
+            regime, x, y = dots[str(gpu["gpu"])]
+            assert regime == gpu["regime"]
+            assert x == pytest.approx(
+                on_log_axis(m["x"], gpu["intensity_flop_per_byte"]), abs=PIXEL_TOLERANCE
+            )
+            assert y == pytest.approx(
+                on_log_axis(m["y"], gpu["achieved_flop_per_second"]), abs=PIXEL_TOLERANCE
+            )
+        for gpu in classify:
+            if gpu not in placed:
+                assert f"GPU {gpu['gpu']} (" in m["offChart"]  # named, not silently dropped
+        # every row reads without colour: the regime in words
+        words = {"memory_bound": "memory-bound", "compute_bound": "compute-bound",
+                 "latency_bound": "latency-bound", "idle": "idle"}  # fmt: skip
+        for gpu, row in zip(sorted(classify, key=lambda g: g["gpu"]), m["rows"], strict=True):
+            assert row.split()[0] == str(gpu["gpu"]) and words[gpu["regime"]] in row
+        assert m["overflow"] <= 0, "the page scrolls sideways on a 1366 px wide screen"
+        assert foreign_requests(requested_urls(driver), base) == []
+        assert console_errors(driver) == []
+
+
+def test_the_table_sorts_from_the_keyboard(finished_demo: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    with chromium() as driver:
+        driver.get(finished_demo + "/")
+        measured(driver, rows=8)
+        button = driver.find_element(By.CSS_SELECTOR, 'th[data-sort="dram"] button')
+        button.send_keys(Keys.ENTER)
+        header = driver.find_element(By.CSS_SELECTOR, 'th[data-sort="dram"]')
+        assert header.get_attribute("aria-sort") == "ascending"
+        cells = [r.split("\t")[4] for r in driver.execute_script(MEASURE)["rows"]]
+        values = [float(c.rstrip("%")) for c in cells]
+        assert values == sorted(values)
+        button.send_keys(Keys.ENTER)
+        assert header.get_attribute("aria-sort") == "descending"
+        values = [float(r.split("\t")[4].rstrip("%")) for r in driver.execute_script(MEASURE)["rows"]]
+        assert values == sorted(values, reverse=True)
+        assert console_errors(driver) == []
+
+
+def test_the_page_follows_the_replay_and_can_be_paused() -> None:
+    from selenium.webdriver.common.by import By
+
+    with serving("--replay", "demo", "--loop") as (base, process), chromium() as driver:
+        driver.get(base + "/")
+        first = measured(driver, rows=8)
+        moved = wait_for(
+            "the page to change as the replay advances",
+            lambda: (m := driver.execute_script(MEASURE)) and m["rows"] != first["rows"] and m,
+            seconds=15,
+        )
+        assert moved["dots"] != first["dots"] or moved["rows"] != first["rows"]
+        assert driver.execute_script("return document.querySelectorAll('polyline.rl-trail').length") > 0
+        pause = driver.find_element(By.ID, "pause")
+        pause.click()
+        assert pause.get_attribute("aria-pressed") == "true"
+        time.sleep(0.5)  # a poll already in flight may still land
+        held = driver.execute_script(MEASURE)["rows"]
+        time.sleep(2.5)
+        assert driver.execute_script(MEASURE)["rows"] == held
+        pause.click()
+        wait_for("updates to resume", lambda: driver.execute_script(MEASURE)["rows"] != held, seconds=10)
+        assert foreign_requests(requested_urls(driver), base) == []
+        assert console_errors(driver) == []
+        stop_process(process)  # the exporter goes away: the page says so and keeps the last state
+        status = wait_for(
+            "the page to say the exporter is not answering",
+            lambda: "not answering" in (t := driver.find_element(By.ID, "status").text) and t,
+        )
+        assert "showing the last state" in status
+        assert len(driver.execute_script(MEASURE)["rows"]) == 8
+
+
+def test_the_page_works_behind_basic_auth(tmp_path: Path) -> None:
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    config = tmp_path / "web.yml"
+    config.write_text(f"basic_auth_users:\n  viewer: '{hashed}'\n")
+    with (
+        serving("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _),
+        chromium() as driver,
+    ):
+        wait_for("a first sample", lambda: get_json(base + "/classify", ("viewer", "s3cret"))["gpus"])
+        # credentials in the address, as a person would type them; the page's own requests
+        # (script, stylesheet, /live.json) must then carry them too
+        driver.get(base.replace("http://", "http://viewer:s3cret@") + "/")
+        m = measured(driver, rows=8)
+        assert len(m["dots"]) >= 6
+        assert foreign_requests(requested_urls(driver), base) == []
+        assert console_errors(driver) == []
+
+
+def test_api_docs_render_offline(finished_demo: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    base = finished_demo
+    with chromium() as driver:
+        driver.get(base + "/docs")
+        operations = "return document.querySelectorAll('.swagger-ui .opblock').length"
+        wait_for("/docs to render its operations", lambda: driver.execute_script(operations) > 3)
+        text = driver.execute_script("return document.body.innerText")
+        assert "Ridgeline" in text and "/classify" in text and "/roofline.svg" in text
+        # the UI works, not just draws: open GET /cards, try it out, and read the answer
+        driver.find_element(By.CSS_SELECTOR, "#operations-cards-get_cards_cards_get .opblock-summary").click()
+        wait_for("Try it out", lambda: driver.find_elements(By.CSS_SELECTOR, ".try-out__btn"))[0].click()
+        wait_for("Execute", lambda: driver.find_elements(By.CSS_SELECTOR, ".execute"))[0].click()
+        wait_for("the answer", lambda: "h100-sxm" in driver.execute_script("return document.body.innerText"))
+        assert foreign_requests(requested_urls(driver), base) == []
+        assert console_errors(driver) == []
