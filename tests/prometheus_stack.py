@@ -221,6 +221,39 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
             stop_process(process, timeout=10)
 
 
+def recording_levels(rule_files: list[Path]) -> list[list[dict[str, Any]]]:
+    """The recording rules by dependency depth: level 0 reads only raw series, level k reads k-1.
+
+    `promtool tsdb create-blocks-from rules` evaluates against the data already in Prometheus, so
+    layered rules (rules/ridgeline-recording.rules.yml) are backfilled one level at a time, each
+    level's blocks loaded before the next is evaluated.
+    """
+    rules = [
+        rule
+        for path in rule_files
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    ]
+    names = {rule["record"] for rule in rules}
+    depth: dict[str, int] = {}
+
+    def depth_of(rule: dict[str, Any]) -> int:
+        name = rule["record"]
+        if name not in depth:
+            depth[name] = -1  # a rule that reads its own name (a ratio of its level) is no deeper
+            used = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", rule["expr"])) & names
+            depth[name] = 1 + max((depth_of(r) for r in rules if r["record"] in used - {name}), default=-1)
+        return depth[name]
+
+    levels: list[list[dict[str, Any]]] = []
+    for rule in rules:
+        d = depth_of(rule)
+        levels.extend([] for _ in range(d + 1 - len(levels)))
+        levels[d].append(rule)
+    return levels
+
+
 def rebased_trace(source: Path, target: Path, now: float) -> None:
     """Copy a JSON Lines trace with its timestamps shifted so that its first sample is `now`."""
     samples = read_samples(source)

@@ -11,13 +11,18 @@ cluster Prometheus to. A third runs deploy/federation/prometheus-global.yml with
 read, so any PromQL it answers is over the union of the two clusters' series - the two summed - to
 compare the global one with.
 
-`ridgeline report` is not checked here: it is being written on another branch (issue 12).
+`ridgeline report` runs too, over one whole 5-minute window (it reads recorded series in windows
+of the recorded rates' length, aligned to multiples of 300 s): against the global server it gives
+the same numbers as over the clusters' union and the same fleet totals as the two cluster servers'
+own reports summed. Waiting for that window is the module's cost: 0-5 minutes, 2.5 on average.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +74,8 @@ class Fleet:
         self.clusters = clusters
         self.global_url = global_url
         self.union_url = union_url
+        self.started = time.time()
+        """Before the first recorded sample of any cluster server."""
 
     def query(self, url: str, expr: str, at: float) -> dict[frozenset[tuple[str, str]], float]:
         data = self.stack.api("/api/v1/query", base=url, query=expr, time=f"{at:.3f}")
@@ -227,3 +234,48 @@ def test_fleet_totals_are_the_clusters_own_answers_summed(fleet: Fleet) -> None:
     at = time.time() - LAG_SECONDS
     gpus = fleet.query(fleet.global_url, "sum(cluster:ridgeline_gpus:count)", at)
     assert list(gpus.values()) == [10.0]  # east: 2 + 2 + 2 GPUs, west: 2 + 2
+
+
+REPORT_WINDOW = 300
+"""The report reads the recorded 5-minute rates in windows of that length (exporter/report/series.py)."""
+
+
+def _report(url: str, tmp: Path, name: str, start: float, end: float) -> dict[str, Any]:
+    out = tmp / f"{name}.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "exporter", "report", "--prometheus", url, "--start", str(int(start)),
+         "--end", str(int(end)), "--step", str(REPORT_WINDOW), "--by", "namespace", "--json", str(out)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"report against {name}: {done.stderr[-2000:]}"
+    document: dict[str, Any] = json.loads(out.read_text())
+    return document
+
+
+def _totals(document: dict[str, Any]) -> dict[str, float]:
+    fleet = document["fleet"]
+    return {**{f"gpu_seconds {r}": v for r, v in fleet["gpu_seconds"].items()},
+            "flop": fleet["flop"], "dram_bytes": fleet["dram_bytes"],
+            "idle_allocated": fleet["idle_allocated_gpu_seconds"]}  # fmt: skip
+
+
+def test_ridgeline_report_answers_from_the_global_server_as_the_clusters_summed(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    wait_for(lambda: _federated_now(fleet), fleet.stack, "the federated series", DEADLINE_SECONDS)
+    end = math.ceil(fleet.started / REPORT_WINDOW) * REPORT_WINDOW  # the first window end with data
+    while time.time() < end + LAG_SECONDS + 2:
+        wait_for(lambda: None, fleet.stack, "the daemons and servers to stay up", 1.0)
+        time.sleep(min(5.0, max(0.0, end + LAG_SECONDS + 2 - time.time())))
+    start = end - REPORT_WINDOW
+    whole = _report(fleet.global_url, tmp_path, "global", start, end)
+    union = _report(fleet.union_url, tmp_path, "union", start, end)
+    parts = [_report(url, tmp_path, name, start, end) for name, url in fleet.clusters.items()]
+    read = " ".join(whole["source"]["series"].values())
+    assert "namespace_pod:" in read and "raw counters" not in read, read
+    assert whole["groups"] == union["groups"] and _totals(whole) == pytest.approx(_totals(union), rel=1e-9)
+    summed = {k: sum(_totals(p)[k] for p in parts) for k in _totals(whole)}
+    assert _totals(whole) == pytest.approx(summed, rel=1e-9), (_totals(whole), summed)
+    assert _totals(whole)["flop"] > 0 and _totals(whole)["idle_allocated"] > 0
+    namespaces = {g["labels"].get("namespace") for g in whole["groups"]}
+    assert {"llm", "train", "vision", "research"} <= namespaces, namespaces

@@ -6,7 +6,8 @@ GPU-seconds by regime, idle-while-allocated seconds, FLOPs and bytes equal the k
 Prometheus: the raw series are backfilled with `promtool tsdb create-blocks-from openmetrics`;
 the shipped recording rules (rules/ridgeline-recording.rules.yml, unchanged) are then evaluated
 over the history's second half by `promtool tsdb create-blocks-from rules` against that same
-Prometheus, as if they had been deployed halfway through — so a namespace report reads raw
+Prometheus, one level of the layered rules at a time, as if they had been deployed halfway
+through — so a namespace report reads raw
 counters for the first half and recorded series for the second. VictoriaMetrics: the same raw
 series and the recorded series the rules would record for the second half
 (fleet_history.write_recorded) are imported through its Prometheus-text import.
@@ -28,8 +29,16 @@ from typing import Any
 
 import fleet_history
 import pytest
+import yaml
 from conftest import free_port
-from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, VICTORIA_METRICS, Stack, running_stack
+from prometheus_stack import (
+    PROMETHEUS,
+    REQUIRES_PROMETHEUS,
+    VICTORIA_METRICS,
+    Stack,
+    recording_levels,
+    running_stack,
+)
 
 pytestmark = REQUIRES_PROMETHEUS
 
@@ -55,19 +64,28 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     tsdb = tmp / "tsdb"
     _run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(raw), str(tsdb)])
     with running_stack(tmp) as stack:
-        first = _start_prometheus(stack, tmp, tsdb, "prometheus-backfill")
-        recorded = tmp / "recorded"
-        _run(
-            [PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--start={int(half)}",
-             f"--end={int(fleet.end)}", f"--url={stack.prometheus_url}", f"--output-dir={recorded}",
-             "--eval-interval=60s",
-             str(RECORDING_RULES)]
-        )  # fmt: skip
-        first.terminate()
-        first.wait(timeout=20)
-        stack.processes = [p for p in stack.processes if p[1] is not first]  # stopped on purpose
-        for block in recorded.iterdir():
-            block.rename(tsdb / block.name)
+        # The rules are layered (each level reads the one below): one level at a time, each
+        # level's blocks loaded (Prometheus restarted on the TSDB) before the next is evaluated.
+        # Backfilled blocks carry no staleness markers, so an upper level would still see a
+        # lower-level series that ended through the 5-minute lookback (live, Prometheus marks it
+        # stale); a lookback just under the 60 s evaluation step sees only the current sample.
+        for level, rules in enumerate(recording_levels([RECORDING_RULES])):
+            backfill = _start_prometheus(
+                stack, tmp, tsdb, f"prometheus-backfill-{level}", "--query.lookback-delta=59s"
+            )
+            rule_file = tmp / f"level-{level}.rules.yml"
+            rule_file.write_text(yaml.safe_dump({"groups": [{"name": f"level-{level}", "rules": rules}]}))
+            recorded = tmp / f"recorded-{level}"
+            _run(
+                [PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--start={int(half)}",
+                 f"--end={int(fleet.end)}", f"--url={stack.prometheus_url}", f"--output-dir={recorded}",
+                 "--eval-interval=60s", str(rule_file)]
+            )  # fmt: skip
+            backfill.terminate()
+            backfill.wait(timeout=20)
+            stack.processes = [p for p in stack.processes if p[1] is not backfill]  # stopped on purpose
+            for block in recorded.iterdir():
+                block.rename(tsdb / block.name)
         _start_prometheus(stack, tmp, tsdb, "prometheus")
         prometheus_url = stack.prometheus_url
         victoria_url = _start_victoriametrics(stack, tmp, fleet, half)
@@ -79,7 +97,7 @@ def _run(command: list[str]) -> None:
     assert done.returncode == 0, f"{command[:4]} failed: {done.stderr[-2000:]}"
 
 
-def _start_prometheus(stack: Stack, tmp: Path, tsdb: Path, name: str) -> subprocess.Popen[bytes]:
+def _start_prometheus(stack: Stack, tmp: Path, tsdb: Path, name: str, *flags: str) -> subprocess.Popen[bytes]:
     assert PROMETHEUS is not None
     config = tmp / "prometheus.yml"
     config.write_text("global: {scrape_interval: 15s, evaluation_interval: 1m}\n")
@@ -87,7 +105,8 @@ def _start_prometheus(stack: Stack, tmp: Path, tsdb: Path, name: str) -> subproc
     process = stack.start(
         name,
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d", "--log.level=error"],
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d", "--log.level=error",
+         *flags],
     )  # fmt: skip
     stack.prometheus_url = f"http://127.0.0.1:{port}"
     stack.wait_ready(f"{stack.prometheus_url}/-/ready", name)
