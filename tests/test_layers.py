@@ -64,12 +64,17 @@ def violations(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
 
 
 def modules(*relative: str) -> list[Path]:
+    """The files a layer rule guards; a path that does not exist fails the test (a rule over a
+    moved or renamed module must follow it, not pass vacuously)."""
     paths: list[Path] = []
     for rel in relative:
         target = PACKAGE / rel
         if target.is_dir():
-            paths.extend(sorted(target.rglob("*.py")))
-        elif target.exists():
+            found = sorted(target.rglob("*.py"))
+            assert found, f"exporter/{rel} has no Python files: update the layer rule that names it"
+            paths.extend(found)
+        else:
+            assert target.is_file(), f"exporter/{rel} does not exist: update the layer rule that names it"
             paths.append(target)
     return paths
 
@@ -93,10 +98,7 @@ def test_roofline_math_imports_only_the_standard_library() -> None:
 
 @pytest.mark.parametrize("layer", ["roofline.py", "catalog.py", "inference.py"])
 def test_math_catalog_and_inference_import_no_http_or_gpu_library(layer: str) -> None:
-    paths = modules(layer)
-    if not paths:
-        pytest.skip(f"exporter/{layer} does not exist yet")
-    assert violations(paths, HTTP_AND_GPU) == []
+    assert violations(modules(layer), HTTP_AND_GPU) == []
 
 
 @pytest.mark.parametrize(
@@ -114,10 +116,7 @@ def test_math_catalog_and_inference_import_no_http_or_gpu_library(layer: str) ->
     ],
 )
 def test_lower_layers_do_not_import_higher_ones(layer: str, higher: tuple[str, ...]) -> None:
-    paths = modules(layer)
-    if not paths:
-        pytest.skip(f"exporter/{layer} does not exist yet")
-    assert violations(paths, higher) == []
+    assert violations(modules(layer), higher) == []
 
 
 def test_sources_import_no_http_server_code() -> None:
@@ -127,7 +126,6 @@ def test_sources_import_no_http_server_code() -> None:
 def test_classify_service_and_bodies_stay_free_of_fastapi() -> None:
     """The CLI shares them; pulling FastAPI in would cost every `ridgeline classify` its start-up."""
     paths = modules("classify_service.py", "web/classify_models.py")
-    assert len(paths) == 2
     assert violations(paths, ("fastapi", "starlette", "uvicorn")) == []
 
 
@@ -140,3 +138,9 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert found == [(2, "fastapi"), (3, "exporter.web")]
     assert all(within(name, HTTP_SERVER) for _, name in found)
     assert not within("exporter.webconfig", HTTP_SERVER)
+
+
+@pytest.mark.parametrize("missing", ["no_such_module.py", "no_such_room"])
+def test_a_rule_over_a_module_that_does_not_exist_fails(missing: str) -> None:
+    with pytest.raises(AssertionError, match=f"exporter/{missing} does not exist"):
+        modules("roofline.py", missing)
