@@ -282,10 +282,10 @@ def test_an_interval_of_exactly_the_cap_is_integrated() -> None:
 
 def test_the_recent_intervals_keep_the_last_eight_in_order() -> None:
     ts, samples = 0.0, [sample(0.0, d=0.5, t=0.5)]
-    for dt in range(1, 11):
+    for dt in range(1, 12):
         ts += dt
         samples.append(sample(ts, d=0.5, t=0.5))
-    assert feed(*samples).recent_intervals == (3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
+    assert feed(*samples).recent_intervals == (4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0)
 
 
 def test_a_blank_reading_keeps_the_recent_intervals() -> None:
@@ -365,6 +365,7 @@ def test_an_unknown_card_keeps_the_configured_precision_whatever_the_pipes() -> 
 @pytest.mark.parametrize(
     ("pipes", "card", "precision"),
     [
+        ({"imma": 0.6}, H100, "int8"),
         ({"imma": 0.3, "hmma": 0.6}, H100, "bf16"),
         ({"imma": 0.3, "dfma": 0.6}, H100, "fp64_tensor"),
         ({"dfma": 0.6}, H100, "fp64_tensor"),

@@ -130,6 +130,12 @@ def test_a_wall_binds_from_theta_on() -> None:
     assert regime(dram_active=0.1, tensor_active=0.2)[0] == "latency_bound"
 
 
+def test_the_clock_ratio_scales_tensor_activity_before_the_walls() -> None:
+    # t·k = 0.3 · 0.5 = 0.15 < d: the memory side, DRAM below its θ line (t / k would be 0.6)
+    assert regime(dram_active=0.2, tensor_active=0.3, clock_ratio=0.5)[0] == "latency_bound"
+    assert regime(dram_active=0.2, tensor_active=0.6, clock_ratio=0.5)[0] == "compute_bound"
+
+
 def test_on_the_ridge_is_the_compute_side() -> None:
     """position = t·k / d = 1 is not below 1: memory near its wall does not make it memory-bound."""
     memory_near_tensor_far = Thresholds(theta=0.5, dram_wall=0.5, tensor_wall=1.0)
