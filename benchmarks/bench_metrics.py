@@ -65,12 +65,13 @@ def entities(n: int) -> list[tuple[Entity, Attribution]]:
     return out
 
 
-def write_trace(path: Path, n: int, seconds: int) -> None:
+def write_trace(path: Path, n: int, batches: int, period: float = 1.0) -> None:
+    """`batches` batches of n entities, one every `period` seconds of trace time."""
     with path.open("w") as out:
-        for step in range(seconds):
+        for step in range(batches):
             for i, (e, a) in enumerate(entities(n)):
                 line = {
-                    "ts": 1_764_432_000.0 + step,
+                    "ts": 1_764_432_000.0 + step * period,
                     "gpu": e.gpu,
                     "uuid": e.uuid,
                     "model": e.model,

@@ -4,8 +4,8 @@
 Writes an 8-GPU trace (the demo's fields) in each format to a temporary directory, then times
 ReplaySource open() (read, decode, parse) plus reading every batch, as `ridgeline serve --replay
 FILE --speed max` would. Prints one line per format, and JSON Lines once more decoded by the
-standard library's json instead of orjson, for comparison. Goal: >= 200,000 GPU-samples/s for
-JSON Lines.
+standard library's json instead of orjson, for comparison. A printed figure, not a goal: a live
+node needs 8 GPUs at 1-10 Hz (bench_steady_state.py measures that budget).
 
     .venv/bin/python benchmarks/bench_replay.py [--samples 400000]
 """
