@@ -681,7 +681,9 @@ def counter_position(
             attainable = min(roof_c, intensity * bandwidth)
     efficiency = None
     if attainable is not None and attainable > 0 and flops is not None:
-        efficiency = flops / attainable
+        # F / min(P_c, F/d) = max(u*, d) <= 1; with a subnormal F the intensity F/Q loses digits
+        # and the quotient can round above 1, which the exact value never is
+        efficiency = min(1.0, flops / attainable)
     return CounterPosition(
         achieved_flop_per_second=flops,
         achieved_bandwidth_bytes_per_second=bytes_,
