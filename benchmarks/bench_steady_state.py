@@ -1,27 +1,30 @@
 """Steady-state cost of the daemon: the live budget (CPU per node next to node_exporter's), RSS.
 
 Run: .venv/bin/python benchmarks/bench_steady_state.py [--seconds 90] [--samples 1000000]
+     [--feed both|live|replay]
 
-Part 1, the live budget. `ridgeline serve` runs as its own process, as on a node, fed by a replay
-at real pace (`--speed 1 --loop`) so that batches arrive as a live source delivers them:
+Part 1, the live budget. `ridgeline serve` runs as its own process, as on a node:
 
     the bundled demo trace: 8 GPUs, one batch per second (the figure this script always printed);
     the floor: the same process after its replay has ended (HTTP server and threads, no batch);
     8 GPUs at --interval 1, 8 GPUs at --interval 0.1 (DCGM's fastest) and 56 MIG instances
-    (8 GPUs x 7) at --interval 0.1, from bench_metrics.write_trace's synthetic node.
+    (8 GPUs x 7) at --interval 0.1, each fed two ways:
+      live:   benchmarks/live_standin.py, a stand-in for a live source (unpaced, read every
+              --interval, batches built from prepared values: no text to parse), the goal's row;
+      replay: bench_metrics.write_trace's synthetic node replayed at real pace (--speed 1
+              --loop), which also parses each line as its batch falls due.
 
 prometheus-node-exporter (Debian, default collectors) runs beside it for the whole run. In each
 window both are scraped every 15 s, as Prometheus would, and each one's CPU time is read from
 /proc/PID/stat over the same wall time, after a 5 s settle (imports, the trace parse). Goals
 (issue 8): <= 0.5 % of one core for 8 GPUs at 10 Hz, <= 1 % for 56 instances at 10 Hz.
 
-A replay stands in for DCGM or NVML here (no GPU library on the development VM or in CI): the
-figures include the sampler, inference, snapshots, exposition and the HTTP server, not the GPU
-library's own calls.
+No GPU library runs here (none on the development VM or in CI): the figures cover the sampler,
+inference, snapshots, exposition and the HTTP server, not DCGM's or NVML's own calls.
 
 Part 2 pushes synthetic 8-GPU batches through the sampler and inference in-process as fast as
 they go (rendering /metrics every 15 batches) and prints RSS before and after: counters and
-state are per GPU, so memory must stay flat.
+state are per GPU, so memory must stay flat. --samples 0 skips it.
 """
 
 from __future__ import annotations
@@ -131,25 +134,24 @@ def measure(targets: dict[str, tuple[int, int]], seconds: float) -> dict[str, Wi
     }
 
 
-def start_serve(replay: str, interval: float, port: int, *, loop: bool = True) -> subprocess.Popen[bytes]:
+BENCHMARKS = Path(__file__).resolve().parent
+
+
+def replay_command(replay: str, *, loop: bool = True) -> list[str]:
+    """`ridgeline serve` fed by a replay at real pace."""
+    return [sys.executable, "-m", "exporter", "--log-level", "warning", "serve", "--replay", replay,
+            *(["--loop"] if loop else []), "--speed", "1"]  # fmt: skip
+
+
+def standin_command(entities: int) -> list[str]:
+    """`ridgeline serve` fed by live_standin.py's live-like source."""
+    return [sys.executable, str(BENCHMARKS / "live_standin.py"), str(entities), "--log-level", "warning",
+            "serve", "--source", "standin"]  # fmt: skip
+
+
+def start_serve(command: list[str], interval: float, port: int) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "--log-level",
-            "warning",
-            "serve",
-            "--replay",
-            replay,
-            *(["--loop"] if loop else []),
-            "--speed",
-            "1",
-            "--interval",
-            str(interval),
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
+        [*command, "--interval", str(interval), "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -162,11 +164,11 @@ def start_serve(replay: str, interval: float, port: int, *, loop: bool = True) -
 
 
 def serve_window(
-    replay: str, interval: float, seconds: float, node_exporter: tuple[int, int] | None, *, loop: bool = True
+    command: list[str], interval: float, seconds: float, node_exporter: tuple[int, int] | None
 ) -> dict[str, Window]:
     """One window of `ridgeline serve` (and node_exporter beside it, when there is one)."""
     port = free_port()
-    process = start_serve(replay, interval, port, loop=loop)
+    process = start_serve(command, interval, port)
     try:
         time.sleep(SETTLE_SECONDS)  # start-up (imports, parsing the trace) stays out of the figure
         targets = {"ridgeline": (process.pid, port)}
@@ -194,17 +196,17 @@ def start_node_exporter() -> tuple[subprocess.Popen[bytes], int] | None:
 
 def row(label: str, window: dict[str, Window]) -> str:
     """One line of the live budget: our CPU, node_exporter's in the same window, our RSS."""
-    line = f"  {label:<52} ridgeline {window['ridgeline'].cpu_percent:5.2f} %"
+    line = f"  {label:<64} ridgeline {window['ridgeline'].cpu_percent:5.2f} %"
     if "node_exporter" in window:
         line += f", node_exporter {window['node_exporter'].cpu_percent:5.2f} %"
     return line + f"; RSS {window['ridgeline'].rss_end_mib:.1f} MiB"
 
 
-def live_budget(seconds: float) -> None:
+def live_budget(seconds: float, feeds: tuple[str, ...]) -> None:
     started = start_node_exporter()
     node_exporter = (started[0].pid, started[1]) if started is not None else None
     try:
-        demo = serve_window("demo", 1.0, seconds, node_exporter)["ridgeline"]
+        demo = serve_window(replay_command("demo"), 1.0, seconds, node_exporter)["ridgeline"]
         print(
             f"serve --replay demo, 8 GPUs at 1 batch/s, scrape every 15 s, "
             f"{demo.wall_seconds:.0f} s ({demo.scrapes} scrapes):"
@@ -218,18 +220,25 @@ def live_budget(seconds: float) -> None:
             # the floor: the same process once its replay has ended, no batch arriving, still scraped
             ended = Path(tmp) / "ended.jsonl"
             write_trace(ended, 8, 2)
-            floor = serve_window(str(ended), 1.0, seconds, node_exporter, loop=False)
+            floor = serve_window(replay_command(str(ended), loop=False), 1.0, seconds, node_exporter)
             print(row("no batch arriving (the floor: HTTP server, threads)", floor))
             for node in LIVE:
-                trace = Path(tmp) / f"node-{node.entities}-{node.interval}.jsonl"
-                write_trace(trace, node.entities, round(TRACE_SECONDS / node.interval), node.interval)
-                window = serve_window(str(trace), node.interval, seconds, node_exporter)
-                ours = window["ridgeline"]
-                line = row(node.label, window)
-                if node.goal_percent is not None:
-                    verdict = "meets" if ours.cpu_percent <= node.goal_percent else "misses"
-                    line += f" ({verdict} goal <= {node.goal_percent} %)"
-                print(line)
+                for feed in feeds:
+                    if feed == "live":
+                        command = standin_command(node.entities)
+                    else:
+                        trace = Path(tmp) / f"node-{node.entities}-{node.interval}.jsonl"
+                        if not trace.exists():
+                            batches = round(TRACE_SECONDS / node.interval)
+                            write_trace(trace, node.entities, batches, node.interval)
+                        command = replay_command(str(trace))
+                    window = serve_window(command, node.interval, seconds, node_exporter)
+                    line = row(f"{node.label}, {feed}", window)
+                    if node.goal_percent is not None and feed == "live":
+                        cpu = window["ridgeline"].cpu_percent
+                        verdict = "meets" if cpu <= node.goal_percent else "misses"
+                        line += f" ({verdict} goal <= {node.goal_percent} %)"
+                    print(line, flush=True)
     finally:
         if started is not None:
             stop(started[0])
@@ -285,9 +294,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=90)
     parser.add_argument("--samples", type=int, default=1_000_000)
+    parser.add_argument(
+        "--feed", choices=("both", "live", "replay"), default="both", help="which feed of each node to run"
+    )
     args = parser.parse_args()
-    live_budget(args.seconds)
-    inprocess_run(args.samples)
+    live_budget(args.seconds, ("live", "replay") if args.feed == "both" else (args.feed,))
+    if args.samples > 0:
+        inprocess_run(args.samples)
 
 
 if __name__ == "__main__":
