@@ -29,7 +29,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from exporter.roofline import REGIMES, Roof
+from exporter.inference import Estimate
+from exporter.roofline import REGIMES
 from exporter.state import GpuState, Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"
@@ -37,77 +38,71 @@ OPENMETRICS_EOF = b"# EOF\n"
 _go_float: Callable[[float], str] = floatToGoString
 """prometheus_client's number formatter (untyped upstream), so both encoders agree."""
 
-_GAUGES: tuple[tuple[str, str, Callable[[GpuState], float | None]], ...] = (
+_GAUGES: tuple[tuple[str, str, Callable[[GpuState, Estimate | None], float | None]], ...] = (
     (
         "ridgeline_dram_active_ratio",
         "Smoothed DCGM DRAM_ACTIVE (field 1005): fraction of cycles the device memory interface "
         "is busy, 0-1 (about 0.8 is its practical maximum).",
-        lambda g: g.estimate.dram_active if g.estimate else None,
+        lambda g, e: e.dram_active if e else None,
     ),
     (
         "ridgeline_tensor_active_ratio",
         "Smoothed DCGM PIPE_TENSOR_ACTIVE (field 1004): fraction of cycles the tensor pipes are busy, 0-1.",
-        lambda g: g.estimate.tensor_active if g.estimate else None,
+        lambda g, e: e.tensor_active if e else None,
     ),
     (
         "ridgeline_flop_utilization_ratio",
         "Smoothed activity times SM clock ratio of the busiest compute pipe (tensor or CUDA-core "
         "FP): achieved FLOP/s over the compute roof of the pipes in use, 0-1.",
-        lambda g: g.estimate.flop_utilization if g.estimate else None,
+        lambda g, e: e.flop_utilization if e else None,
     ),
     (
         "ridgeline_arithmetic_intensity_flop_per_byte",
         "Smoothed arithmetic intensity in FLOP per DRAM byte (achieved FLOP/s over achieved "
         "bytes/s); absent while DRAM activity is about 0 or the card is unknown.",
-        lambda g: g.estimate.intensity_flop_per_byte if g.estimate else None,
+        lambda g, e: e.intensity_flop_per_byte if e else None,
     ),
     (
         "ridgeline_roofline_efficiency_ratio",
         "Achieved over attainable FLOP/s at the current intensity (how close to the roof), 0-1.",
-        lambda g: g.estimate.roofline_efficiency if g.estimate else None,
+        lambda g, e: e.roofline_efficiency if e else None,
     ),
     (
         "ridgeline_gr_engine_active_ratio",
         "Smoothed DCGM GR_ENGINE_ACTIVE (field 1001): fraction of time the graphics/compute "
         "engine is busy, 0-1; present when the source reports it.",
-        lambda g: g.estimate.gr_engine_active if g.estimate else None,
+        lambda g, e: e.gr_engine_active if e else None,
     ),
     (
         "ridgeline_gpu_utilization_ratio",
         "Smoothed DCGM GPU_UTIL (field 203) divided by 100: fraction of time a kernel ran, 0-1; "
         "present when the source reports it.",
-        lambda g: g.estimate.gpu_utilization if g.estimate else None,
+        lambda g, e: e.gpu_utilization if e else None,
     ),
     (
         "ridgeline_ridge_flop_per_byte",
         "The card's ridge point at the precision in use: peak FLOP/s over bandwidth, FLOP per byte.",
-        lambda g: _roof_value(g, "ridge_flop_per_byte"),
+        lambda g, e: _roof_value(g, e, "ridge_flop_per_byte"),
     ),
     (
         "ridgeline_peak_flop_per_second",
         "The card's (or MIG instance's) dense peak at the precision in use, FLOP per second "
         "(boost clock); absent on a MIG parent whose instances report.",
-        lambda g: _roof_value(g, "peak_flop_per_second"),
+        lambda g, e: _roof_value(g, e, "peak_flop_per_second"),
     ),
     (
         "ridgeline_peak_bandwidth_bytes_per_second",
         "The card's (or MIG instance's) peak memory bandwidth, bytes per second.",
-        lambda g: _roof_value(g, "bandwidth_bytes_per_second"),
+        lambda g, e: _roof_value(g, e, "bandwidth_bytes_per_second"),
     ),
 )
 
 
-def _roof(gpu: GpuState) -> Roof | None:
-    """The roof a GPU's series show: none for a MIG parent whose instances carry theirs."""
-    estimate = gpu.estimate
-    if estimate is None or gpu.mig_parent:
+def _roof_value(gpu: GpuState, estimate: Estimate | None, name: str) -> float | None:
+    """A figure of the roof a GPU's series show: none for a MIG parent whose instances carry theirs."""
+    if estimate is None or estimate.roof is None or gpu.mig_parent:
         return None
-    return estimate.roof
-
-
-def _roof_value(gpu: GpuState, name: str) -> float | None:
-    roof = _roof(gpu)
-    return None if roof is None else float(getattr(roof, name))
+    return float(getattr(estimate.roof, name))
 
 
 def gpu_labels(gpu: GpuState) -> dict[str, str]:
@@ -165,21 +160,22 @@ _NO_LABELS: Mapping[str, str] = {}
 def build_families(snapshot: Snapshot) -> list[Family]:
     """Every Ridgeline metric family for one snapshot (docs/design.md, "Prometheus metrics")."""
     labelled = [(g, gpu_labels(g)) for g in snapshot.gpus]
+    estimates = [g.estimate for g in snapshot.gpus]  # derived on read: once per GPU per snapshot
     out: list[Family] = []
 
     for name, documentation, value_of in _GAUGES:
         rows = []
-        for gpu, labels in labelled:
-            value = value_of(gpu)
+        for (gpu, labels), estimate in zip(labelled, estimates, strict=True):
+            value = value_of(gpu, estimate)
             if value is not None:
                 rows.append(Row(sample=name, labels=labels, extra=(), value=value))
         out.append(Family(name=name, documentation=documentation, type="gauge", rows=rows))
 
     regime_rows = []
-    for gpu, labels in labelled:
-        if gpu.estimate is None:
+    for (_, labels), estimate in zip(labelled, estimates, strict=True):
+        if estimate is None:
             continue
-        current = gpu.estimate.regime
+        current = estimate.regime
         for name in REGIMES:
             regime_rows.append(
                 Row(
@@ -255,7 +251,7 @@ def build_families(snapshot: Snapshot) -> list[Family]:
     )
 
     out.append(_missing_fields_family(labelled))
-    out.append(_contradiction_family(labelled))
+    out.append(_contradiction_family(labelled, estimates))
 
     health = snapshot.source
     up_labels = {"source": health.name}
@@ -356,17 +352,19 @@ def _missing_fields_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> F
     )
 
 
-def _contradiction_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+def _contradiction_family(
+    labelled: list[tuple[GpuState, dict[str, str]]], estimates: list[Estimate | None]
+) -> Family:
     """GR_ENGINE_ACTIVE idle while SM, tensor, FP or DRAM activity says work runs (1), else 0."""
     rows = [
         Row(
             sample="ridgeline_gr_engine_contradicted",
             labels=labels,
             extra=(),
-            value=1.0 if gpu.estimate.gr_engine_contradicted else 0.0,
+            value=1.0 if estimate.gr_engine_contradicted else 0.0,
         )
-        for gpu, labels in labelled
-        if gpu.estimate is not None and gpu.estimate.gr_engine_active is not None
+        for (_, labels), estimate in zip(labelled, estimates, strict=True)
+        if estimate is not None and estimate.gr_engine_active is not None
     ]
     return Family(
         name="ridgeline_gr_engine_contradicted",
