@@ -320,20 +320,14 @@ def smoothing_alpha(dt: float | None, time_constant: float) -> float:
     return -math.expm1(-dt / time_constant)
 
 
+assert Ratios._fields == (*READING_FIELDS, "clock_ratio")
+
+
 def reading_of(inputs: Mapping[str, float]) -> Ratios:
-    """The roofline reading of a set of inputs, built by keyword."""
-    get = inputs.get
-    return Ratios(
-        dram_active=get("dram_active"),
-        tensor_active=get("tensor_active"),
-        gr_engine_active=get("gr_engine_active"),
-        sm_active=get("sm_active"),
-        sm_occupancy=get("sm_occupancy"),
-        fp64_active=get("fp64_active"),
-        fp32_active=get("fp32_active"),
-        fp16_active=get("fp16_active"),
-        clock_ratio=max(inputs.get("clock_ratio", 1.0), 1e-9),
-    )
+    """The roofline reading of a sample's raw or smoothed inputs (raw_inputs always sets the
+    clock ratio): each of Ratios' fields by its own name, in the order the assertion above
+    checks; k is kept above 0 (a sub-MHz clock can underflow it)."""
+    return Ratios._make((*map(inputs.get, READING_FIELDS), max(inputs["clock_ratio"], 1e-9)))
 
 
 _PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
@@ -461,9 +455,7 @@ def step(
     thresholds = config.thresholds
     raw = reading_of(inputs)
     raw_pipes = pipe_utilizations(raw)
-    raw_call = judge_counters(
-        raw, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=raw_pipes
-    )
+    raw_regime = judge_counters(raw, thresholds, utilizations=raw_pipes).regime  # its lever is not kept
     call = judge_counters(reading_of(smoothed), thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster)
     exported = debounce(
         prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
@@ -474,7 +466,7 @@ def step(
     dram = raw.dram_active
     new_totals = add_interval(
         base,
-        raw_call.regime,
+        raw_regime,
         achieved_flops(raw_pipes, peaks) if work else None,
         dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None,
         dt if cap_ok else None,
@@ -489,7 +481,7 @@ def step(
         card_key=profile.key,
         profile=profile,
         call=call,
-        raw_regime=raw_call.regime,
+        raw_regime=raw_regime,
     )
 
 
@@ -631,7 +623,7 @@ _profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, Car
 
 
 def card_profile(
-    card: Card | None, config: InferenceConfig, *, instance: bool = False, mig_profile: str | None = None
+    card: Card | None, config: InferenceConfig, *, instance: bool, mig_profile: str | None
 ) -> CardProfile:
     """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
 

@@ -133,6 +133,7 @@ def test_an_unknown_card_has_no_roof_numbers_and_integrates_no_flops() -> None:
     assert estimate.achieved_bandwidth_bytes_per_second is None
     assert estimate.attainable_flop_per_second is None
     assert estimate.fraction_of_peak is None
+    assert estimate.compute_roof_flop_per_second is None
     assert estimate.position == pytest.approx(0.1 / 0.7)  # ratios need no roof
     assert (state.totals.flop_total, state.totals.dram_bytes_total) == (None, None)  # never born
     assert state.totals.integrated_seconds == 1.0
@@ -287,7 +288,8 @@ def test_a_new_candidate_restarts_the_dwell_and_the_old_lever_stays_exported() -
         assert (state.estimate.regime, state.estimate.lever) == ("memory_bound", roofline.LEVER_MEMORY)
         assert state.smoothing is not None and state.smoothing.pending_since == 4.0
     state = step(state, sample(9.0, **latency), H100, config)
-    assert state.estimate is not None and state.estimate.regime == "latency_bound"
+    assert state.estimate is not None
+    assert (state.estimate.regime, state.estimate.lever) == ("latency_bound", roofline.LEVER_LATENCY)
 
 
 # -- intervals ---------------------------------------------------------------------------------------
@@ -409,3 +411,44 @@ def test_an_unknown_model_is_logged_once_naming_it_and_the_fix(caplog: pytest.Lo
         f"GPU model {model!r} is not in the card catalog: exporting its ratios and regime with "
         'card="unknown" and no roof (add it with --cards FILE)'
     ]
+
+
+# -- what a later sample keeps and what a reading carries -----------------------------------------
+
+
+def test_a_sample_without_any_activity_keeps_the_card_label() -> None:
+    """The `card` label of the counters must not change while the reading is blank."""
+    blank = feed(sample(0.0, occ=0.5, clock=1980.0))
+    assert (blank.estimate, blank.card_key) == (None, "h100-sxm")
+    after_reading = feed(sample(0.0, d=0.5, t=0.5), sample(1.0, occ=0.5))
+    assert (after_reading.estimate, after_reading.card_key) == (None, "h100-sxm")
+
+
+def test_the_fp_pipes_reach_the_estimate() -> None:
+    estimate = feed(sample(0.0, d=0.1, t=0.1, gr=0.9, fp64=0.25, fp32=0.5, fp16=0.125)).estimate
+    assert estimate is not None
+    assert (estimate.fp64_active, estimate.fp32_active, estimate.fp16_active) == (0.25, 0.5, 0.125)
+
+
+def test_flops_stop_growing_while_no_compute_pipe_is_reported() -> None:
+    state = feed(sample(0.0, d=0.5, t=0.5), sample(1.0, d=0.5, t=0.5))
+    assert state.totals.flop_total is not None and state.totals.flop_total > 0
+    later = feed(sample(0.0, d=0.5, t=0.5), sample(1.0, d=0.5, t=0.5), sample(2.0, d=0.5))
+    assert later.totals.flop_total == state.totals.flop_total  # DRAM alone adds bytes, not FLOPs
+    assert later.totals.dram_bytes_total is not None and state.totals.dram_bytes_total is not None
+    assert later.totals.dram_bytes_total > state.totals.dram_bytes_total
+    assert later.totals.integrated_seconds == 2.0
+
+
+def test_a_mig_instance_keeps_its_own_roof_when_the_tensor_pipes_pick_the_precision() -> None:
+    instance = Entity(gpu=0, uuid="GPU-edge", model=ENTITY.model, gpu_instance=1, profile="3g.40gb")
+    values = {fields.DRAM_ACTIVE: 0.5, fields.PIPE_TENSOR_ACTIVE: 0.5, fields.PIPE_TENSOR_IMMA_ACTIVE: 0.6}
+    state = step(None, Sample(timestamp=0.0, entity=instance, values=values), H100, InferenceConfig())
+    assert state.estimate is not None and state.estimate.precision == "int8"
+    assert state.estimate.roof == H100.instance_roof("int8", "3g.40gb") != H100.roof("int8")
+
+
+def test_an_unknown_card_has_faster_fp64_tensor_cores_by_default() -> None:
+    """Nothing says it lacks them: the lever points at the FP64 tensor cores, as on A100/H100."""
+    estimate = feed(sample(0.0, d=0.05, t=0.05, gr=0.9, fp64=0.9), card=None).estimate
+    assert estimate is not None and estimate.lever == roofline.LEVER_FP64_PIPE

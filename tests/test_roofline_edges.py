@@ -379,3 +379,52 @@ def test_dominant_precision_counts_a_pipe_from_the_floor_on() -> None:
 def test_dominant_precision_compares_the_pipes_by_activity_not_by_name() -> None:
     assert roofline.dominant_precision("fp8", imma_active=0.3, hmma_active=0.6) == "bf16"
     assert roofline.dominant_precision("fp8", imma_active=0.3, dfma_active=0.6) == "fp64_tensor"
+
+
+# -- defaults and the walls as shipped ------------------------------------------------------------
+
+
+def test_at_the_default_walls_the_tensor_pipe_binds_before_an_fp_pipe() -> None:
+    """Tensor wall 0.93, FP pipe wall 1.0: u = 0.56 is at θ of the first and below θ of the second."""
+    tensor = CounterReading(dram_active=0.05, tensor_active=0.56, gr_engine_active=0.9)
+    assert roofline.classify_counters(ROOF, tensor).regime == "compute_bound"
+    fp32 = CounterReading(dram_active=0.05, tensor_active=0.05, fp32_active=0.56, gr_engine_active=0.9)
+    assert roofline.classify_counters(ROOF, fp32).regime == "latency_bound"
+    # 0.56 / 0.93 is nearer its wall than 0.58 / 1.0
+    both = CounterReading(dram_active=0.05, tensor_active=0.56, fp32_active=0.58, gr_engine_active=0.9)
+    assert roofline.classify_counters(ROOF, both).pipe == "tensor"
+
+
+def test_the_public_defaults_trust_the_engine_and_assume_fp64_tensor_cores() -> None:
+    quiet_engine = CounterReading(dram_active=0.3, tensor_active=0.01, gr_engine_active=0.01)
+    assert roofline.is_idle(quiet_engine, Thresholds()) is True
+    assert roofline.is_idle(quiet_engine, Thresholds(), trust_gr_engine=False) is False
+    assert roofline.compute_lever("fp64") == roofline.LEVER_FP64_PIPE
+
+
+def test_nothing_but_occupancy_is_not_idle() -> None:
+    reading = CounterReading(sm_occupancy=0.5)
+    assert roofline.is_idle(reading, Thresholds()) is False
+    verdict = roofline.classify_counters(ROOF, reading)
+    assert (verdict.regime, verdict.missing) == ("unknown", ("dram_active", "tensor_active"))
+
+
+def test_an_idle_verdict_names_no_pipe() -> None:
+    verdict = judged(dram_active=0.0, tensor_active=0.0, gr_engine_active=0.01)
+    assert (verdict.regime, verdict.pipe) == ("idle", None)
+    assert judged(dram_active=0.0, tensor_active=0.0, gr_engine_active=0.05).pipe == "tensor"
+
+
+def test_the_compute_roof_of_a_mix_on_unit_peaks() -> None:
+    """An unknown card's unit peaks: F = 0.8 FLOP/s is below 1, P_c is still F / u* = 2."""
+    unit = {"tensor": 1.0, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0}
+    reading = CounterReading(dram_active=0.1, tensor_active=0.4, fp32_active=0.4)
+    at = roofline.counter_position(reading, unit, 1.0)
+    assert at.compute_roof_flop_per_second == pytest.approx(2.0)
+    assert at.roofline_efficiency == pytest.approx(0.4)  # max(u*, d)
+
+
+def test_classify_counters_reports_the_compute_roof_of_the_mix() -> None:
+    reading = CounterReading(dram_active=0.1, tensor_active=0.2, fp64_active=0.2)
+    verdict = roofline.classify_counters(ROOF, reading, vector_peaks={"fp64": 1e13})
+    assert verdict.compute_roof_flop_per_second == pytest.approx((0.2 * 1e15 + 0.2 * 1e13) / 0.2)
