@@ -24,7 +24,8 @@ inference, snapshots, exposition and the HTTP server, not DCGM's or NVML's own c
 
 Part 2 pushes synthetic 8-GPU batches through the sampler and inference in-process as fast as
 they go (rendering /metrics every 15 batches) and prints RSS before and after: counters and
-state are per GPU, so memory must stay flat. --samples 0 skips it.
+state are per GPU, so memory must stay flat. --samples 0 skips it. Before it, the live path's
+CPU per batch in-process (8 and 56 entities, warm). --seconds 0 skips part 1.
 """
 
 from __future__ import annotations
@@ -290,6 +291,35 @@ def inprocess_run(samples: int) -> None:
     print(f"  RSS before {rss_before:.1f} MiB, after {rss_after:.1f} MiB")
 
 
+def live_batch_cost(batches: int) -> None:
+    """CPU per batch of the live path in-process, warm: a sampler round over live_standin's
+    source (read, inference, publish) and a /metrics render every 150 batches (a 15 s scrape at
+    10 Hz). The serve windows above pay more per batch: each batch there follows a 0.1 s sleep."""
+    from live_standin import PrebuiltBatches
+
+    catalog = load_catalog()
+    print(f"live path in-process, warm ({batches} batches; thread CPU time):")
+    for entities in (8, 56):
+        PrebuiltBatches.entity_count = entities
+        options = SourceOptions(interval_seconds=0.1)
+        config = InferenceConfig(expected_interval_seconds=0.1)
+        sampler = Sampler("standin", options, catalog, config, source=PrebuiltBatches(options))
+        endpoint = MetricsEndpoint(lambda sampler=sampler: sampler.snapshot)
+        for _ in range(20):
+            sampler.run_once()
+        start = time.thread_time()
+        for n in range(batches):
+            sampler.run_once()
+            if n % 150 == 0:
+                endpoint.render(None)
+        per_batch = (time.thread_time() - start) / batches
+        print(
+            f"  {entities:2d} entities: {per_batch * 1e6:5.0f} us per batch "
+            f"({per_batch * 1e6 / entities:.1f} us per sample), "
+            f"{per_batch * 10 * 100:.2f} % of a core at 10 Hz"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=90)
@@ -298,7 +328,9 @@ def main() -> None:
         "--feed", choices=("both", "live", "replay"), default="both", help="which feed of each node to run"
     )
     args = parser.parse_args()
-    live_budget(args.seconds, ("live", "replay") if args.feed == "both" else (args.feed,))
+    if args.seconds > 0:
+        live_budget(args.seconds, ("live", "replay") if args.feed == "both" else (args.feed,))
+    live_batch_cost(2000)
     if args.samples > 0:
         inprocess_run(args.samples)
 
