@@ -65,12 +65,13 @@ def entities(n: int) -> list[tuple[Entity, Attribution]]:
     return out
 
 
-def write_trace(path: Path, n: int, seconds: int) -> None:
+def write_trace(path: Path, n: int, batches: int, period: float = 1.0) -> None:
+    """`batches` batches of n entities, one every `period` seconds of trace time."""
     with path.open("w") as out:
-        for step in range(seconds):
+        for step in range(batches):
             for i, (entity, pod) in enumerate(entities(n)):
                 sample = Sample(
-                    timestamp=1_764_432_000.0 + step,
+                    timestamp=1_764_432_000.0 + step * period,
                     entity=entity,
                     values=entity_values(i, step),
                     attribution=pod,

@@ -10,8 +10,8 @@ starved and idle GPUs, a blank DRAM stretch and a dropout) to a temporary direct
     (c) end to end: a fresh ReplaySource opened and handed to a Sampler whose own thread reads it
         at speed max until the replay ends (what `serve --speed max` does, minus HTTP).
 
-Each figure is GPU-samples per second, best of --repeat runs. Goal (issue): >= 200,000/s for (c)
-on the 2-core development VM.
+Each figure is GPU-samples per second, best of --repeat runs: printed, not a goal (a live node is
+8 GPUs at 1-10 Hz, at most ~56 MIG instances; bench_steady_state.py measures that budget).
 
     .venv/bin/python benchmarks/bench_pipeline.py [--batches 50000] [--repeat 3] [--profile b|c]
 """

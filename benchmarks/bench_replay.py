@@ -3,10 +3,11 @@
 
 Writes an 8-GPU trace (the demo's fields) in each format to a temporary directory, then times
 ReplaySource open() plus reading every batch as it streams from disk, as `ridgeline serve
---replay FILE --speed max` would. A figure, not a goal: a live node needs 8 GPUs x 10 Hz = 80
-GPU-samples/s, so this says how many node-hours of trace a second of replay covers. JSON Lines
-is timed once more with orjson's loads in place of the standard library's (when orjson is
-importable), to show what that dependency would buy.
+--replay FILE --speed max` would. A printed figure, not a goal: a live node needs 8 GPUs x 10 Hz
+= 80 GPU-samples/s (bench_steady_state.py measures that budget), so this says how many
+node-hours of trace a second of replay covers. JSON Lines is timed once more with orjson's loads
+in place of the standard library's (when orjson is importable), to show what that dependency
+would buy.
 
     .venv/bin/python benchmarks/bench_replay.py [--samples 200000]
 """

@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from exporter.collectors import DEFAULT_COLLECTORS
+from exporter.inference import Estimate
 from exporter.roofline import REGIMES, Roof
 from exporter.state import GpuState, Snapshot
 
@@ -38,64 +39,65 @@ OPENMETRICS_EOF = b"# EOF\n"
 _go_float: Callable[[float], str] = floatToGoString
 """prometheus_client's number formatter (untyped upstream), so both encoders agree."""
 
-_GAUGES: tuple[tuple[str, str, str, Callable[[GpuState], float | None]], ...] = (
+_GAUGES: tuple[tuple[str, str, str, Callable[[Estimate], float | None]], ...] = (
     # (collector, name, help, value): per-GPU gauges (exporter/collectors.py)
     (
         "activity",
         "ridgeline_dram_active_ratio",
         "Smoothed DCGM DRAM_ACTIVE (field 1005): fraction of cycles the device memory interface "
         "is busy, 0-1 (about 0.8 is its practical maximum).",
-        lambda g: g.estimate.dram_active if g.estimate else None,
+        lambda e: e.dram_active,
     ),
     (
         "activity",
         "ridgeline_tensor_active_ratio",
         "Smoothed DCGM PIPE_TENSOR_ACTIVE (field 1004): fraction of cycles the tensor pipes are busy, 0-1.",
-        lambda g: g.estimate.tensor_active if g.estimate else None,
+        lambda e: e.tensor_active,
     ),
     (
         "activity",
         "ridgeline_flop_utilization_ratio",
         "Smoothed activity times SM clock ratio of the busiest compute pipe (tensor or CUDA-core "
         "FP): achieved FLOP/s over the compute roof of the pipes in use, 0-1.",
-        lambda g: g.estimate.flop_utilization if g.estimate else None,
+        lambda e: e.flop_utilization,
     ),
     (
         "roofline",
         "ridgeline_arithmetic_intensity_flop_per_byte",
         "Smoothed arithmetic intensity in FLOP per DRAM byte (achieved FLOP/s over achieved "
         "bytes/s); absent while DRAM activity is about 0 or the card is unknown.",
-        lambda g: g.estimate.intensity_flop_per_byte if g.estimate else None,
+        lambda e: e.intensity_flop_per_byte,
     ),
     (
         "roofline",
         "ridgeline_roofline_efficiency_ratio",
         "Achieved over attainable FLOP/s at the current intensity (how close to the roof), 0-1.",
-        lambda g: g.estimate.roofline_efficiency if g.estimate else None,
+        lambda e: e.roofline_efficiency,
     ),
     (
         "engine",
         "ridgeline_gr_engine_active_ratio",
         "Smoothed DCGM GR_ENGINE_ACTIVE (field 1001): fraction of time the graphics/compute "
         "engine is busy, 0-1; present when the source reports it.",
-        lambda g: g.estimate.gr_engine_active if g.estimate else None,
+        lambda e: e.gr_engine_active,
     ),
     (
         "engine",
         "ridgeline_gpu_utilization_ratio",
         "Smoothed DCGM GPU_UTIL (field 203) divided by 100: fraction of time a kernel ran, 0-1; "
         "present when the source reports it.",
-        lambda g: g.estimate.gpu_utilization if g.estimate else None,
+        lambda e: e.gpu_utilization,
     ),
 )
 
 
-def _roof(gpu: GpuState) -> Roof | None:
+_Labelled = list[tuple[GpuState, dict[str, str], Estimate | None]]
+"""Each GPU with its labels and its Estimate, read once per snapshot (it is derived on read)."""
+
+
+def _roof(gpu: GpuState, estimate: Estimate) -> Roof | None:
     """The roof a GPU's series show: none for a MIG parent whose instances carry theirs."""
-    estimate = gpu.estimate
-    if estimate is None or gpu.mig_parent:
-        return None
-    return estimate.roof
+    return None if gpu.mig_parent else estimate.roof
 
 
 def gpu_labels(gpu: GpuState) -> dict[str, str]:
@@ -156,15 +158,15 @@ _NO_LABELS: Mapping[str, str] = {}
 def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COLLECTORS) -> list[Family]:
     """The Ridgeline metric families of the enabled collectors for one snapshot (docs/design.md,
     "Prometheus metrics"); the source-health families always."""
-    labelled = [(g, gpu_labels(g)) for g in snapshot.gpus]
+    labelled: _Labelled = [(g, gpu_labels(g), g.estimate) for g in snapshot.gpus]
     out: list[Family] = []
 
     for collector, name, documentation, value_of in _GAUGES:
         if collector not in collectors:
             continue
         rows = []
-        for gpu, labels in labelled:
-            value = value_of(gpu)
+        for _, labels, estimate in labelled:
+            value = value_of(estimate) if estimate is not None else None
             if value is not None:
                 rows.append(Row(sample=name, labels=labels, extra=(), value=value))
         out.append(Family(name=name, documentation=documentation, type="gauge", rows=rows))
@@ -182,7 +184,7 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
     return out
 
 
-def _card_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Family]:
+def _card_families(labelled: _Labelled) -> list[Family]:
     """ridgeline_gpu_info per GPU and each roof's constants once per node.
 
     A roof is a card at a precision, or a MIG instance profile of a card at a precision (its slice
@@ -194,12 +196,11 @@ def _card_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Fami
     """
     info_rows: list[Row] = []
     roofs: dict[tuple[str, str, str | None], Roof] = {}
-    for gpu, labels in labelled:
-        estimate = gpu.estimate
+    for gpu, labels, estimate in labelled:
         if estimate is None:
             continue
         extra: tuple[tuple[str, str], ...] = ()
-        roof = _roof(gpu)
+        roof = _roof(gpu, estimate)
         if roof is not None and estimate.precision is not None:
             profile = gpu.entity.profile if gpu.entity.gpu_instance is not None else None
             extra = (("precision", estimate.precision),)
@@ -267,12 +268,12 @@ def _card_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Fami
     ]
 
 
-def _regime_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+def _regime_family(labelled: _Labelled) -> Family:
     regime_rows = []
-    for gpu, labels in labelled:
-        if gpu.estimate is None:
+    for _, labels, estimate in labelled:
+        if estimate is None:
             continue
-        current = gpu.estimate.regime
+        current = estimate.regime
         for name in REGIMES:
             regime_rows.append(
                 Row(
@@ -291,9 +292,9 @@ def _regime_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
     )
 
 
-def _totals_families(labelled: list[tuple[GpuState, dict[str, str]]]) -> list[Family]:
+def _totals_families(labelled: _Labelled) -> list[Family]:
     seconds_rows, flop_rows, dram_rows = [], [], []
-    for gpu, labels in labelled:
+    for gpu, labels, _ in labelled:
         totals = gpu.totals
         if totals.regime_seconds is not None:
             for name in REGIMES:
@@ -422,7 +423,7 @@ def _health_families(snapshot: Snapshot) -> list[Family]:
     return out
 
 
-def _missing_fields_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+def _missing_fields_family(labelled: _Labelled) -> Family:
     """One series per profiling field (1001-1008) a GPU's latest sample lacks: every GPU the
     source sees stays in /metrics, and says what it lacks (docs/runbooks.md,
     RidgelineProfilingCountersMissing)."""
@@ -433,7 +434,7 @@ def _missing_fields_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> F
             extra=(("field", name),),
             value=1.0,
         )
-        for gpu, labels in labelled
+        for gpu, labels, _ in labelled
         for name in gpu.inference.missing_fields
     ]
     return Family(
@@ -445,17 +446,17 @@ def _missing_fields_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> F
     )
 
 
-def _contradiction_family(labelled: list[tuple[GpuState, dict[str, str]]]) -> Family:
+def _contradiction_family(labelled: _Labelled) -> Family:
     """GR_ENGINE_ACTIVE idle while SM, tensor, FP or DRAM activity says work runs (1), else 0."""
     rows = [
         Row(
             sample="ridgeline_gr_engine_contradicted",
             labels=labels,
             extra=(),
-            value=1.0 if gpu.estimate.gr_engine_contradicted else 0.0,
+            value=1.0 if estimate.gr_engine_contradicted else 0.0,
         )
-        for gpu, labels in labelled
-        if gpu.estimate is not None and gpu.estimate.gr_engine_active is not None
+        for _, labels, estimate in labelled
+        if estimate is not None and estimate.gr_engine_active is not None
     ]
     return Family(
         name="ridgeline_gr_engine_contradicted",

@@ -41,7 +41,6 @@ from exporter.roofline import (
     REGIMES,
     CounterCall,
     CounterRegime,
-    Pipe,
     Ratios,
     Roof,
     Thresholds,
@@ -203,21 +202,40 @@ class Estimate(NamedTuple):
 
 
 class EntityInference(NamedTuple):
-    """Everything known about one GPU after its latest sample; replaced whole on each sample."""
+    """Everything known about one GPU after its latest sample; replaced whole on each sample.
+
+    The Estimate (the numbers /metrics and /classify show) is derived from the smoothed inputs
+    when it is read (`estimate`), not stored: the sampler folds every sample in, while a scrape
+    reads one in many (at --interval 0.1 and a 15 s scrape, one in 150), and building it per
+    sample was a fifth of the per-sample cost (docs/daemon.md, "Live budget").
+    """
 
     entity: Entity
     timestamp: float
     """The latest sample's timestamp (seconds since the epoch, the source's clock)."""
-    estimate: Estimate | None
-    """None while the sample has no activity field at all: no derived series."""
     smoothing: Smoothing | None
+    """None while the sample has no activity field at all: no derived series."""
     totals: Totals
     recent_intervals: tuple[float, ...] = ()
     missing_fields: tuple[str, ...] = ()
     """DCGM names of the profiling fields 1001-1008 this sample lacks (absent or blank)."""
     card_key: str | None = None
-    """The catalog key (or "unknown"), known even while `estimate` is None, so that a sample
+    """The catalog key (or "unknown"), known even while there is no estimate, so that a sample
     without a reading does not change the `card` label of the GPU's counters."""
+    profile: CardProfile | None = None
+    """The card's (or MIG instance's) constants the sample was judged with."""
+    call: CounterCall | None = None
+    """The smoothed reading's verdict (what the debouncer looked at)."""
+    raw_regime: CounterRegime | None = None
+    """The raw reading's regime (what the time-in-regime counters integrated)."""
+
+    @property
+    def estimate(self) -> Estimate | None:
+        """The derived view of the smoothed reading, built anew on each read (read it once per
+        use); None while the sample has no activity field."""
+        if self.smoothing is None or self.profile is None or self.call is None or self.raw_regime is None:
+            return None
+        return estimate_of(self.profile, self.smoothing, self.call, self.raw_regime)
 
 
 def precision_on(card: Card, wanted: str) -> tuple[str, str | None]:
@@ -302,20 +320,14 @@ def smoothing_alpha(dt: float | None, time_constant: float) -> float:
     return -math.expm1(-dt / time_constant)
 
 
+assert Ratios._fields == (*READING_FIELDS, "clock_ratio")
+
+
 def reading_of(inputs: Mapping[str, float]) -> Ratios:
-    """The roofline reading of a set of inputs, built by keyword."""
-    get = inputs.get
-    return Ratios(
-        dram_active=get("dram_active"),
-        tensor_active=get("tensor_active"),
-        gr_engine_active=get("gr_engine_active"),
-        sm_active=get("sm_active"),
-        sm_occupancy=get("sm_occupancy"),
-        fp64_active=get("fp64_active"),
-        fp32_active=get("fp32_active"),
-        fp16_active=get("fp16_active"),
-        clock_ratio=max(inputs.get("clock_ratio", 1.0), 1e-9),
-    )
+    """The roofline reading of a sample's raw or smoothed inputs (raw_inputs always sets the
+    clock ratio): each of Ratios' fields by its own name, in the order the assertion above
+    checks; k is kept above 0 (a sub-MHz clock can underflow it)."""
+    return Ratios._make((*map(inputs.get, READING_FIELDS), max(inputs["clock_ratio"], 1e-9)))
 
 
 _PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
@@ -418,18 +430,17 @@ def step(
     if previous is not None and timestamp <= previous.timestamp:
         return previous  # duplicate or out-of-order: the interval was already accounted for
     entity = sample.entity
-    profile = card_profile(card, config, instance=entity.gpu_instance is not None, mig_profile=entity.profile)
+    mig = entity.gpu_instance is not None
+    profile = card_profile(card, config, instance=mig, mig_profile=entity.profile)
     dt, recent = _interval(previous, timestamp)
     base = previous.totals if previous is not None else (totals or Totals())
     values = sample.values
     missing = missing_profiling_fields(values)
     inputs = raw_inputs(values, profile.max_clock)
-    raw = reading_of(inputs)
-    if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity(raw), on the dict at hand
+    if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
         return EntityInference(
-            entity=sample.entity,
+            entity=entity,
             timestamp=timestamp,
-            estimate=None,
             smoothing=None,
             totals=base,
             recent_intervals=recent,
@@ -439,56 +450,38 @@ def step(
 
     prior = previous.smoothing if previous is not None else None
     smoothed = smooth(prior.values if prior else None, inputs, smoothing_alpha(dt, config.smoothing_seconds))
-    precision, roof, peaks = profile.roof_for(smoothed)
-    bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
-    mig = entity.gpu_instance is not None
+    _, roof, peaks = profile.roof_for(smoothed)
     fp64_faster = profile.fp64_tensor_faster
     thresholds = config.thresholds
+    raw = reading_of(inputs)
     raw_pipes = pipe_utilizations(raw)
-    raw_call = judge_counters(
-        raw, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=raw_pipes
-    )
-    reading = reading_of(smoothed)
-    pipes = pipe_utilizations(reading)
-    call = judge_counters(
-        reading, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster, utilizations=pipes
-    )
+    raw_regime = judge_counters(raw, thresholds, utilizations=raw_pipes).regime  # its lever is not kept
+    call = judge_counters(reading_of(smoothed), thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster)
     exported = debounce(
         prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
     )
 
     cap_ok = dt is not None and integrate and dt <= integration_cap(config, recent)
-    known = roof is not None
-    work = known and count_work
+    work = roof is not None and count_work
+    dram = raw.dram_active
     new_totals = add_interval(
         base,
-        raw_call.regime,
+        raw_regime,
         achieved_flops(raw_pipes, peaks) if work else None,
-        raw.dram_active * bandwidth if work and raw.dram_active is not None else None,
+        dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None,
         dt if cap_ok else None,
     )
-    estimate = _estimate(
-        profile=profile,
-        precision=precision,
-        roof=roof,
-        smoothed=smoothed,
-        reading=reading,
-        pipes=pipes,
-        peaks=peaks,
-        bandwidth=bandwidth,
-        call=call,
-        raw_call=raw_call,
-        exported=exported,
-    )
     return EntityInference(
-        entity=sample.entity,
+        entity=entity,
         timestamp=timestamp,
-        estimate=estimate,
         smoothing=exported,
         totals=new_totals,
         recent_intervals=recent,
         missing_fields=missing,
         card_key=profile.key,
+        profile=profile,
+        call=call,
+        raw_regime=raw_regime,
     )
 
 
@@ -506,23 +499,16 @@ def _interval(previous: EntityInference | None, timestamp: float) -> tuple[float
     return dt, recent
 
 
-def _estimate(
-    *,
-    profile: CardProfile,
-    precision: str | None,
-    roof: Roof | None,
-    smoothed: Mapping[str, float],
-    reading: Ratios,
-    pipes: Mapping[Pipe, float],
-    peaks: Mapping[str, float],
-    bandwidth: float,
-    call: CounterCall,
-    raw_call: CounterCall,
-    exported: Smoothing,
+def estimate_of(
+    profile: CardProfile, smoothing: Smoothing, call: CounterCall, raw_regime: CounterRegime
 ) -> Estimate:
-    """The Estimate of the smoothed reading: its numbers on the roof (roofline.counter_position)
-    and its verdicts; the numbers that need a roof are None on an unknown card or profile."""
-    at = counter_position(reading, peaks, bandwidth, utilizations=pipes)
+    """The Estimate of a smoothed reading: its numbers on the roof (roofline.counter_position) and
+    its verdicts; the numbers that need a roof are None on an unknown card or profile."""
+    smoothed = smoothing.values
+    precision, roof, peaks = profile.roof_for(smoothed)
+    reading = reading_of(smoothed)
+    bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
+    at = counter_position(reading, peaks, bandwidth)
     known = roof is not None
     return Estimate(
         card=profile.key,
@@ -549,10 +535,10 @@ def _estimate(
         attainable_flop_per_second=at.attainable_flop_per_second if known else None,
         fraction_of_peak=at.fraction_of_peak if known else None,
         roofline_efficiency=at.roofline_efficiency,
-        regime=exported.regime,
+        regime=smoothing.regime,
         smoothed_regime=call.regime,
-        raw_regime=raw_call.regime,
-        lever=exported.lever,
+        raw_regime=raw_regime,
+        lever=smoothing.lever,
         unknown_because=dcgm_names(call.missing),
         gr_engine_contradicted=call.gr_engine_contradicted,
     )
@@ -576,7 +562,9 @@ class CardProfile:
     dominant: bool
     """The tensor pipes may override the precision (no --precision given, a known roof)."""
     fp64_tensor_faster: bool
-    roofs: dict[str | None, tuple[Roof | None, Mapping[str, float]]] = field(default_factory=dict)
+    roofs: dict[str | None, tuple[Roof | None, Mapping[str, float]]] = field(
+        default_factory=dict, compare=False
+    )
     """(roof, pipe peaks) by precision, filled on first use (the dominant tensor pipe may ask for
     another precision)."""
     instance: bool = False
@@ -635,7 +623,7 @@ _profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, Car
 
 
 def card_profile(
-    card: Card | None, config: InferenceConfig, *, instance: bool = False, mig_profile: str | None = None
+    card: Card | None, config: InferenceConfig, *, instance: bool, mig_profile: str | None
 ) -> CardProfile:
     """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
 

@@ -541,43 +541,59 @@ def judge_counters(
     reading says only what its fields can say. `utilizations`: pipe_utilizations(reading), when
     the caller has it already.
     """
-    th = thresholds
-    contradicted = gr_engine_contradicted(reading, th)
+    contradicted = gr_engine_contradicted(reading, thresholds)
     pipes = pipe_utilizations(reading) if utilizations is None else utilizations
-    pipe = nearest_wall_pipe(pipes, th)
+    pipe = nearest_wall_pipe(pipes, thresholds)
+    regime, lever, missing = _regime_rules(
+        reading, thresholds, pipes, pipe, contradicted, mig_instance, fp64_tensor_faster
+    )
+    return CounterCall(
+        regime=regime,
+        lever=lever,
+        pipe=None if regime == "idle" else pipe,
+        missing=missing,
+        gr_engine_contradicted=contradicted,
+    )
 
-    def call(regime: CounterRegime, lever: str, missing: tuple[str, ...] = ()) -> CounterCall:
-        return CounterCall(
-            regime=regime,
-            lever=lever,
-            pipe=None if regime == "idle" else pipe,
-            missing=missing,
-            gr_engine_contradicted=contradicted,
-        )
 
+_NO_WALL_FIELDS = ("dram_active", "tensor_active")
+"""Only DRAM and the tensor pipe together can say that no wall is near."""
+_FP_PIPE_FIELDS = ("fp64_active", "fp32_active", "fp16_active")
+
+
+def _regime_rules(
+    reading: Activity,
+    th: Thresholds,
+    pipes: Mapping[Pipe, float],
+    pipe: Pipe | None,
+    contradicted: bool,
+    mig_instance: bool,
+    fp64_tensor_faster: bool,
+) -> tuple[CounterRegime, str, tuple[str, ...]]:
+    """judge_counters' rules in order: (regime, lever, the fields whose absence leaves it unknown)."""
     if is_idle(reading, th, trust_gr_engine=not contradicted):
-        return call("idle", LEVER_IDLE)
+        return "idle", LEVER_IDLE, ()
     dram = reading.dram_active
     if pipe is None and dram is None:
-        return call("unknown", LEVER_UNKNOWN, ("dram_active", "tensor_active"))
-    busiest = max(pipes.values(), default=0.0)
+        return "unknown", LEVER_UNKNOWN, _NO_WALL_FIELDS
+    busiest = max(pipes.values()) if pipes else 0.0
     if dram is not None and busiest < dram:  # position u*/d below 1: the memory side
         if dram / th.dram_wall >= th.theta:
-            return call("memory_bound", LEVER_MEMORY)
+            return "memory_bound", LEVER_MEMORY, ()
     elif pipe is not None and pipes[pipe] / th.wall(pipe) >= th.theta:
-        return call("compute_bound", compute_lever(pipe, fp64_tensor_faster=fp64_tensor_faster))
+        return "compute_bound", compute_lever(pipe, fp64_tensor_faster=fp64_tensor_faster), ()
     # No wall is near by what is reported: only DRAM and the tensor pipe together can say so.
-    missing = tuple(name for name in ("dram_active", "tensor_active") if getattr(reading, name) is None)
-    if missing:
-        return call("unknown", LEVER_UNKNOWN, missing)
+    if dram is None or reading.tensor_active is None:
+        missing = tuple(name for name in _NO_WALL_FIELDS if getattr(reading, name) is None)
+        return "unknown", LEVER_UNKNOWN, missing
     sm_active = reading.sm_active
     busy_sms = sm_active is not None and sm_active >= th.theta
     if busy_sms and not (reading.sm_occupancy is not None and reading.sm_occupancy < 0.25):
-        if not any(p in pipes for p in FP_PIPES):
-            return call("unknown", LEVER_SMS_BUSY_NO_FP_PIPES, ("fp64_active", "fp32_active", "fp16_active"))
-        return call("latency_bound", LEVER_LATENCY_BUSY_SMS)
+        if pipes.keys().isdisjoint(FP_PIPES):
+            return "unknown", LEVER_SMS_BUSY_NO_FP_PIPES, _FP_PIPE_FIELDS
+        return "latency_bound", LEVER_LATENCY_BUSY_SMS, ()
     gr = None if contradicted else reading.gr_engine_active
-    return call("latency_bound", latency_lever(reading, mig_instance=mig_instance, gr_engine=gr))
+    return "latency_bound", latency_lever(reading, mig_instance=mig_instance, gr_engine=gr), ()
 
 
 def nearest_wall_pipe(utilizations: Mapping[Pipe, float], thresholds: Thresholds) -> Pipe | None:
@@ -681,7 +697,9 @@ def counter_position(
             attainable = min(roof_c, intensity * bandwidth)
     efficiency = None
     if attainable is not None and attainable > 0 and flops is not None:
-        efficiency = flops / attainable
+        # F / min(P_c, F/d) = max(u*, d) <= 1; with a subnormal F the intensity F/Q loses digits
+        # and the quotient can round above 1, which the exact value never is
+        efficiency = min(1.0, flops / attainable)
     return CounterPosition(
         achieved_flop_per_second=flops,
         achieved_bandwidth_bytes_per_second=bytes_,

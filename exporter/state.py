@@ -34,6 +34,7 @@ class GpuState(NamedTuple):
 
     @property
     def estimate(self) -> Estimate | None:
+        """EntityInference.estimate: derived on each read, so read it once per use."""
         return self.inference.estimate
 
     @property
@@ -42,10 +43,9 @@ class GpuState(NamedTuple):
 
     @property
     def card(self) -> str | None:
-        """The catalog key or "unknown" (kept through blank readings; None only for a state
-        built without a card)."""
-        estimate = self.inference.estimate
-        return estimate.card if estimate is not None else self.inference.card_key
+        """The catalog key or "unknown", kept through blank readings (the estimate's `card` when
+        there is one)."""
+        return self.inference.card_key
 
     @property
     def last_sample_timestamp(self) -> float:

@@ -139,7 +139,7 @@ def test_an_interrupted_candidate_restarts_the_dwell() -> None:
             st.floats(0.1, 4.0),  # dt
             st.floats(0.0, 1.0),  # d
             st.floats(0.0, 1.0),  # t
-            st.floats(700.0, 1980.0),  # SM clock
+            st.floats(700.0, 2600.0),  # SM clock: past the H100's 1980 MHz max, where k is clamped to 1
         ),
         min_size=1,
         max_size=40,

@@ -1,9 +1,9 @@
 """Fake of nvidia-ml-py's pynvml module: same names, constants, NVMLError classes and structs.
 
-Faithful to nvidia-ml-py 13.x (read from the installed pynvml.py): return codes, the
-generated NVMLError_* subclasses, GPM metric ids with their units (utilisations in percent
-0..100, bandwidths in MiB/s), and the ctypes structs c_nvmlGpmMetricsGet_t /
-c_nvmlGpmSupport_t / c_nvmlUtilization_t with the same field names. Instead of calling
+Faithful to nvidia-ml-py 13.x: return codes, the generated NVMLError_* subclasses, GPM metric
+ids with their units (utilisations in percent 0..100, bandwidths in MiB/s), and the ctypes
+structs c_nvmlGpmMetricsGet_t / c_nvmlGpmSupport_t / c_nvmlUtilization_t with the same field
+names; tests/test_pynvml_fake.py checks every name here against the installed pynvml. Instead of calling
 libnvidia-ml.so.1, the functions answer from FAKE, which tests configure. A test puts this
 module in sys.modules["pynvml"].
 """
