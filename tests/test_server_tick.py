@@ -14,7 +14,14 @@ import pytest
 from conftest import guarded_server
 from fastapi import FastAPI
 
-from exporter.web.server import ConnectionGuard, ConnectionLimits, QuietServer, bind_listener, build_server, serve
+from exporter.web.server import (
+    ConnectionGuard,
+    ConnectionLimits,
+    QuietServer,
+    bind_listener,
+    build_server,
+    serve,
+)
 
 pytestmark = pytest.mark.slow
 
