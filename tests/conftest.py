@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +126,47 @@ def guarded_server(
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """GET `url`: its status and body, an HTTP error status included (5 s timeout)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@contextmanager
+def serve_process(
+    *args: str, env: dict[str, str] | None = None, preexec_fn: Callable[[], None] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`ridgeline serve ARGS` as its own process on a free loopback port, until /healthz answers;
+    yields its base URL and the process, and stops it after."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{port}", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+        preexec_fn=preexec_fn,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                http_get(base + "/healthz")
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    output = process.stdout.read() if process.stdout else ""
+                    raise AssertionError(f"serve did not come up:\n{output}") from None
+                time.sleep(0.05)
+        yield base, process
+    finally:
+        stop_process(process)
 
 
 def stop_process(process: subprocess.Popen[Any], timeout: float = 20.0) -> None:

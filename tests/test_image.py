@@ -14,13 +14,11 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import STEP_TIMES, free_port
+from conftest import STEP_TIMES, free_port, http_get
 
 pytestmark = pytest.mark.slow
 
@@ -123,19 +121,11 @@ def podman(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         shutil.rmtree(storage, ignore_errors=True)
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 def _wait_ready(podman: Podman, container: str, base: str, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while True:
         try:
-            if _get(base + "/readyz")[0] == 200:
+            if http_get(base + "/readyz")[0] == 200:
                 return
         except OSError:
             pass
@@ -164,7 +154,7 @@ def test_hardened_container_serves_clean_metrics_and_passes_its_healthcheck(podm
     base = f"http://127.0.0.1:{port}"
     _wait_ready(podman, container, base)
 
-    status, body = _get(base + "/metrics")
+    status, body = http_get(base + "/metrics")
     assert status == 200
     assert "ridgeline_regime{" in body and "ridgeline_build_info{" in body
     lint = subprocess.run(

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import free_port, stop_process
+from conftest import http_get, serve_process, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -71,44 +67,10 @@ def upstream() -> Iterator[str]:
     server.server_close()
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-@contextmanager
-def _serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{port}", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _get(base + "/healthz")
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    output = process.stdout.read() if process.stdout else ""
-                    raise AssertionError(f"serve did not come up:\n{output}") from None
-                time.sleep(0.05)
-        yield base, process
-    finally:
-        stop_process(process)
-
-
 def _until(base: str, path: str, fragment: str, seconds: float = 20.0) -> str:
     deadline = time.monotonic() + seconds
     while True:
-        _, body = _get(base + path)
+        _, body = http_get(base + path)
         if fragment in body:
             return body
         if time.monotonic() > deadline:
@@ -122,12 +84,16 @@ def _output(process: subprocess.Popen[str]) -> str:
 
 
 def test_the_password_reaches_the_upstream_and_is_shown_nowhere(upstream: str) -> None:
-    with _serving("--source", "scrape", "--scrape-url", f"http://ridgeline:{SECRET}@{upstream}/metrics") as (
+    with serve_process(
+        "--source", "scrape", "--scrape-url", f"http://ridgeline:{SECRET}@{upstream}/metrics"
+    ) as (
         base,
         process,
     ):
         assert _until(base, "/readyz", "ready").strip() == "ready"
-        bodies = [_get(base + path)[1] for path in ("/readyz", "/classify", "/classify/0", "/metrics", "/")]
+        bodies = [
+            http_get(base + path)[1] for path in ("/readyz", "/classify", "/classify/0", "/metrics", "/")
+        ]
         assert 'ridgeline_source_up{source="scrape"} 1' in bodies[3]
         log = _output(process)
     for text in [*bodies, log]:
@@ -136,11 +102,11 @@ def test_the_password_reaches_the_upstream_and_is_shown_nowhere(upstream: str) -
 
 def test_a_wrong_password_is_reported_redacted_in_readyz_classify_and_the_log(upstream: str) -> None:
     url = f"http://ridgeline:wrong-{SECRET}@{upstream}/metrics"
-    with _serving("--source", "scrape", "--scrape-url", url) as (base, process):
+    with serve_process("--source", "scrape", "--scrape-url", url) as (base, process):
         readyz = _until(base, "/readyz", "401")
         assert "ridgeline:xxxxx@" in readyz
-        classify = _get(base + "/classify")[1]
-        metrics = _get(base + "/metrics")[1]
+        classify = http_get(base + "/classify")[1]
+        metrics = http_get(base + "/metrics")[1]
         log = _output(process)
     assert 'reason="http_status"' in metrics
     assert "xxxxx" in log
@@ -150,7 +116,7 @@ def test_a_wrong_password_is_reported_redacted_in_readyz_classify_and_the_log(up
 
 def test_a_dripping_upstream_takes_the_source_down_with_reason_timeout(upstream: str) -> None:
     args = ("--source", "scrape", "--scrape-url", f"http://{upstream}/drip", "--scrape-timeout", "0.5")
-    with _serving(*args) as (base, _process):
+    with serve_process(*args) as (base, _process):
         readyz = _until(base, "/readyz", "timeout")
         metrics = _until(base, "/metrics", 'ridgeline_sample_errors_total{reason="timeout"')
     assert "did not answer within 0.5 s" in readyz

@@ -13,12 +13,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import free_port, stop_process
+from conftest import http_get, serve_process
 from replay_lines import replay_line
 
 pytestmark = pytest.mark.slow
@@ -32,48 +30,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(ridgeline(*args), capture_output=True, text=True, timeout=60, check=False)
 
 
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-@contextmanager
-def serving(
-    *args: str, env: dict[str, str] | None = None, preexec_fn: Callable[[], None] | None = None
-) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    process = subprocess.Popen(
-        ridgeline("serve", "--listen", f"127.0.0.1:{port}", *args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **(env or {})},
-        preexec_fn=preexec_fn,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                get(base + "/healthz")
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    output = process.stdout.read() if process.stdout else ""
-                    raise AssertionError(f"serve did not come up:\n{output}") from None
-                time.sleep(0.05)
-        yield base, process
-    finally:
-        stop_process(process)
-
-
 def poll(base: str, path: str, want: int, seconds: float = 20.0) -> str:
     deadline = time.monotonic() + seconds
     while True:
-        status, body = get(base + path)
+        status, body = http_get(base + path)
         if status == want:
             return body
         if time.monotonic() > deadline:
@@ -110,18 +70,18 @@ def test_wrong_replay_format_fails_at_start_up(tmp_path: Path) -> None:
 
 
 def test_serve_replays_the_demo_and_answers_every_live_route() -> None:
-    with serving("--replay", "demo", "--speed", "20", "--loop") as (base, _):
+    with serve_process("--replay", "demo", "--speed", "20", "--loop") as (base, _):
         assert "ready" in poll(base, "/readyz", 200)
-        answer = json.loads(get(base + "/classify")[1])
+        answer = json.loads(http_get(base + "/classify")[1])
         assert answer["source"] == "replay" and answer["source_up"] is True
         assert len(answer["gpus"]) >= 1
         first = answer["gpus"][0]
         assert first["regime"] in ("idle", "memory_bound", "compute_bound", "latency_bound")
-        status, one = get(f"{base}/classify/{first['uuid']}")
+        status, one = http_get(f"{base}/classify/{first['uuid']}")
         assert status == 200 and json.loads(one)["gpu"] == first["gpu"]
-        status, body = get(base + "/classify/does-not-exist")
+        status, body = http_get(base + "/classify/does-not-exist")
         assert status == 404 and first["uuid"] in body
-        status, metrics = get(base + "/metrics")
+        status, metrics = http_get(base + "/metrics")
         assert status == 200
         assert 'ridgeline_source_up{source="replay"} 1.0' in metrics
         assert "ridgeline_regime{" in metrics
@@ -131,20 +91,20 @@ def test_end_of_a_non_looping_replay_keeps_serving_the_last_state(tmp_path: Path
     lines = [replay_line(1000.0 + i, 0, {1005: 0.7, 1004: 0.1}, uuid="GPU-x") for i in range(20)]
     trace = tmp_path / "short.jsonl"
     trace.write_text("\n".join(lines) + "\n")
-    with serving("--replay", str(trace), "--speed", "max") as (base, _):
+    with serve_process("--replay", str(trace), "--speed", "max") as (base, _):
         reason = poll(base, "/readyz", 503)
         deadline = time.monotonic() + 20
         while "end_of_replay" not in reason and time.monotonic() < deadline:
             reason = poll(base, "/readyz", 503)
         assert "end_of_replay" in reason
-        metrics = get(base + "/metrics")[1]
+        metrics = http_get(base + "/metrics")[1]
         assert 'ridgeline_source_up{source="replay"} 0.0' in metrics
         assert 'ridgeline_regime_seconds_total{card="h100-sxm",gpu="0"' in metrics
         assert "ridgeline_samples_total 20.0" in metrics
 
 
 def test_sigterm_shuts_down_cleanly() -> None:
-    with serving("--replay", "demo", "--loop") as (base, process):
+    with serve_process("--replay", "demo", "--loop") as (base, process):
         poll(base, "/readyz", 200)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
@@ -157,11 +117,11 @@ def test_record_then_serve_the_recording(tmp_path: Path) -> None:
     lines = out.read_text().splitlines()
     assert len(lines) > 100
     assert {"ts", "gpu", "uuid", "model", "fields"} <= set(json.loads(lines[0]))
-    with serving("--replay", str(out), "--speed", "max") as (base, _):
+    with serve_process("--replay", str(out), "--speed", "max") as (base, _):
         deadline = time.monotonic() + 20
         while "end_of_replay" not in poll(base, "/readyz", 503) and time.monotonic() < deadline:
             time.sleep(0.05)
-        metrics = get(base + "/metrics")[1]
+        metrics = http_get(base + "/metrics")[1]
         batches = len({json.loads(line)["ts"] for line in lines})
         assert f"ridgeline_samples_total {batches}.0" in metrics
         assert "ridgeline_flop_total{" in metrics
@@ -180,9 +140,9 @@ def test_web_config_basic_auth_protects_metrics_but_not_healthz(tmp_path: Path) 
     hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
     config = tmp_path / "web.yml"
     config.write_text(f"basic_auth_users:\n  prom: '{hashed}'\n")
-    with serving("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _):
-        assert get(base + "/healthz")[0] == 200
-        assert get(base + "/metrics")[0] == 401
+    with serve_process("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _):
+        assert http_get(base + "/healthz")[0] == 200
+        assert http_get(base + "/metrics")[0] == 401
         request = urllib.request.Request(
             base + "/metrics", headers={"Authorization": "Basic " + base64.b64encode(b"prom:s3cret").decode()}
         )
@@ -225,7 +185,10 @@ def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path, kubelet_up_first
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join(lines) + "\n")
     try:
-        with serving("--replay", str(trace), "--loop", "--kubelet-socket", str(socket_path)) as (base, _):
+        with serve_process("--replay", str(trace), "--loop", "--kubelet-socket", str(socket_path)) as (
+            base,
+            _,
+        ):
             if not kubelet_up_first:
                 poll(base, "/readyz", 200)
                 assert not socket_path.exists()
@@ -233,10 +196,10 @@ def test_kubelet_socket_attributes_gpus_to_pods(tmp_path: Path, kubelet_up_first
             deadline = time.monotonic() + 30
             metrics = ""
             while 'namespace="llm"' not in metrics and time.monotonic() < deadline:
-                metrics = get(base + "/metrics")[1]
+                metrics = http_get(base + "/metrics")[1]
                 time.sleep(0.1)
             assert 'namespace="llm",pod="decode-7f9"' in metrics
-            verdict = json.loads(get(base + "/classify/0")[1])
+            verdict = json.loads(http_get(base + "/classify/0")[1])
             assert verdict["attribution"] == {"namespace": "llm", "pod": "decode-7f9", "container": "server"}
     finally:
         server.stop(grace=None).wait()
@@ -283,7 +246,9 @@ def test_a_privileged_port_is_one_line_and_exit_2() -> None:
 
 
 def test_sigterm_with_a_half_sent_body_exits_within_the_shutdown_timeout() -> None:
-    with serving("--replay", "demo", "--loop", "--shutdown-timeout", "2", "--request-timeout", "120") as (
+    with serve_process(
+        "--replay", "demo", "--loop", "--shutdown-timeout", "2", "--request-timeout", "120"
+    ) as (
         base,
         process,
     ):
@@ -296,7 +261,7 @@ def test_sigterm_with_a_half_sent_body_exits_within_the_shutdown_timeout() -> No
                 b'Content-Length: 1000\r\n\r\n{"card": '
             )
             holders.append(sock)
-        assert get(base + "/healthz")[0] == 200
+        assert http_get(base + "/healthz")[0] == 200
         process.send_signal(signal.SIGTERM)
         try:
             assert process.wait(timeout=30) == 0  # generous; without a bound it never exits
@@ -313,7 +278,9 @@ def test_a_flood_past_the_descriptor_limit_keeps_metrics_answering_and_the_log_s
     def few_descriptors() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
-    with serving("--replay", "demo", "--loop", "--request-timeout", "30", preexec_fn=few_descriptors) as (
+    with serve_process(
+        "--replay", "demo", "--loop", "--request-timeout", "30", preexec_fn=few_descriptors
+    ) as (
         base,
         process,
     ):
@@ -324,8 +291,8 @@ def test_a_flood_past_the_descriptor_limit_keeps_metrics_answering_and_the_log_s
                 held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
                 held[-1].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
                 if i % 200 == 199:
-                    assert get(base + "/metrics")[0] == 200
-            statuses = [get(base + "/metrics")[0] for _ in range(5)]
+                    assert http_get(base + "/metrics")[0] == 200
+            statuses = [http_get(base + "/metrics")[0] for _ in range(5)]
         finally:
             for sock in held:
                 sock.close()
@@ -338,7 +305,7 @@ def test_a_flood_past_the_descriptor_limit_keeps_metrics_answering_and_the_log_s
 
 
 def test_one_log_format_for_every_line_json_and_text() -> None:
-    with serving("--replay", "demo", "--loop", env={"RIDGELINE_LOG_FORMAT": "json"}) as (base, process):
+    with serve_process("--replay", "demo", "--loop", env={"RIDGELINE_LOG_FORMAT": "json"}) as (base, process):
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a uvicorn line too
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
@@ -349,7 +316,7 @@ def test_one_log_format_for_every_line_json_and_text() -> None:
     loggers = {r["logger"] for r in records}
     assert "exporter.serve" in loggers and "uvicorn.error" in loggers and "exporter.web" in loggers
 
-    with serving("--replay", "demo", "--loop", "--log-format", "text") as (_, process):
+    with serve_process("--replay", "demo", "--loop", "--log-format", "text") as (_, process):
         pass
     text = [line for line in output_of(process).splitlines() if line.strip()]
     pattern = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) [\w.]+: "
@@ -358,9 +325,9 @@ def test_one_log_format_for_every_line_json_and_text() -> None:
 
 
 def test_log_level_flag_and_variable() -> None:
-    with serving("--replay", "demo", "--loop", "--log-level", "warning") as (_, process):
+    with serve_process("--replay", "demo", "--loop", "--log-level", "warning") as (_, process):
         pass
     assert "serving on" not in output_of(process)
-    with serving("--replay", "demo", "--loop", env={"RIDGELINE_LOG_LEVEL": "debug"}) as (_, process):
+    with serve_process("--replay", "demo", "--loop", env={"RIDGELINE_LOG_LEVEL": "debug"}) as (_, process):
         pass
     assert " DEBUG " in output_of(process)
