@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from exporter.sample import Attribution, Entity, Sample
+from exporter.sources import EndOfStream, SourceOptions
+from exporter.sources.replay import ReplaySource
 from exporter.sources.replay_formats import PARSERS, ParseContext, read_lines
 from exporter.sources.replay_formats.jsonl import sample_to_json
 
@@ -46,3 +48,21 @@ def read_samples(path: Path) -> list[Sample]:
 def write_samples(path: Path, samples: Iterable[Sample]) -> Path:
     path.write_text("".join(sample_to_json(sample) + "\n" for sample in samples), encoding="utf-8")
     return path
+
+
+def replay_source(path: Path | str, **options: object) -> ReplaySource:
+    """A replay of `path` at --speed max (unless `options` say otherwise), its wall clock fixed."""
+    settings: dict[str, object] = {"replay": str(path), "speed": None}
+    settings.update(options)
+    return ReplaySource(SourceOptions(**settings), wall_clock=lambda: 1_000_000.0)  # type: ignore[arg-type]
+
+
+def play_all(source: ReplaySource) -> list[list[Sample]]:
+    """Open the source and read batches until EndOfStream."""
+    source.open()
+    batches = []
+    while True:
+        try:
+            batches.append(source.read())
+        except EndOfStream:
+            return batches

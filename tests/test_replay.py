@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from replay_lines import read_samples, write_samples
+from replay_lines import play_all, read_samples, replay_source, write_samples
 
 from exporter.fields import DRAM_ACTIVE, GR_ENGINE_ACTIVE, PIPE_TENSOR_ACTIVE, SM_ACTIVE, SM_CLOCK
 from exporter.sample import Attribution, Entity, Sample
@@ -20,23 +20,6 @@ from exporter.sources.replay_formats import detect_format
 
 DATA = Path(__file__).parent / "data" / "replay"
 H100 = "NVIDIA H100 80GB HBM3"
-
-
-def play_all(source: ReplaySource) -> list[list[Sample]]:
-    """Open the source and read batches until EndOfStream."""
-    source.open()
-    batches = []
-    while True:
-        try:
-            batches.append(source.read())
-        except EndOfStream:
-            return batches
-
-
-def replay(path: Path | str, **options: object) -> ReplaySource:
-    defaults: dict[str, object] = {"replay": str(path), "speed": None}
-    defaults.update(options)
-    return ReplaySource(SourceOptions(**defaults), wall_clock=lambda: 1_000_000.0)  # type: ignore[arg-type]
 
 
 def jsonl_line(ts: float, gpu: int, fields: dict[str, object], **extra: object) -> str:
@@ -56,7 +39,7 @@ def test_jsonl_fields_by_id_and_name_become_dcgm_ids(tmp_path: Path) -> None:
         + jsonl_line(10.0, 1, {"DRAMA": 0.2}, namespace="llm", pod="decode-7f9", container="server")
         + "\n"
     )
-    batches = play_all(replay(path))
+    batches = play_all(replay_source(path))
     assert len(batches) == 1
     first, second = sorted(batches[0], key=lambda s: s.entity.gpu)
     assert first.values == {DRAM_ACTIVE: 0.71, PIPE_TENSOR_ACTIVE: 0.12, SM_CLOCK: 1980.0}
@@ -68,7 +51,7 @@ def test_jsonl_fields_by_id_and_name_become_dcgm_ids(tmp_path: Path) -> None:
 def test_jsonl_null_and_blank_sentinel_stay_none_never_zero(tmp_path: Path) -> None:
     path = tmp_path / "trace.jsonl"
     path.write_text(jsonl_line(1.0, 0, {"1005": None, "1004": 140737488355328.0, "1001": 0.0}) + "\n")
-    (batch,) = play_all(replay(path))
+    (batch,) = play_all(replay_source(path))
     assert batch[0].values == {DRAM_ACTIVE: None, PIPE_TENSOR_ACTIVE: None, GR_ENGINE_ACTIVE: 0.0}
 
 
@@ -76,7 +59,7 @@ def test_jsonl_groups_lines_by_timestamp_into_batches(tmp_path: Path) -> None:
     path = tmp_path / "trace.jsonl"
     lines = [jsonl_line(float(t), gpu, {"1005": 0.5}) for t in range(3) for gpu in range(4)]
     path.write_text("\n".join(lines) + "\n")
-    batches = play_all(replay(path))
+    batches = play_all(replay_source(path))
     assert [len(b) for b in batches] == [4, 4, 4]
     assert [b[0].timestamp for b in batches] == [0.0, 1.0, 2.0]
 
@@ -85,7 +68,7 @@ def test_jsonl_written_gpu_by_gpu_is_regrouped_in_time_order(tmp_path: Path) -> 
     path = tmp_path / "trace.jsonl"
     lines = [jsonl_line(float(t), gpu, {"1005": 0.5}) for gpu in range(2) for t in range(3)]
     path.write_text("\n".join(lines) + "\n")
-    batches = play_all(replay(path))
+    batches = play_all(replay_source(path))
     assert [sorted(s.entity.gpu for s in b) for b in batches] == [[0, 1]] * 3
 
 
@@ -106,7 +89,7 @@ def test_corrupt_jsonl_lines_are_skipped_counted_and_logged_with_file_and_line(
         jsonl_line(3.0, 0, {"NOT_A_FIELD": 3}),  # 9
     ]
     path.write_text("\n".join(lines) + "\n")
-    source = replay(path)
+    source = replay_source(path)
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
         batches = play_all(source)
     assert [[s.values for s in b] for b in batches] == [[{DRAM_ACTIVE: 0.5}], [{DRAM_ACTIVE: 0.6}], [{}]]
@@ -131,8 +114,8 @@ def test_jsonl_line_without_model_fails_at_open_unless_model_given(tmp_path: Pat
     path = tmp_path / "trace.jsonl"
     path.write_text(json.dumps({"ts": 1.0, "gpu": 0, "fields": {"1005": 0.5}}) + "\n")
     with pytest.raises(SourceUnavailable, match="--model"):
-        replay(path).open()
-    (batch,) = play_all(replay(path, model="NVIDIA A100-SXM4-80GB"))
+        replay_source(path).open()
+    (batch,) = play_all(replay_source(path, model="NVIDIA A100-SXM4-80GB"))
     assert batch[0].entity.model == "NVIDIA A100-SXM4-80GB"
     assert batch[0].entity.uuid == "GPU-replay-0"
 
@@ -141,10 +124,10 @@ def test_gzip_file_is_read_transparently_even_when_cut_short(tmp_path: Path) -> 
     lines = "".join(jsonl_line(float(t), 0, {"1005": 0.5}) + "\n" for t in range(50))
     whole = tmp_path / "trace.jsonl.gz"
     whole.write_bytes(gzip.compress(lines.encode()))
-    assert len(play_all(replay(whole))) == 50
+    assert len(play_all(replay_source(whole))) == 50
     cut = tmp_path / "cut.gz"
     cut.write_bytes(gzip.compress(lines.encode())[:-8])  # no gzip trailer, as after a crash
-    assert len(play_all(replay(cut))) == 50
+    assert len(play_all(replay_source(cut))) == 50
 
 
 # -- CSV ----------------------------------------------------------------------------------
@@ -158,7 +141,7 @@ def test_csv_columns_by_id_and_name_with_blank_cells(tmp_path: Path) -> None:
         f"100.0,1,GPU-b,{H100},,,,,0.5,0.9,300\r\n"
         f"101.0,0,GPU-a,{H100},llm,p0,c,0.70,0.10,0.3,300\r\n"
     )
-    batches = play_all(replay(path))
+    batches = play_all(replay_source(path))
     assert [len(b) for b in batches] == [2, 1]
     gpu0, gpu1 = sorted(batches[0], key=lambda s: s.entity.gpu)
     assert gpu0.values == {DRAM_ACTIVE: 0.71, PIPE_TENSOR_ACTIVE: 0.12, SM_ACTIVE: None}
@@ -172,7 +155,7 @@ def test_csv_bad_rows_are_skipped_and_the_rest_served(
 ) -> None:
     path = tmp_path / "trace.csv"
     path.write_text("ts,gpu,1005\n1,0,0.5\n1,x,0.5\n1,1,abc\n1,2\n2,0,0.6\n")
-    source = replay(path, model=H100)
+    source = replay_source(path, model=H100)
     with caplog.at_level(logging.WARNING):
         batches = play_all(source)
     assert [[s.values[DRAM_ACTIVE] for s in b] for b in batches] == [[0.5], [0.6]]
@@ -184,7 +167,7 @@ def test_csv_bad_rows_are_skipped_and_the_rest_served(
 
 
 def test_dmon_capture_with_repeated_headers_mig_rows_blanks_trailer_and_crlf() -> None:
-    source = replay(DATA / "dmon_mig_crlf.txt", model=H100, interval_seconds=0.5)
+    source = replay_source(DATA / "dmon_mig_crlf.txt", model=H100, interval_seconds=0.5)
     batches = play_all(source)
     assert source.format == "dmon"
     assert len(batches) == 30  # 30 samples; headers and the trailer are not samples
@@ -219,7 +202,7 @@ def test_dmon_old_layout_right_aligned_with_tabs_and_comments(tmp_path: Path) ->
     )
     path = tmp_path / "old.dmon"
     path.write_text(text)
-    batches = play_all(replay(path, model=H100))
+    batches = play_all(replay_source(path, model=H100))
     # GPU 1 missing from the second sample; the header closes the second batch.
     assert [[s.entity.gpu for s in b] for b in batches] == [[0, 1], [0], [1]]
     assert batches[0][1].values[SM_ACTIVE] is None
@@ -231,7 +214,7 @@ def test_dmon_gpu_dropping_out_starts_a_new_batch_by_the_order_of_the_last_sampl
     path.write_text(
         "#Entity   DRAMA\nID\nGPU 0     0.1\nGPU 1     0.1\nGPU 1     0.2\nGPU 0     0.3\nGPU 1     0.3\n"
     )
-    batches = play_all(replay(path, model=H100))
+    batches = play_all(replay_source(path, model=H100))
     assert [[(s.entity.gpu, s.values[DRAM_ACTIVE]) for s in b] for b in batches] == [
         [(0, 0.1), (1, 0.1)],
         [(1, 0.2)],
@@ -251,7 +234,7 @@ def test_dmon_field_id_columns_unit_suffixes_and_bad_rows(
         "GPU 2     0.5\n"
         "GPU 3     71%       0.9       1410\n"
     )
-    source = replay(path, model=H100)
+    source = replay_source(path, model=H100)
     with caplog.at_level(logging.WARNING):
         (batch,) = play_all(source)
     by_gpu = {s.entity.gpu: s.values for s in batch}
@@ -264,7 +247,7 @@ def test_dmon_field_id_columns_unit_suffixes_and_bad_rows(
 
 def test_dmon_needs_a_model() -> None:
     with pytest.raises(SourceUnavailable, match="--model") as info:
-        replay(DATA / "dmon_mig_crlf.txt").open()
+        replay_source(DATA / "dmon_mig_crlf.txt").open()
     assert "\n" not in str(info.value)
 
 
@@ -287,14 +270,14 @@ def test_format_is_detected_from_content(content: str, expected: str) -> None:
 def test_detected_format_is_the_one_played(tmp_path: Path) -> None:
     path = tmp_path / "no-extension"
     path.write_text("ts,gpu,model,1005\n1,0,m,0.5\n")
-    source = replay(path)
+    source = replay_source(path)
     assert len(play_all(source)) == 1
     assert source.format == "csv"
 
 
 def test_wrong_replay_format_fails_at_open_with_one_line() -> None:
     with pytest.raises(SourceUnavailable) as info:
-        replay(DATA / "dmon_mig_crlf.txt", model=H100, replay_format="csv").open()
+        replay_source(DATA / "dmon_mig_crlf.txt", model=H100, replay_format="csv").open()
     message = str(info.value)
     assert "looks like dmon" in message and "csv" in message and "\n" not in message
 
@@ -316,7 +299,7 @@ def test_unplayable_files_fail_at_open_with_a_clear_line(
     if content is not None:
         path.write_text(content)
     with pytest.raises(SourceUnavailable, match=fragment) as info:
-        replay(path, model=H100).open()
+        replay_source(path, model=H100).open()
     assert "\n" not in str(info.value)
 
 
@@ -386,7 +369,7 @@ def test_speed_max_never_sleeps(tmp_path: Path) -> None:
 def test_loop_keeps_timestamps_monotonic_across_loops(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_seconds(path, [100.0, 101.0, 102.0])
-    source = replay(path, loop=True)
+    source = replay_source(path, loop=True)
     source.open()
     times = [source.read()[0].timestamp for _ in range(9)]
     assert times == [100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0]
@@ -396,7 +379,7 @@ def test_loop_keeps_timestamps_monotonic_across_loops(tmp_path: Path) -> None:
 def test_without_loop_the_stream_ends(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_seconds(path, [1.0])
-    source = replay(path)
+    source = replay_source(path)
     source.open()
     source.read()
     with pytest.raises(EndOfStream):
@@ -447,7 +430,7 @@ def test_dmon_rows_prefixed_with_their_time_are_batched_by_it(tmp_path: Path) ->
         "2025-11-29T16:00:05Z GPU 0     0.2\n"
         "16:00:06 GPU 0     0.3\n"
     )
-    batches = play_all(replay(path, model=H100))
+    batches = play_all(replay_source(path, model=H100))
     assert [b[0].timestamp for b in batches] == [1764432000.0, 1764432005.0, 1764432006.0]
     assert [len(b) for b in batches] == [2, 1, 1]
 
@@ -472,7 +455,7 @@ def test_jsonl_nan_and_infinity_literals_read_as_blanks_not_skips(tmp_path: Path
         '{"ts": 1.0, "gpu": 1, "model": "m", "fields": {"1005": Infinity, "100": -Infinity}}\n'
         '{"ts": 2.0, "gpu": 0, "model": "m", "fields": {"1005": 0.5, "1004": 0.5}}\n'
     )
-    source = replay(path)
+    source = replay_source(path)
     batches = play_all(source)
     assert [[s.values for s in b] for b in batches] == [
         [{DRAM_ACTIVE: None, PIPE_TENSOR_ACTIVE: 0.25}, {DRAM_ACTIVE: None, SM_CLOCK: None}],
@@ -497,7 +480,7 @@ def test_jsonl_odd_values_and_entities_each_get_their_reason(tmp_path: Path) -> 
         jsonl_line(1.0, 0, {"1005": 0.9}),  # duplicate of line 1
     ]
     path.write_text("\n".join(lines) + "\n")
-    batches, lines_read, skipped = _outcome(replay(path))
+    batches, lines_read, skipped = _outcome(replay_source(path))
     assert skipped == {"bad_value": 1, "bad_entity": 2, "bad_json": 1, "duplicate_entity": 1}
     assert lines_read == 11
     assert batches == [
@@ -515,7 +498,7 @@ def test_jsonl_samples_equal_the_lines_they_came_from(tmp_path: Path) -> None:
     lines = [jsonl_line(float(t), 0, {"1005": 0.5, "1004": 0.25}) for t in range(3)]
     lines.append(jsonl_line(3.0, 0, {"1005": 0.5}, namespace="ns", pod="p", container="c"))
     path.write_text("\n".join(lines) + "\n")
-    samples = [s for b in play_all(replay(path)) for s in b]
+    samples = [s for b in play_all(replay_source(path)) for s in b]
     assert len({id(s.entity) for s in samples}) == 1  # one shared identity for the sampler
     gpu0 = Entity(gpu=0, uuid="GPU-0", model=H100)
     assert samples == [
@@ -546,7 +529,7 @@ def test_jsonl_duplicate_after_skipped_lines_names_the_right_line(
     ]
     path.write_text("\n".join(lines) + "\n")
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
-        batches = play_all(replay(path))
+        batches = play_all(replay_source(path))
     assert [[s.values[DRAM_ACTIVE] for s in b] for b in batches] == [[0.5], [0.7]]
     assert "dup.jsonl:5: second sample for GPU 0" in caplog.text
     assert "dup.jsonl:4:" not in caplog.text  # out of order by one step: put back, not skipped

@@ -17,35 +17,18 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from replay_lines import read_samples, replay_line, write_samples
+from replay_lines import play_all, read_samples, replay_line, replay_source, write_samples
 
 from exporter.commands.options import mig_profiles
 from exporter.fields import DRAM_ACTIVE, GPU_UTIL, GR_ENGINE_ACTIVE, PIPE_TENSOR_ACTIVE, SM_CLOCK
 from exporter.sample import Attribution, Entity, Sample
-from exporter.sources.base import EndOfStream, MigProfileHint, SourceOptions, SourceUnavailable
-from exporter.sources.replay import ReplaySource
+from exporter.sources.base import EndOfStream, MigProfileHint, SourceUnavailable
 from exporter.sources.replay_formats.lines import MAX_LINE_BYTES
 
 DATA = Path(__file__).parent / "data" / "replay"
 ROOT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
-
-
-def play_all(source: ReplaySource) -> list[list[Sample]]:
-    source.open()
-    batches = []
-    while True:
-        try:
-            batches.append(source.read())
-        except EndOfStream:
-            return batches
-
-
-def replay(path: Path | str, **options: object) -> ReplaySource:
-    settings_: dict[str, object] = {"replay": str(path), "speed": None}
-    settings_.update(options)
-    return ReplaySource(SourceOptions(**settings_), wall_clock=lambda: 1_000_000.0)  # type: ignore[arg-type]
 
 
 def line(ts: float, gpu: int, fields: dict[str, object], **extra: object) -> str:
@@ -68,7 +51,7 @@ def test_csv_with_bom_quoted_newlines_and_doubled_quotes(
         f"101,0,{H100},p,llm,oops,0.1\r\n"  # line 5: a bad value, named by its physical line
         f"101,1,{H100},p,llm,0.4,0.1\r\n".encode()
     )
-    source = replay(path)
+    source = replay_source(path)
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
         batches = play_all(source)
     assert source.format == "csv"
@@ -86,7 +69,7 @@ def test_csv_unterminated_quote_is_one_skip_and_names_its_line(
 ) -> None:
     path = tmp_path / "cut.csv"
     path.write_text('ts,gpu,model,1005\n1,0,m,0.5\n2,"0,m,0.5\n3,0,m,0.5\n4,0,m,0.6\n')
-    source = replay(path)
+    source = replay_source(path)
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
         batches = play_all(source)
     assert [b[0].values for b in batches] == [{DRAM_ACTIVE: 0.5}]
@@ -99,7 +82,7 @@ def test_csv_cell_over_the_field_limit_is_refused_not_held(tmp_path: Path) -> No
     instead of growing without bound; what came before it plays."""
     path = tmp_path / "big.csv"
     path.write_text('ts,gpu,model,1005\n1,0,m,0.5\n2,0,"' + "x\n" * 80_000 + '",0.5\n')
-    source = replay(path)
+    source = replay_source(path)
     batches = play_all(source)
     assert [b[0].values for b in batches] == [{DRAM_ACTIVE: 0.5}]
     assert "bad_csv" in source.replay_stats.skipped_by_reason
@@ -113,7 +96,7 @@ def test_csv_profile_column_and_4_6_and_4_7_names(tmp_path: Path) -> None:
         f"1,0,2,,{A100},0.870000,1410000000,0.5\n"
         f"1,1,,,{A100},1,1410000000,0.5\n"
     )
-    samples = {s.entity.key: s for b in play_all(replay(path)) for s in b}
+    samples = {s.entity.key: s for b in play_all(replay_source(path)) for s in b}
     assert samples[(0, 1)].entity.profile == "3g.20gb"
     assert samples[(0, 2)].entity.profile is None
     assert samples[(0, 1)].values[GPU_UTIL] == 87.0  # written as an integer: field 203, percent
@@ -139,7 +122,7 @@ def test_jsonl_line_separators_inside_strings_are_not_line_breaks(
         line(4.0, 0, {"1005": 0.8}),  # 7
     ]
     path.write_bytes("\n".join(lines).encode() + b"\n")
-    source = replay(path)
+    source = replay_source(path)
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
         batches = play_all(source)
     assert [[s.values[DRAM_ACTIVE] for s in b] for b in batches] == [[0.5, 0.6], [0.7], [0.8]]
@@ -160,7 +143,7 @@ def test_jsonl_invalid_utf8_and_a_too_long_line_are_single_skips(tmp_path: Path)
         + b'{"ts": 3.0, "gpu": 0, "pad": "' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n'
         + line(4.0, 0, {"1005": 0.9}).encode() + b"\n"
     )  # fmt: skip
-    source = replay(path)
+    source = replay_source(path)
     batches = play_all(source)
     assert [b[0].timestamp for b in batches] == [1.0, 2.0, 4.0]
     assert source.replay_stats.skipped_by_reason == {"line_too_long": 1}
@@ -175,7 +158,7 @@ def test_jsonl_names_of_dcgm_4_6_and_4_7_and_the_profile_key(tmp_path: Path) -> 
         + line(1.0, 3, {"DCGM_FI_DEV_GPU_UTIL_RATIO": 1}, gpu_instance=4, gpu_instance_profile="1g.10gb")
         + "\n"
     )  # fmt: skip
-    samples = {s.entity.gpu: s for s in play_all(replay(path))[0]}
+    samples = {s.entity.gpu: s for s in play_all(replay_source(path))[0]}
     assert samples[0].values == {GPU_UTIL: 87.0, DRAM_ACTIVE: 0.4}
     assert samples[1].values[GPU_UTIL] == pytest.approx(87.0)  # first spelling kept
     assert samples[2].values == {GPU_UTIL: 25.0, SM_CLOCK: pytest.approx(1980.0)}
@@ -187,7 +170,7 @@ def test_a_file_of_only_overlong_lines_is_not_called_empty(tmp_path: Path) -> No
     path = tmp_path / "long.jsonl"
     path.write_bytes(b"{" + b" " * (MAX_LINE_BYTES + 1) + b"}\n")
     with pytest.raises(SourceUnavailable) as caught:
-        replay(path).open()
+        replay_source(path).open()
     assert "empty" not in caught.value.message and "format" in caught.value.message
 
 
@@ -208,7 +191,7 @@ def test_mig_profile_flag_fills_jsonl_instances_without_one(tmp_path: Path) -> N
         + line(1.0, 0, {"1005": 0.5}, gpu_instance=2, gpu_instance_profile="4g.20gb") + "\n"
     )  # fmt: skip
     hints = mig_profiles("1=3g.20gb,2=1g.5gb")
-    samples = {s.entity.key: s for s in play_all(replay(path, mig_profiles=hints))[0]}
+    samples = {s.entity.key: s for s in play_all(replay_source(path, mig_profiles=hints))[0]}
     assert samples[(0, 1)].entity.profile == "3g.20gb"
     assert samples[(0, 2)].entity.profile == "4g.20gb"  # the file wins
 
@@ -217,7 +200,7 @@ def test_jsonl_a_little_out_of_order_is_put_back_far_out_of_order_is_skipped(tmp
     path = tmp_path / "t.jsonl"
     times = [*range(10, 200), 5, 195, 15]  # 5 and 15 are older than what has been played
     path.write_text("".join(line(float(t), 0, {"1005": 0.5}) + "\n" for t in times))
-    source = replay(path)
+    source = replay_source(path)
     played = [b[0].timestamp for b in play_all(source)]
     assert played == sorted(played) and len(played) == 190
     assert source.replay_stats.skipped_by_reason == {"out_of_order": 2, "duplicate_entity": 1}
@@ -231,7 +214,7 @@ def test_dmon_3x_unsorted_order_with_mig_keeps_every_gpu_in_every_sample(
 ) -> None:
     """GPUs printed 2, 0, 3, 1 (DCGM 2.4-3.3's unordered map): splitting where the index falls
     would make four samples of each and drop GPUs in and out; an entity repeating does not."""
-    source = replay(DATA / "dmon_unsorted_mig_3x.txt", model=A100)
+    source = replay_source(DATA / "dmon_unsorted_mig_3x.txt", model=A100)
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
         batches = play_all(source)
     assert len(batches) == 16
@@ -250,11 +233,11 @@ def test_dmon_3x_unsorted_order_with_mig_keeps_every_gpu_in_every_sample(
 def test_dmon_2x_layout_every_gpu_first_needs_the_flag_to_name_parents() -> None:
     """DCGM 2.x prints a map ordered by entity group: all GPUs, then all instances. Without a
     hint the instances are placed under the last GPU row; --mig-profile GPU:GI names them."""
-    plain = play_all(replay(DATA / "dmon_sorted_2x.txt", model=A100))
+    plain = play_all(replay_source(DATA / "dmon_sorted_2x.txt", model=A100))
     assert len(plain) == 5
     assert {s.entity.key for s in plain[0]} == {(0, None), (1, None), (1, 0), (1, 8), (1, 9)}
     hints = mig_profiles("0:0=7g.40gb,1:8=3g.20gb,1:9=4g.20gb")
-    hinted = play_all(replay(DATA / "dmon_sorted_2x.txt", model=A100, mig_profiles=hints))
+    hinted = play_all(replay_source(DATA / "dmon_sorted_2x.txt", model=A100, mig_profiles=hints))
     profiles = {s.entity.key: s.entity.profile for s in hinted[0]}
     assert profiles == {
         (0, None): None,
@@ -280,7 +263,7 @@ def test_dmon_trailers_of_every_generation_end_the_capture_quietly(tmp_path: Pat
     path = tmp_path / "cap.txt"
     rows = "GPU 1     0.1\nGPU 0     0.2\nGPU 1     0.3\nGPU 0     0.4\n"
     path.write_text(f"#Entity   DRAMA\nID\n{rows}\n{trailer}\n")
-    source = replay(path, model=H100)
+    source = replay_source(path, model=H100)
     batches = play_all(source)
     assert [[s.entity.gpu for s in b] for b in batches] == [[1, 0], [1, 0]]
     assert source.replay_stats.lines_skipped == 0
@@ -295,7 +278,7 @@ def test_dmon_mig_instance_keeps_the_parent_it_was_first_seen_under(tmp_path: Pa
         "GPU 3     0.1\nGPU-I 24  0.2\nGPU 1     0.3\nGPU-I 8   0.4\n"
         "GPU 3     0.1\nGPU-I 24  0.2\nGPU-I 8   0.5\n"
     )
-    batches = play_all(replay(path, model=H100))
+    batches = play_all(replay_source(path, model=H100))
     assert [{s.entity.key for s in b} for b in batches] == [
         {(1, None), (1, 8), (3, None), (3, 24)},
         {(1, 8), (3, None), (3, 24)},
@@ -310,7 +293,7 @@ def test_dmon_odd_entity_ids_are_skipped_with_file_and_line(
     path.write_text(
         "#Entity   DRAMA\nID\nGPU 0     0.1\nGPU ²     0.2\nGPU-I ٣   0.3\nGPU 99999999 0.4\nGPU 1     0.5\n"
     )
-    source = replay(path, model=H100)
+    source = replay_source(path, model=H100)
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
         batches = play_all(source)
     assert [[s.entity.gpu for s in b] for b in batches] == [[0, 1]]
@@ -327,21 +310,21 @@ def test_gzip_of_several_members_plays_through(tmp_path: Path) -> None:
     second = "".join(line(float(t), 0, {"1005": 0.6}) + "\n" for t in range(5, 9))
     path = tmp_path / "t.jsonl.gz"
     path.write_bytes(gzip.compress(first.encode()) + gzip.compress(second.encode()))
-    assert len(play_all(replay(path))) == 9
+    assert len(play_all(replay_source(path))) == 9
 
 
 def test_corrupt_gzip_from_the_start_is_unreadable_at_open(tmp_path: Path) -> None:
     path = tmp_path / "t.gz"
     path.write_bytes(b"\x1f\x8b" + b"\x00" * 64)
     with pytest.raises(SourceUnavailable) as caught:
-        replay(path).open()
+        replay_source(path).open()
     assert caught.value.reason == "replay_unreadable"
 
 
 def test_looping_reads_the_file_again_and_counts_skips_once(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text("".join(line(float(t), 0, {"1005": 0.5}) + "\n" for t in (0, 1, 2)) + "{bad\n")
-    source = replay(path, loop=True)
+    source = replay_source(path, loop=True)
     source.open()
     times = [source.read()[0].timestamp for _ in range(10)]
     assert times == [float(t) for t in range(10)]
@@ -357,7 +340,7 @@ def test_a_line_without_a_model_mid_file_is_skipped_not_fatal(tmp_path: Path) ->
         + json.dumps({"ts": 2.0, "gpu": 0}) + "\n"
         + line(3.0, 0, {}) + "\n"
     )  # fmt: skip
-    source = replay(path)
+    source = replay_source(path)
     assert len(play_all(source)) == 2
     assert source.replay_stats.skipped_by_reason == {"no_model": 1}
 
@@ -456,7 +439,7 @@ def _trace(seconds: int) -> list[Sample]:
 def test_no_input_crashes_a_replay(tmp_path: Path, fmt: str, body: list[str]) -> None:
     path = tmp_path / f"fuzz.{fmt}"
     path.write_text("\n".join(body) + "\n", encoding="utf-8", errors="surrogatepass")
-    source = replay(path, replay_format=fmt, model=H100)
+    source = replay_source(path, replay_format=fmt, model=H100)
     try:
         source.open()
     except SourceUnavailable:
