@@ -89,7 +89,40 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         _start_prometheus(stack, tmp, tsdb, "prometheus")
         prometheus_url = stack.prometheus_url
         victoria_url = _start_victoriametrics(stack, tmp, fleet, half)
+        _wait_for_compaction(prometheus_url)
         yield {"prometheus": prometheus_url, "victoriametrics": victoria_url, "fleet": fleet, "half": half}
+
+
+def _tsdb_figures(url: str) -> dict[str, float]:
+    """Prometheus' own prometheus_tsdb_* gauges and counters from its /metrics."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        name: float(value)
+        for name, _, value in (line.partition(" ") for line in text.splitlines())
+        if name.startswith("prometheus_tsdb_")
+    }
+
+
+def _wait_for_compaction(url: str, seconds: float = 150.0) -> None:
+    """Wait until Prometheus has merged the overlapping backfilled blocks and its block set is
+    settled. It starts that about a minute after it opens the TSDB (85 blocks become 4); a test
+    whose queries ran while the block set was being swapped could read a different TSDB than the
+    one before or after."""
+    deadline = time.monotonic() + seconds
+    last, steady = -1.0, 0
+    while time.monotonic() < deadline:
+        figures = _tsdb_figures(url)
+        blocks = figures.get("prometheus_tsdb_blocks_loaded", -1.0)
+        if figures.get("prometheus_tsdb_compactions_total", 0.0) >= 1:
+            steady = steady + 1 if blocks == last else 0
+            if steady >= 3:
+                return
+        last = blocks
+        time.sleep(0.5)
+    raise AssertionError(
+        f"Prometheus at {url} did not finish compacting the backfilled blocks in {seconds:g} s"
+    )
 
 
 def _run(command: list[str]) -> None:
