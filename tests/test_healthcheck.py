@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import free_port
-from test_serve_cli import serving
+from conftest import free_port, serve_process
 
 from exporter.commands.healthcheck import serve_argv, url_for
 
@@ -51,7 +50,7 @@ def test_url_uses_https_when_the_web_config_serves_tls(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_healthcheck_against_a_real_serve_and_a_dead_port() -> None:
     command = [sys.executable, "-m", "exporter", "healthcheck"]
-    with serving("--replay", "demo", "--loop") as (base, _):
+    with serve_process("--replay", "demo", "--loop") as (base, _):
         ok = subprocess.run(command, env={"RIDGELINE_HEALTHCHECK_URL": base + "/healthz"},
                             capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
         assert ok.returncode == 0, ok.stderr

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import http_get, serve_process
 from test_sampler import MODEL, ScriptedSource, make_sampler, reading
-from test_serve_cli import get, serving
 from test_source_scrape import PAGES as SCRAPE_DATA
 
 from exporter import fields
@@ -189,9 +189,9 @@ def test_prolog_writes_and_epilog_removes_the_mapping(tmp_path: Path) -> None:
 def test_serve_exports_hpc_job_from_the_mapping_dir(tmp_path: Path) -> None:
     write(tmp_path, "0", "4242\n")
     write(tmp_path, "1", "17\n9\n")
-    with serving("--replay", "demo", "--loop", "--hpc-job-mapping-dir", str(tmp_path)) as (base, _):
+    with serve_process("--replay", "demo", "--loop", "--hpc-job-mapping-dir", str(tmp_path)) as (base, _):
         deadline = time.monotonic() + 20
-        while "ridgeline_regime{" not in (body := get(base + "/metrics")[1]):
+        while "ridgeline_regime{" not in (body := http_get(base + "/metrics")[1]):
             assert time.monotonic() < deadline, "no GPU series"
             time.sleep(0.1)
     regime = [line for line in body.splitlines() if line.startswith("ridgeline_regime{")]
@@ -203,8 +203,8 @@ def test_serve_exports_hpc_job_from_the_mapping_dir(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_serve_with_a_missing_mapping_dir_says_so_and_serves(tmp_path: Path) -> None:
     missing = tmp_path / "not-yet"
-    with serving("--replay", "demo", "--hpc-job-mapping-dir", str(missing)) as (base, process):
-        assert get(base + "/metrics")[0] == 200
+    with serve_process("--replay", "demo", "--hpc-job-mapping-dir", str(missing)) as (base, process):
+        assert http_get(base + "/metrics")[0] == 200
     output = process.stdout.read() if process.stdout else ""
     assert f"HPC job mapping directory {missing} unreadable" in output, output
     assert "Traceback" not in output

@@ -21,8 +21,7 @@ from typing import Any
 import bcrypt
 import pytest
 from browser import chromium, console_errors, foreign_requests, requested_urls
-from conftest import stop_process
-from test_serve_cli import serving
+from conftest import serve_process, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +91,7 @@ def assert_decades_evenly_spaced(ticks: list[list[float]]) -> None:
 @pytest.fixture(scope="module")
 def finished_demo() -> Iterator[str]:
     """The demo replayed to its end at full speed: the last state stays put for the checks."""
-    with serving("--replay", "demo", "--speed", "max") as (base, _):
+    with serve_process("--replay", "demo", "--speed", "max") as (base, _):
         wait_for("the end of the replay", lambda: "end_of_replay" in get_json(base + "/classify")["reason"])
         yield base
 
@@ -155,7 +154,7 @@ def test_the_table_sorts_from_the_keyboard(finished_demo: str) -> None:
 def test_the_page_follows_the_replay_and_can_be_paused() -> None:
     from selenium.webdriver.common.by import By
 
-    with serving("--replay", "demo", "--loop") as (base, process), chromium() as driver:
+    with serve_process("--replay", "demo", "--loop") as (base, process), chromium() as driver:
         driver.get(base + "/")
         first = measured(driver, rows=8)
         moved = wait_for(
@@ -190,7 +189,7 @@ def test_the_page_works_behind_basic_auth(tmp_path: Path) -> None:
     config = tmp_path / "web.yml"
     config.write_text(f"basic_auth_users:\n  viewer: '{hashed}'\n")
     with (
-        serving("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _),
+        serve_process("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _),
         chromium() as driver,
     ):
         wait_for("a first sample", lambda: get_json(base + "/classify", ("viewer", "s3cret"))["gpus"])

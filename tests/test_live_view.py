@@ -324,22 +324,22 @@ class _PageHandler(BaseHTTPRequestHandler):
 def test_mig_instances_are_drawn_on_their_own_roofs_from_a_real_scrape() -> None:
     """A dcgm-exporter page of MIG instances, scraped by `serve`: one chart per instance roof,
     each on its slice of the bandwidth, each dot at the numbers GET /classify gives."""
-    from test_serve_cli import get, serving
+    from conftest import http_get, serve_process
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-        with serving("--source", "scrape", "--scrape-url", url, "--interval", "0.5") as (base, _):
+        with serve_process("--source", "scrape", "--scrape-url", url, "--interval", "0.5") as (base, _):
             deadline = time.monotonic() + 20
             while True:
-                live = json.loads(get(base + "/live.json")[1])
+                live = json.loads(http_get(base + "/live.json")[1])
                 if live["gpus"] and all(g["timestamp"] for g in live["gpus"]) and live["charts"]:
                     break
                 assert time.monotonic() < deadline, live
                 time.sleep(0.2)
-            classify = json.loads(get(base + "/classify")[1])["gpus"]
+            classify = json.loads(http_get(base + "/classify")[1])["gpus"]
     finally:
         server.shutdown()
         server.server_close()

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import http_get, serve_process
 from prometheus_client.parser import text_string_to_metric_families
 from replay_lines import replay_line
-from test_serve_cli import get, poll, serving
+from test_serve_cli import poll
 
 from exporter.roofline import REGIMES
 from exporter.sample import Attribution
@@ -69,14 +70,14 @@ def make_trace(path: Path) -> Path:
 def daemon_totals(*serve_args: str) -> dict[tuple[str, str], dict[str, float]]:
     """Play the trace to its end in a real `serve` and read its counters: (namespace, uuid) ->
     regime seconds, flop and bytes."""
-    with serving(*serve_args, "--speed", "max") as (base, _):
+    with serve_process(*serve_args, "--speed", "max") as (base, _):
         deadline = time.monotonic() + 60
         reason = poll(base, "/readyz", 503)
         while "end_of_replay" not in reason and time.monotonic() < deadline:
             time.sleep(0.1)
             reason = poll(base, "/readyz", 503)
         assert "end_of_replay" in reason
-        text = get(base + "/metrics")[1]
+        text = http_get(base + "/metrics")[1]
     totals: dict[tuple[str, str], dict[str, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -16,8 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import serve_process
 from prometheus_client.parser import text_string_to_metric_families
-from test_serve_cli import poll, serving
+from test_serve_cli import poll
 
 from exporter.catalog import load_catalog
 from exporter.exposition import MetricsEndpoint
@@ -69,7 +70,7 @@ def exporter_url() -> Iterator[str]:
 
 def test_gpus_without_profiling_counters_stay_and_say_why(exporter_url: str) -> None:
     url = f"{exporter_url}/no-dcp-h100-2gpus.txt"
-    with serving("--source", "scrape", "--scrape-url", url) as (base, _):
+    with serve_process("--source", "scrape", "--scrape-url", url) as (base, _):
         poll(base, "/readyz", 200)
         text = poll(base, "/metrics", 200)
         missing: dict[str, set[str]] = {}

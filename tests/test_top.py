@@ -16,8 +16,7 @@ from typing import Any
 
 import bcrypt
 import pytest
-from conftest import free_port
-from test_serve_cli import get, serving
+from conftest import free_port, http_get, serve_process
 from test_webconfig import OPENSSL, Pki, _make_ca, _make_leaf
 
 from exporter.top.client import ClientSetupError, NodeClient, classify_url, display_name, parse_answer
@@ -48,9 +47,9 @@ def gpu_column(stdout: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def demo() -> Iterator[str]:
-    with serving("--replay", "demo", "--loop") as (base, _):
+    with serve_process("--replay", "demo", "--loop") as (base, _):
         deadline = time.monotonic() + 20
-        while '"gpu": 7' not in get(base + "/classify")[1]:
+        while '"gpu": 7' not in http_get(base + "/classify")[1]:
             assert time.monotonic() < deadline, "the demo did not produce its 8 GPUs"
             time.sleep(0.1)
         yield base
@@ -307,7 +306,7 @@ def test_interactive_view_keeps_the_last_rows_of_a_node_that_stops_answering() -
 
     from exporter.top.tui import TopApp
 
-    with serving("--replay", "demo", "--loop") as (base, process):
+    with serve_process("--replay", "demo", "--loop") as (base, process):
         app = TopApp([NodeClient(base, timeout=1.0)], interval=0.3)
 
         async def drive() -> None:
