@@ -59,6 +59,10 @@ class Trails:
         for gpu in snapshot.gpus:
             key = trail_key(gpu.entity.uuid, gpu.entity.gpu_instance)
             present.add(key)
+            timestamp = gpu.last_sample_timestamp
+            entry = entries.get(key)
+            if entry is not None and 0 <= timestamp - entry.last_timestamp < self._step:
+                continue  # before the step is due: the Estimate (derived on read) is not built
             estimate = gpu.estimate
             if estimate is None:
                 continue
@@ -66,10 +70,6 @@ class Trails:
             flops = estimate.achieved_flop_per_second
             if not (intensity and flops and intensity > 0 and flops > 0):
                 continue  # idle or no traffic: nothing to place; the trail keeps what it had
-            timestamp = gpu.last_sample_timestamp
-            entry = entries.get(key)
-            if entry is not None and 0 <= timestamp - entry.last_timestamp < self._step:
-                continue
             if entry is None or timestamp < entry.last_timestamp:  # new, or a replay looped back
                 points: tuple[TrailPoint, ...] = ()
             else:

@@ -15,6 +15,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
+from exporter.inference import Estimate
 from exporter.state import GpuState, Snapshot
 from exporter.web.responses import error_body, json_response
 
@@ -58,10 +59,10 @@ NO_READING_HINT = (
 )
 
 
-def reading_state(gpu: GpuState) -> tuple[str, str | None]:
-    """(`reading`, `no_verdict_reason`): ok, partial (a regime from what is present, naming what
-    an unknown one needs) or none (no activity field at all: no verdict, and why)."""
-    estimate = gpu.estimate
+def reading_state(gpu: GpuState, estimate: Estimate | None) -> tuple[str, str | None]:
+    """(`reading`, `no_verdict_reason`) of `gpu` and its `estimate` (read once by the caller): ok,
+    partial (a regime from what is present, naming what an unknown one needs) or none (no activity
+    field at all: no verdict, and why)."""
     if estimate is None:
         lacking = ", ".join(gpu.inference.missing_fields) or "every activity field"
         reason = f"no profiling activity field in the latest sample (lacking {lacking}): "
@@ -84,7 +85,7 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     roof = estimate.roof if estimate is not None else None
     attribution = gpu.attribution
     totals = gpu.totals
-    reading, no_verdict_reason = reading_state(gpu)
+    reading, no_verdict_reason = reading_state(gpu, estimate)
     answer: dict[str, Any] = {
         "gpu": entity.gpu,
         "uuid": entity.uuid,
