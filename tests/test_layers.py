@@ -87,9 +87,10 @@ def test_every_module_parses_and_the_walker_finds_imports() -> None:
     assert "fastapi" in found
 
 
-@pytest.mark.parametrize("module", ["roofline.py", "redaction.py", "logs.py"])
+@pytest.mark.parametrize("module", ["roofline.py", "redaction.py", "logs.py", "client_tls.py"])
 def test_math_and_utilities_import_only_the_standard_library(module: str) -> None:
-    """The math is importable anywhere; the sampler and the CLI use redaction and logs."""
+    """The math is importable anywhere; the sampler and the CLI use redaction and logs, top and
+    report the client TLS context."""
     bad = [
         f"exporter/{module}:{line} imports {name}"
         for line, name in imports(PACKAGE / module)

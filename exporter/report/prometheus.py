@@ -36,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from exporter.client_tls import client_context
 from exporter.report import promql
 from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
 from exporter.report.series import (
@@ -212,15 +213,14 @@ class PrometheusClient:
 
 def _tls_context(settings: ClientSettings) -> ssl.SSLContext:
     try:
-        context = ssl.create_default_context(cafile=settings.ca_file)
-        if settings.cert_file:
-            context.load_cert_chain(settings.cert_file, settings.key_file)
+        return client_context(
+            ca_file=settings.ca_file,
+            cert_file=settings.cert_file,
+            key_file=settings.key_file,
+            insecure=settings.insecure_skip_verify,
+        )
     except (OSError, ssl.SSLError) as exc:
         raise QueryError(f"TLS files: {exc}") from None
-    if settings.insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 def _http_error(url: str, path: str, exc: urllib.error.HTTPError, query: str) -> str:

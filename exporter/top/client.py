@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from exporter.client_tls import client_context
+
 
 class ClientSetupError(ValueError):
     """A URL, certificate or password file that cannot be used; the message names it."""
@@ -105,14 +107,11 @@ def ssl_context(tls: TlsOptions) -> ssl.SSLContext:
     """The context for https nodes: the system's CAs (or --ca-file), a client certificate when
     given, or no verification at all with --insecure."""
     try:
-        if tls.insecure:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        else:
-            context = ssl.create_default_context(cafile=tls.ca_file)
-        if tls.cert_file:
-            context.load_cert_chain(tls.cert_file, tls.key_file)
+        # --insecure verifies nothing, so a --ca-file beside it is not read
+        ca_file = None if tls.insecure else tls.ca_file
+        context = client_context(
+            ca_file=ca_file, cert_file=tls.cert_file, key_file=tls.key_file, insecure=tls.insecure
+        )
     except (OSError, ssl.SSLError) as exc:
         which = tls.cert_file if tls.cert_file else tls.ca_file
         raise ClientSetupError(f"TLS files {which!r}: {exc}") from None
