@@ -178,8 +178,9 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Routed]:
             for node in ("decode-serving", "input-starved"):
                 replay = tmp / f"{node}.jsonl"
                 rebased_trace(SCENARIOS / f"{node}.jsonl", replay, now)
-                target = stack.start_ridgeline(node, "--source", "replay", "--replay", str(replay), "--loop",
-                                               "--speed", "1")  # fmt: skip: rates in wall-clock units
+                target = stack.start_ridgeline(
+                    node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", "1"
+                )  # fmt: skip: rates in wall-clock units
                 static_configs.append({"targets": [target], "labels": {"cluster": "am", "node": node}})
             unreachable = f"127.0.0.1:{free_port()}"
             static_configs.append(

@@ -26,9 +26,7 @@ REQUIRED: dict[str, tuple[float, float | None, float, tuple[str, ...]]] = {
     "l40": (181.05, 362, 0.864, ("NVIDIA L40",)),
     "l40s": (362, 733, 0.864, ("NVIDIA L40S",)),
     "rtx-6000-ada": (364.2, 728.5, 0.96, ("NVIDIA RTX 6000 Ada Generation",)),
-    "rtx-pro-6000-blackwell-server": (
-        500, 1000, 1.597, ("NVIDIA RTX PRO 6000 Blackwell Server Edition",)
-    ),
+    "rtx-pro-6000-blackwell-server": (500, 1000, 1.597, ("NVIDIA RTX PRO 6000 Blackwell Server Edition",)),
     "h100-sxm": (989.5, 1979, 3.35, ("NVIDIA H100 80GB HBM3",)),
     "h100-pcie": (756, 1513, 2.0, ("NVIDIA H100 PCIe",)),
     "h100-nvl": (835.5, 1670.5, 3.9, ("NVIDIA H100 NVL",)),

@@ -127,7 +127,7 @@ def test_profiles_parse_as_dcgm_and_nvidia_smi_print_them(
 
 def test_a100_40gb_3g_20gb_holds_3_of_7_compute_and_4_of_8_memory(catalog: Catalog) -> None:
     card = catalog.lookup("NVIDIA A100-SXM4-40GB")
-    slices = card.mig_slices('3g.20gb')
+    slices = card.mig_slices("3g.20gb")
     assert slices == MigSlices(compute=3, compute_total=7, memory=4, memory_total=8)
     assert (slices.compute_fraction, slices.memory_fraction) == (3 / 7, 0.5)
     roof = card.instance_roof("bf16", "3g.20gb")
@@ -184,7 +184,6 @@ def test_an_unknown_profile_has_no_slices_and_no_roof(catalog: Catalog, key: str
 def test_an_instance_roof_at_a_missing_precision_is_refused(catalog: Catalog) -> None:
     with pytest.raises(UnknownPrecision):
         catalog.lookup("a100").instance_roof("fp8", "3g.40gb")
-
 
 
 def test_instance_roofs_are_remembered_per_profile_not_per_spelling() -> None:
@@ -349,15 +348,21 @@ def _entry(figures: str, extra: str = "") -> str:
         (_entry("vector_tflops: {fp64: 1e300}"), "overflows"),
         (_entry("vector_source: not-a-url"), "vector_source"),
         (
-            _entry("mig: {compute_slices: 7, memory_slices: 8, profiles: {'3g.20gb': [3, 9]}, source: https://e.com}"),
+            _entry(
+                "mig: {compute_slices: 7, memory_slices: 8, profiles: {'3g.20gb': [3, 9]}, source: https://e.com}"
+            ),
             "memory slices 9",
         ),
         (
-            _entry("mig: {compute_slices: 7, memory_slices: 8, profiles: {'3g.20gb': [2, 4]}, source: https://e.com}"),
+            _entry(
+                "mig: {compute_slices: 7, memory_slices: 8, profiles: {'3g.20gb': [2, 4]}, source: https://e.com}"
+            ),
             "names 3 compute slices",
         ),
         (
-            _entry("mig: {compute_slices: 7, memory_slices: 8, profiles: {'3g.20gb+me': [3, 4]}, source: https://e.com}"),
+            _entry(
+                "mig: {compute_slices: 7, memory_slices: 8, profiles: {'3g.20gb+me': [3, 4]}, source: https://e.com}"
+            ),
             "mig.profiles",
         ),
         (

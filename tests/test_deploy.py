@@ -492,7 +492,10 @@ def test_generator_flags_are_checked(
 
 
 def test_generator_refuses_a_runbook_link_outside_the_base(fake_repo: Path) -> None:
-    group = {"name": "g", "rules": [{"alert": "A", "expr": "1", "annotations": {"runbook_url": "https://x/y#a"}}]}
+    group = {
+        "name": "g",
+        "rules": [{"alert": "A", "expr": "1", "annotations": {"runbook_url": "https://x/y#a"}}],
+    }
     _write_rules(fake_repo, "a.rules.yml", [group])
     outside = r"alert 'A' links 'https://x/y#a', outside runbookUrlBase"
     with pytest.raises(generate.GenerateError, match=outside):

@@ -156,10 +156,7 @@ def test_a_gpu_that_changes_pod_splits_its_time_between_them(tmp_path: Path) -> 
     assert first["gpu_seconds_total"] == pytest.approx(199.0, abs=8.0)
     assert second["gpu_seconds_total"] == pytest.approx(160.0, abs=8.0)
     assert document["fleet"]["gpu_seconds_total"] == pytest.approx(
-        sum(
-            sum(v[r] for r in REGIMES)
-            for v in daemon.values()
-        )
+        sum(sum(v[r] for r in REGIMES) for v in daemon.values())
     )
 
 
@@ -192,9 +189,7 @@ def test_a_dmon_capture_gives_the_daemons_totals(tmp_path: Path) -> None:
     groups = {g["labels"]["uuid"]: g for g in json.loads(out.read_text())["groups"]}
     assert set(groups) == {uuid for _, uuid in daemon}
     for (_ns, uuid), want in daemon.items():
-        assert groups[uuid]["gpu_seconds_total"] == pytest.approx(
-            sum(want[r] for r in REGIMES)
-        )
+        assert groups[uuid]["gpu_seconds_total"] == pytest.approx(sum(want[r] for r in REGIMES))
         assert groups[uuid]["flop"] == pytest.approx(want.get("ridgeline_flop_total", 0.0))
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 

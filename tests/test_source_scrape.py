@@ -518,7 +518,9 @@ def test_an_unresolvable_name_is_a_connection_error_or_a_timeout() -> None:
     assert "no-such-host.invalid" in caught.value.message
 
 
-@pytest.mark.parametrize("url", ["", "localhost:9400/metrics", "ftp://host/metrics", "http://", "http://h:x/"])
+@pytest.mark.parametrize(
+    "url", ["", "localhost:9400/metrics", "ftp://host/metrics", "http://", "http://h:x/"]
+)
 def test_open_rejects_urls_that_are_not_http(url: str) -> None:
     source = ScrapeSource(SourceOptions(scrape_url=url))
     with pytest.raises(SourceUnavailable) as caught:

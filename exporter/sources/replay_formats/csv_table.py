@@ -219,4 +219,3 @@ def _with_break_hint(message: str, cells: list[str]) -> str:
     if any("\n" in cell for cell in cells):
         return message + " (a cell holds a line break: an unterminated quote?)"
     return message
-
