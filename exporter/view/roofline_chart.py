@@ -427,11 +427,10 @@ def _dot_labels(axes: LogAxes, dots: Sequence[Dot], roofs: Sequence[Segment] = (
         x = first.x + MARK_RADIUS + 3
         anchor_left = x + width > right
         left_edge = (first.x - MARK_RADIUS - 3 - width) if anchor_left else x
-        y = max(axes.top + 10, first.y - MARK_RADIUS - 2)
-        if _crosses_roof(left_edge, left_edge + width, y, roofs):
-            below = first.y + MARK_RADIUS + LABEL_ASCENT + 2
-            if not _crosses_roof(left_edge, left_edge + width, below, roofs):
-                y = below
+        above = max(axes.top + 10, first.y - MARK_RADIUS - 2)
+        candidates = [above, first.y + 4, first.y + MARK_RADIUS + LABEL_ASCENT + 2]  # above, beside, below
+        candidates += [c for k in range(1, 8) for c in (above - 3 * k, first.y + 4 + 3 * k)]
+        y = next((c for c in candidates if not _crosses_roof(left_edge, left_edge + width, c, roofs)), above)
         for _ in range(len(spans)):  # step up past any label this one would overprint
             clash = [
                 b for a, z, b in spans if a < left_edge + width and left_edge < z and abs(b - y) < LABEL_GAP
