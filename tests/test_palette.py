@@ -182,7 +182,6 @@ def _group(name: str, seconds: dict[str, float]) -> dict[str, Any]:
 
 
 def test_the_reports_charts_use_the_tables_colours_and_markers() -> None:
-    pytest.importorskip("matplotlib")
     from exporter.report.render import _swatch, regime_bars_svg
 
     svg = regime_bars_svg([_group("a", {r: 3600.0 for r in REGIMES})], ["namespace"])

@@ -212,7 +212,7 @@ class TopApp(App[None]):
         self._show_chart()
 
     def _sort_arrow(self, name: str) -> str:
-        """" ▲" or " ▼" for the column the rows are sorted by (which way its values run down the
+        """ " ▲" or " ▼" for the column the rows are sorted by (which way its values run down the
         table), else nothing."""
         sorted_by = "gpu" if self.sort_key == "node" and len(self.clients) == 1 else self.sort_key
         key = "gpu" if name == "key" else name
