@@ -472,3 +472,23 @@ def test_the_highlighted_gpus_lever_and_own_ridge_are_under_the_chart(demo: str)
             await pilot.press("q")
 
     asyncio.run(drive())
+
+
+def test_the_docs_awk_example_finds_the_regime_with_one_node_or_several() -> None:
+    """docs/live-view.md's awk line looks REGIME up by its title: with NODE first it still works."""
+    import re
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "live-view.md").read_text()
+    (program,) = re.findall(r"ridgeline top --once \| awk '([^']+)'", docs)
+    verdicts = [
+        {"gpu": 0, "regime": "memory_bound"},
+        {"gpu": 1, "regime": "idle"},
+        {"gpu": 2, "regime": "memory_bound"},
+    ]
+    for nodes in (["http://a:1"], ["http://a:1", "http://b:1"]):
+        rows = [row_from_verdict(n, v) for n in nodes for v in verdicts]
+        text = "\n".join(plain_table(rows, with_node=len(nodes) > 1)) + "\n"
+        found = subprocess.run(
+            ["awk", program], input=text, capture_output=True, text=True, check=True
+        ).stdout
+        assert len(found.splitlines()) == 2 * len(nodes), (nodes, found)

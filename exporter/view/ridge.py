@@ -56,7 +56,7 @@ def ridge_note(verdict: Mapping[str, Any]) -> str | None:
     pipe = PIPE_WORDS.get(str(verdict.get("pipe")), "its busiest pipe")
     return (
         f"own ridge {intensity_text(mine)} FLOP/byte, not {whose} {precision} ridge "
-        f"{intensity_text(card)}: this GPU's compute roof is {si(roof, 'FLOP/s')}, the ceiling of "
+        f"{intensity_text(card)}: this GPU's compute roof is {si(roof, 'FLOP/s', digits=4)}, the ceiling of "
         f"the mix of pipes it runs (busiest: {pipe}; FLOP/s ÷ that pipe's activity), against a "
-        f"{precision} tensor peak of {si(peak, 'FLOP/s')}"
+        f"{precision} tensor peak of {si(peak, 'FLOP/s', digits=4)}"
     ).replace("  ", " ")
