@@ -241,6 +241,11 @@ return {
     td => { const r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length; }
   ),
   tableHeight: document.querySelector('#gpus').getBoundingClientRect().height,
+  cells: [...document.querySelectorAll('#gpus tbody tr')].map(
+    r => [r.dataset.gpu, [...r.children].map(c => c.textContent)]
+  ),
+  headers: document.querySelectorAll('#gpus thead th').length,
+  whichRidge: document.querySelector('#which-ridge').textContent,
   levers: [...document.querySelectorAll('#gpus tbody td.lever details')].map(
     d => [d.closest('tr').dataset.gpu, d.querySelector('summary').textContent, d.textContent, d.open]
   ),
@@ -281,7 +286,11 @@ def test_colours_ridges_levers_pods_and_labels_read_right(finished_demo: str) ->
                 assert not crosses, f"a roof runs through the label {text!r}"
         assert looks["pods"] and all(lines == 1 for lines in looks["pods"]), "a pod name wraps"
         assert looks["tableHeight"] < 520, f"the 8-GPU table is {looks['tableHeight']:.0f} px tall"
-        assert len(looks["levers"]) == 8
+        assert len(looks["levers"]) == 8 and "own" in looks["whichRidge"]
+        for gpu, cells in looks["cells"]:  # every row has a cell under every header, in its place
+            assert len(cells) == looks["headers"] == 10, cells
+            efficiency = classify[gpu]["roofline_efficiency"]
+            assert cells[8] == ("–" if efficiency is None else f"{round(efficiency * 100)}%"), cells
         for gpu, summary, whole, is_open in looks["levers"]:
             lever = classify[gpu]["lever"]
             assert summary == short_lever(lever) and lever in whole and not is_open

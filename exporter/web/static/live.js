@@ -189,6 +189,7 @@
         own.textContent = "own";
         against.append(" ", own);
       }
+      cell(row, percent(gpu.roofline_efficiency), "num");
       const lever = cell(row, "", "lever");
       if (gpu.lever) {
         const details = document.createElement("details");
