@@ -12,7 +12,7 @@ import json
 import os
 import re
 import shlex
-import shutil
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -743,9 +743,31 @@ def test_chart_readme_values_table_covers_values_yaml() -> None:
     assert rows - keys == set(), f"README.md's values table names unknown keys {sorted(rows - keys)}"
 
 
+def package(destination: Path) -> Path:
+    """`helm package deploy/helm/ridgeline`: the .tgz a registry or an umbrella chart gets."""
+    chart = helm_python.Chart.load(str(CHART))
+    try:
+        return Path(chart.save(str(destination)))
+    finally:
+        chart.close()
+
+
+def test_packaged_chart_leaves_the_examples_out_and_renders_the_same(tmp_path: Path) -> None:
+    archive = package(tmp_path)
+    assert archive.name == f"ridgeline-{generate.project_version(ROOT)}.tgz"
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert "ridgeline/README.md" in names and "ridgeline/values.schema.json" in names
+    assert not [n for n in names if n.startswith("ridgeline/examples/")], ".helmignore keeps examples out"
+    files = render_files(archive, {})
+    assert files == render_files(CHART, {})
+
+
 def test_chart_works_as_a_subchart(tmp_path: Path) -> None:
+    """As `helm dependency update` leaves it: the packaged chart in the umbrella's charts/."""
     umbrella = tmp_path / "platform"
-    shutil.copytree(CHART, umbrella / "charts" / "ridgeline")
+    (umbrella / "charts").mkdir(parents=True)
+    package(umbrella / "charts")
     (umbrella / "Chart.yaml").write_text(
         yaml.safe_dump(
             {
@@ -756,7 +778,7 @@ def test_chart_works_as_a_subchart(tmp_path: Path) -> None:
                     {
                         "name": "ridgeline",
                         "version": yaml.safe_load((CHART / "Chart.yaml").read_text())["version"],
-                        "repository": "file://charts/ridgeline",
+                        "repository": f"file://{CHART}",
                         "condition": "ridgeline.enabled",
                     }
                 ],
