@@ -250,11 +250,18 @@ def test_helm_lint_names_a_bad_value(values: dict[str, Any], needle: str) -> Non
     assert needle in errors, errors
 
 
-def test_scrape_without_any_url_is_refused_in_one_line() -> None:
-    values = {"dcgmExporter": {"nodeLocalService": {"enabled": False}}}
-    with pytest.raises(
-        helm_python.errors.HelmRenderError, match=r"source\.mode scrape needs source\.scrapeUrl"
-    ):
+@pytest.mark.parametrize(
+    ("values", "needle"),
+    [
+        (
+            {"dcgmExporter": {"nodeLocalService": {"enabled": False}}},
+            "source.mode scrape needs source.scrapeUrl",
+        ),
+        ({"source": {"mode": "dcgm"}}, "source.mode dcgm needs source.dcgmAddress: HOST:PORT"),
+    ],
+)
+def test_a_source_without_its_address_is_refused_in_one_line(values: dict[str, Any], needle: str) -> None:
+    with pytest.raises(helm_python.errors.HelmRenderError, match=re.escape(needle)):
         render(values)
 
 
