@@ -744,10 +744,19 @@ def test_schema_documents_every_value_and_accepts_global() -> None:
 
 def test_chart_readme_values_table_covers_values_yaml() -> None:
     readme = (CHART / "README.md").read_text()
-    rows = set(re.findall(r"^\| `([^`]+)` \|", readme, flags=re.M))
-    keys = _leaf_keys(yaml.safe_load((CHART / "values.yaml").read_text()))
-    assert keys - rows == set(), f"README.md's values table lacks {sorted(keys - rows)}"
-    assert rows - keys == set(), f"README.md's values table names unknown keys {sorted(rows - keys)}"
+    rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", readme, flags=re.M))
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    keys = _leaf_keys(values)
+    assert keys - set(rows) == set(), f"README.md's values table lacks {sorted(keys - set(rows))}"
+    assert set(rows) - keys == set(), (
+        f"README.md's values table names unknown keys {sorted(set(rows) - keys)}"
+    )
+    for key, default in rows.items():
+        if default != "see values.yaml":
+            value: Any = values
+            for part in key.split("."):
+                value = value[part]
+            assert json.loads(default.strip("`")) == value, f"README.md: {key}'s default is {value!r}"
 
 
 def package(destination: Path) -> Path:
