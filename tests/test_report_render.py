@@ -79,8 +79,8 @@ def test_a_stretch_no_window_covers_is_shaded() -> None:
     spans = [p for p in axes.patches if p.get_alpha() == pytest.approx(0.12)]
     extents = [(p.get_x(), p.get_x() + p.get_width()) for p in spans]
     assert extents == [pytest.approx((date2num(_utc(START + 60)), date2num(_utc(START + 90))))]
-    covered = replay_doc()
-    assert [p for p in drawn(covered)[1].patches if p.get_alpha() == pytest.approx(0.12)] == []
+    for covered in (replay_doc(), replay_doc(end_pad=5.0)):  # the last, partial window is no gap
+        assert [p for p in drawn(covered)[1].patches if p.get_alpha() == pytest.approx(0.12)] == []
 
 
 def _utc(t: float) -> Any:

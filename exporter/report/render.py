@@ -486,17 +486,16 @@ def _epoch(text: str) -> float:
 
 
 def _uncovered(
-    windows: Sequence[tuple[float, float, Any]], start: float, end: float
+    windows: Sequence[tuple[float, float, Any]], start: float, end: float, window: float
 ) -> list[tuple[float, float]]:
-    """The stretches of [start, end] no window covers: no data there, shaded like a gap."""
+    """The stretches of [start, end] no window covers, a window long or more: no data there,
+    shaded like a gap (a shorter one at an end is the last partial window, not missing data)."""
     out: list[tuple[float, float]] = []
     at = start
-    for w_start, w_end, _ in windows:
-        if w_start > at + 1e-6:
+    for w_start, w_end, _ in [*windows, (end, end, None)]:
+        if w_start - at >= window - 1e-6:
             out.append((at, w_start))
         at = max(at, w_end)
-    if end > at + 1e-6:
-        out.append((at, end))
     return out
 
 
@@ -530,7 +529,7 @@ def timeline_figure(doc: Mapping[str, Any]) -> Any:
         axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     range_start, range_end = _epoch(doc["range"]["start"]), _epoch(doc["range"]["end"])
     shaded = [(_epoch(g["start"]), _epoch(g["end"])) for g in doc["gaps"]]
-    shaded += _uncovered(windows, range_start, range_end) if windows else []
+    shaded += _uncovered(windows, range_start, range_end, timeline_window(doc)) if windows else []
     for start, end in shaded:
         axes.axvspan(
             datetime.fromtimestamp(start, tz=UTC),
