@@ -87,3 +87,20 @@ def _utc(t: float) -> Any:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(t, tz=UTC)
+
+
+def test_a_window_after_a_gap_covers_only_itself() -> None:
+    """Drawn "up to its end" from the point before, the first window after a gap filled the gap
+    and hid its shading; it spans its own window."""
+    from exporter.report.render import timeline_windows
+
+    doc = replay_doc()
+    doc["timeline"] = [p for p in doc["timeline"] if p["end"] not in (START + 30, START + 40)]
+    doc["gaps"] = [{"start": iso(START + 20), "end": iso(START + 40), "seconds": 20.0}]
+    spans = [(start - START, end - START) for start, end, _ in timeline_windows(doc)]
+    assert spans == [(0, 10), (10, 20), (40, 50), (50, 60)]
+    _, axes = drawn(doc)
+    shaded = [p for p in axes.patches if p.get_alpha() == pytest.approx(0.12)]
+    assert [(p.get_x(), p.get_x() + p.get_width()) for p in shaded] == [
+        pytest.approx((date2num(_utc(START + 20)), date2num(_utc(START + 40))))
+    ]

@@ -499,6 +499,17 @@ def _uncovered(
     return out
 
 
+def _union(stretches: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping or touching stretches merged: a listed gap the timeline also lacks is one."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(stretches):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 def timeline_figure(doc: Mapping[str, Any]) -> Any:
     """The fleet over the range: GPUs in each regime per window (stacked, each window drawn over
     its own span), stretches without data shaded, the legend above the plot."""
@@ -530,7 +541,7 @@ def timeline_figure(doc: Mapping[str, Any]) -> Any:
     range_start, range_end = _epoch(doc["range"]["start"]), _epoch(doc["range"]["end"])
     shaded = [(_epoch(g["start"]), _epoch(g["end"])) for g in doc["gaps"]]
     shaded += _uncovered(windows, range_start, range_end, timeline_window(doc)) if windows else []
-    for start, end in shaded:
+    for start, end in _union(shaded):
         axes.axvspan(
             datetime.fromtimestamp(start, tz=UTC),
             datetime.fromtimestamp(end, tz=UTC),
