@@ -104,7 +104,8 @@ class TopApp(App[None]):
     def _columns(self) -> list[tuple[str, str]]:
         """The columns shown: NODE only for several nodes; on a narrow terminal CARD goes when
         every GPU has the same one (the chart's title names it), then LEVER (the highlighted
-        GPU's lever is under the chart), so the numbers are never cut off."""
+        GPU's lever is under the chart), so the numbers are never cut off. Sets `pod_width`,
+        which the cells' widths depend on."""
         many = len(self.clients) > 1
         columns = [(t, n) for t, n in COLUMNS if many or n != "node"]
         room = (self.size.width or 200) - 4  # the view's and the table's scrollbars
@@ -112,7 +113,7 @@ class TopApp(App[None]):
             columns = [c for c in columns if c[1] != "card"]
         if self._width(columns) > room:
             columns = [c for c in columns if c[1] != "lever"]
-        self.pod_width = POD_WIDTH
+        self.pod_width = POD_WIDTH  # measured with whole pod names, then cut to what is left
         self.pod_width = max(MIN_POD_WIDTH, POD_WIDTH - max(0, self._width(columns) - room))
         return columns
 
