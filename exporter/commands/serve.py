@@ -264,7 +264,7 @@ def _start_attributor(socket_path: str | None) -> Any:
             os.getuid(),
         )
         return None
-    from exporter.attribution import PodAttributor
+    from exporter.attribution.kubelet import PodAttributor
 
     attributor = PodAttributor(socket_path)
     attributor.start()
