@@ -127,6 +127,7 @@ def _read_jobs(path: str, name: str, skipped: list[str]) -> list[str]:
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to `limit` bytes: one os.read may return fewer than asked before the end."""
     chunks: list[bytes] = []
     size = 0
     while size < limit and (chunk := os.read(fd, limit - size)):
@@ -136,7 +137,8 @@ def _read_at_most(fd: int, limit: int) -> bytes:
 
 
 class HpcJobMap:
-    """Keeps GPU index -> hpc_job fresh from a job-mapping directory; lookups read a snapshot."""
+    """Keeps (GPU index, instance) -> hpc_job fresh from a job-mapping directory; lookups read a
+    snapshot."""
 
     def __init__(self, directory: str | Path, refresh_seconds: float = 5.0) -> None:
         if refresh_seconds <= 0:
