@@ -150,6 +150,10 @@ class Sampler:
         self._cards: dict[str, Card | None] = {}
         self._errors: dict[str, int] = {}
         self._skipped_errors: dict[str, int] = {}
+        self._skipped_closed = 0
+        """Records skipped by sources closed since (a reopened source counts from 0 again)."""
+        self._skipped_open = 0
+        """Records skipped by the source open now, as last collected."""
         self._samples_total = 0
         self._last_wall: float | None = None
         self._last_ok_wall: float | None = None
@@ -437,6 +441,9 @@ class Sampler:
         source, self._source = self._source, None
         if source is None:
             return
+        self._collect_skipped(source)
+        self._skipped_closed += self._skipped_open  # kept: corrupt_line never goes backwards
+        self._skipped_open = 0
         try:
             source.close()
         except Exception:  # closing a broken library handle may fail too; nothing to save
@@ -500,10 +507,17 @@ class Sampler:
 
     def _collect_skipped(self, source: Source) -> None:
         """Records the source skipped (a replay's corrupt lines, whatever the parser's reason)
-        become sample_errors_total{reason="corrupt_line"}."""
+        become sample_errors_total{reason="corrupt_line"}, added to what sources closed before it
+        had skipped, so the counter never goes backwards across reopens."""
         skipped = source.records_skipped
-        if skipped > 0 and self._skipped_errors.get(CORRUPT_LINE) != skipped:
-            self._skipped_errors = {CORRUPT_LINE: skipped}
+        if skipped == self._skipped_open:
+            return
+        if skipped < self._skipped_open:  # the same source object reopened: its count restarted
+            self._skipped_closed += self._skipped_open
+        self._skipped_open = skipped
+        total = self._skipped_closed + skipped
+        if total > 0:
+            self._skipped_errors = {CORRUPT_LINE: total}
             self._errors_view = None
 
     def _freshness_seconds(self) -> float:
