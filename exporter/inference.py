@@ -626,6 +626,8 @@ def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapp
 
 
 _profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, CardProfile]] = {}
+MAX_PROFILES = 1024
+"""Cached profiles at most: a node has a few cards and MIG profiles; a file may name any."""
 
 
 def card_profile(
@@ -669,5 +671,7 @@ def card_profile(
             instance=instance,
             mig_profile=mig_profile,
         )
+    if len(_profiles) >= MAX_PROFILES:
+        _profiles.clear()  # MIG profile names come from the input: a hostile one must not grow this
     _profiles[cache_key] = (card, profile)
     return profile

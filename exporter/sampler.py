@@ -407,6 +407,8 @@ class Sampler:
         self._last_ok_wall = now
         if advanced:
             self._advanced_wall = now
+        if self._departed:
+            self._prune_departed(now)
         self._notes.tick()
         if seen:
             refused = None  # some sample was believed
@@ -485,15 +487,26 @@ class Sampler:
 
     def _depart(self, key: EntityKey, now: float) -> None:
         """Keep a dropped GPU's counters for its return, within the retention; forget the oldest."""
+        self._departed.pop(key, None)
+        self._departed[key] = now
+        self._prune_departed(now)
+
+    def _prune_departed(self, now: float) -> None:
+        """Forget the counters of GPUs gone longer than the retention, or beyond MAX_DEPARTED
+        (oldest first); O(1) when there is nothing to forget."""
         departed = self._departed
-        departed.pop(key, None)
-        departed[key] = now
         while departed:
             oldest, left_at = next(iter(departed.items()))
             if len(departed) <= MAX_DEPARTED and now - left_at <= DEPARTED_RETENTION_SECONDS:
                 break
             del departed[oldest]
             self._totals.pop(oldest, None)
+
+    @property
+    def identities_kept(self) -> int:
+        """GPUs whose counters the sampler holds: those in the batches and those that left within
+        the retention (bounded by the batch size plus MAX_DEPARTED)."""
+        return len(self._totals)
 
     def _card_for(self, model: str) -> Card | None:
         if model not in self._cards:
