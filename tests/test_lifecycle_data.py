@@ -185,3 +185,29 @@ def test_read_lines_of_a_gzip_replay_collapse_blank_runs_too(tmp_path: Path) -> 
     lines = list(read_lines(lambda: path.open("rb"), str(path)))
     assert lines[0][1] == "" and len([t for _, t in lines if not t]) < 100
     assert lines[-1][0] == 1_000_000 + HEAD.count(b"\n")
+
+
+@pytest.mark.slow
+def test_serve_reports_a_looping_replay_truncated_and_plays_it_again(tmp_path: Path) -> None:
+    """The real process, a looping replay at 20x: truncated to 0 bytes it is down with
+    `replay_empty` (it ended for good before); with its samples back it is ready again."""
+    trace = tmp_path / "loop.jsonl"
+    content = "".join(_line(1000.0 + i) + "\n" for i in range(10))
+    trace.write_text(content)
+    with serve_process("--replay", str(trace), "--loop", "--speed", "20") as (base, _process):
+        _until(base, "/readyz", "ready")
+        trace.write_text("")
+        assert "replay_empty" in _until(base, "/readyz", "replay_empty")
+        trace.write_text(content)
+        assert _until(base, "/readyz", "ready", seconds=40).strip() == "ready"
+
+
+def _until(base: str, path: str, fragment: str, seconds: float = 20.0) -> str:
+    deadline = time.monotonic() + seconds
+    while True:
+        _, body = http_get(base + path)
+        if fragment in body:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never said {fragment!r}: {body.strip()[:300]}")
+        time.sleep(0.1)

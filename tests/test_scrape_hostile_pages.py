@@ -144,3 +144,26 @@ def test_lines_beyond_the_cap_cost_a_fraction_of_a_parsed_line() -> None:
     parsed = min(_parse_seconds(small) for _ in range(3)) / 1_000
     beyond = (min(_parse_seconds(large) for _ in range(2)) - parsed * MAX_ENTITIES) / (10_000 - MAX_ENTITIES)
     assert beyond / parsed < 0.75, f"a GPU beyond the cap cost {beyond / parsed:.2f} of a parsed one"
+
+
+@pytest.mark.slow
+def test_serve_reads_a_10000_gpu_page_within_the_deadline() -> None:
+    """The real process: the page is read (source up, 1,024 GPUs served) instead of timing out on
+    every read."""
+    page = _many_gpus(10_000)
+    with (
+        upstream(lambda: page) as server,
+        serve_process("--source", "scrape", "--scrape-url", url_of(server), "--interval", "5") as (
+            base,
+            _process,
+        ),
+    ):
+        deadline = time.monotonic() + 30
+        while True:
+            metrics = http_get(base + "/metrics")[1]
+            if "ridgeline_samples_total 1" in metrics or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert 'ridgeline_source_up{source="scrape"} 1' in metrics
+    assert "timeout" not in metrics
+    assert metrics.count("ridgeline_dram_active_ratio{") == MAX_ENTITIES
