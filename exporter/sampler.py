@@ -14,6 +14,9 @@ Failure handling, as an SRE would expect of an exporter:
   they were and never go backwards; the interval spanning the dropout is not integrated.
 * End of a non-looping replay: the last state is kept, the source reads as down with reason
   "end_of_replay", and the thread idles until stopped.
+* A sample whose timestamp cannot be believed (exporter/sample_checks.py) is skipped and counted
+  under its reason; one that goes back restarts its GPU's timeline. The counters of GPUs that
+  left are kept for their return within a retention (DEPARTED_RETENTION_SECONDS, MAX_DEPARTED).
 """
 
 from __future__ import annotations
