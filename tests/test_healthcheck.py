@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import free_port, serve_process
+from conftest import closed_port, serve_process
 
 from exporter.commands.healthcheck import serve_argv, url_for
 
@@ -54,7 +54,8 @@ def test_healthcheck_against_a_real_serve_and_a_dead_port() -> None:
         ok = subprocess.run(command, env={"RIDGELINE_HEALTHCHECK_URL": base + "/healthz"},
                             capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
         assert ok.returncode == 0, ok.stderr
-    dead = f"http://127.0.0.1:{free_port()}/healthz"
-    failed = subprocess.run(command, env={"RIDGELINE_HEALTHCHECK_URL": dead}, capture_output=True, text=True,
-                            timeout=30, check=False)  # fmt: skip
+    with closed_port() as port:
+        dead = f"http://127.0.0.1:{port}/healthz"
+        failed = subprocess.run(command, env={"RIDGELINE_HEALTHCHECK_URL": dead}, capture_output=True,
+                                text=True, timeout=30, check=False)  # fmt: skip
     assert failed.returncode == 1 and dead in failed.stderr

@@ -370,10 +370,11 @@ def add_listen_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port)."""
+    """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port). Port 0 lets the kernel
+    pick a free port (serve logs the one it got): how tests run beside a serve on the default."""
     raw = text.strip()
     host, sep, port_text = raw.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
         raise UserError(f"--listen {text!r}: expected HOST:PORT or :PORT, e.g. :10295 or 127.0.0.1:10295")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]

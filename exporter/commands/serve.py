@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         log.info(
             "serving on %s:%d (source %s, interval %g s)%s%s",
             host,
-            port,
+            listener.getsockname()[1],  # the kernel's pick for --listen HOST:0
             source.name,
             args.interval,
             ", TLS" if watcher is not None and watcher.tls else "",
