@@ -16,8 +16,9 @@ import logging
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from exporter import __version__
 from exporter.commands.options import UserError, add_log_flags
@@ -28,14 +29,26 @@ COMMANDS: tuple[str, ...] = ("serve", "top", "classify", "record", "report", "ca
 """Subcommand modules under exporter/commands/, in the order `--help` lists them."""
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, without breaking lines at hyphens: `--web-config` and a variable's name stay
+    whole in --help."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error that names the flag, `PROG: error: --FLAG: MESSAGE`, exit
     2 (argparse's own prints the whole usage first: 22 lines for `report`). Subcommand parsers
     are of this class too (add_subparsers makes them of their parent's class)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         # "argument --since: ..." -> "--since: ..."; of a flag's spellings, the first (documented) one
-        message = re.sub(r"^argument ([^ :]+)(?:/\S+)?: ", r"\1: ", message)
+        message = re.sub(r"^argument ([^ :/]+)(?:/[^ :]+)?: ", r"\1: ", message)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

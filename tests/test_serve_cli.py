@@ -48,7 +48,7 @@ def poll(base: str, path: str, want: int, seconds: float = 20.0) -> str:
     [
         (("--replay", "/nonexistent/trace.jsonl"), "/nonexistent/trace.jsonl"),
         (("--replay", "demo", "--model", "H100 typo"), "--model"),
-        (("--replay", "demo", "--listen", "nonsense"), "--listen"),
+        (("--replay", "demo", "--listen", "nonsense"), "--web.listen-address"),
         (("--source", "scrape"), "--scrape-url"),
         (("--replay", "demo", "--cards", "/nonexistent/cards.yaml"), "/nonexistent/cards.yaml"),
         (("--replay", "demo", "--web-config", "/nonexistent/web.yml"), "/nonexistent/web.yml"),
@@ -57,7 +57,7 @@ def poll(base: str, path: str, want: int, seconds: float = 20.0) -> str:
 def test_user_mistakes_fail_at_start_up_with_one_line_and_exit_2(args: tuple[str, ...], needle: str) -> None:
     result = run_cli("serve", "--listen", "127.0.0.1:0", *args)  # serve binds before it opens the source
     assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip() and " INFO " not in line]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and " level=INFO " not in line]
     assert len(lines) == 1, result.stderr
     assert needle in lines[0]
     assert "Traceback" not in result.stderr
@@ -306,7 +306,7 @@ def test_a_flood_past_the_descriptor_limit_keeps_metrics_answering_and_the_log_s
     assert len(log.splitlines()) < 25, log
 
 
-def test_one_log_format_for_every_line_json_and_text() -> None:
+def test_one_log_format_for_every_line_json_and_logfmt() -> None:
     with serve_process("--replay", "demo", "--loop", env={"RIDGELINE_LOG_FORMAT": "json"}) as (base, process):
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a uvicorn line too
@@ -318,12 +318,14 @@ def test_one_log_format_for_every_line_json_and_text() -> None:
     loggers = {r["logger"] for r in records}
     assert "exporter.serve" in loggers and "uvicorn.error" in loggers and "exporter.web" in loggers
 
-    with serve_process("--replay", "demo", "--loop", "--log-format", "text") as (_, process):
+    with serve_process("--replay", "demo", "--loop", "--log.format", "logfmt") as (_, process):
         pass
     text = [line for line in output_of(process).splitlines() if line.strip()]
-    pattern = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) [\w.]+: "
+    pattern = (
+        r"^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=(DEBUG|INFO|WARNING|ERROR) logger=[\w.]+ msg="
+    )
     assert text and all(re.match(pattern, line) for line in text), text
-    assert any(" uvicorn.error: " in line for line in text)
+    assert any(" logger=uvicorn.error " in line for line in text)
 
 
 def test_log_level_flag_and_variable() -> None:
@@ -332,7 +334,10 @@ def test_log_level_flag_and_variable() -> None:
     assert "serving on" not in output_of(process)
     with serve_process("--replay", "demo", "--loop", env={"RIDGELINE_LOG_LEVEL": "debug"}) as (_, process):
         pass
-    assert " DEBUG " in output_of(process)
+    assert " level=DEBUG " in output_of(process)
+    with serve_process("--replay", "demo", "--loop", "--log.level", "warn") as (_, process):
+        pass
+    assert "serving on" not in output_of(process)
 
 
 # -- where serve listens: the default, and a port of the kernel's choosing (issue 23) ----------------
