@@ -228,7 +228,7 @@ def serve_process(
     """`ridgeline serve ARGS` as its own process on a free loopback port, until /healthz answers;
     yields its base URL and the process, and stops it after."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--listen", "127.0.0.1:0", *args],
+        [sys.executable, "-m", "exporter", "serve", "--web.listen-address", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

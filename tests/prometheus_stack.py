@@ -106,7 +106,7 @@ class Stack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
         env["PYTHONUNBUFFERED"] = "1"
         log = self.tmp / f"{name}.log"
-        command = [sys.executable, "-m", "exporter", "serve", *args, "--listen", "127.0.0.1:0"]
+        command = [sys.executable, "-m", "exporter", "serve", *args, "--web.listen-address", "127.0.0.1:0"]
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.tmp)
         self.processes.append((f"ridgeline {name}", process, log))
