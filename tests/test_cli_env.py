@@ -143,3 +143,11 @@ def test_a_bad_log_level_is_refused_in_one_line(clean_env: pytest.MonkeyPatch, t
     clean_env.setenv("RIDGELINE_LOG_FORMAT", "yaml")
     with pytest.raises(SystemExit):
         parse("cards")
+
+
+def test_a_bad_value_in_a_variable_names_the_variable() -> None:
+    env = {"PATH": "/usr/bin:/bin", "RIDGELINE_TOP_INTERVAL": "soon"}
+    done = subprocess.run([sys.executable, "-m", "exporter", "top", "--once"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "RIDGELINE_TOP_INTERVAL='soon': expected a positive number of seconds" in done.stderr

@@ -115,6 +115,12 @@ def add_flag(
         elif kwargs.get("action") == "append" or kwargs.get("nargs") in ("*", "+"):
             kwargs["default"] = [item for item in raw.split(",") if item]
         else:
+            convert = kwargs.get("type")
+            if convert is not None:  # else argparse would name the flag, not the variable
+                try:
+                    convert(raw)
+                except (argparse.ArgumentTypeError, ValueError) as exc:
+                    parser.error(f"{variable}={raw!r}: {exc}")
             kwargs["default"] = raw
     notes = []
     shown = _shown_default(kwargs.get("default"))
