@@ -14,6 +14,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,8 +94,10 @@ class Podman:
 
 
 @pytest.fixture(scope="module")
-def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
-    storage = tmp_path_factory.mktemp("podman")
+def podman() -> Iterator[Podman]:
+    # Not tmp_path_factory: under pytest-xdist its paths gain a popen-gwN level, and podman
+    # refuses a runroot longer than 50 characters.
+    storage = Path(tempfile.mkdtemp(prefix="ridgeline-podman-"))
     build = subprocess.run(
         [
             str(ROOT / "scripts" / "build-image"),
