@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 USES = {
-    "image": re.compile(r"build-image"),
+    "image": re.compile(r'"build-image"'),  # the script named in code, not in a docstring
     "browser": re.compile(r"^(from browser import|import browser)", re.MULTILINE),
     "e2e": re.compile(r"^from prometheus_stack import|\bPROMETHEUS\b", re.MULTILINE),
 }
