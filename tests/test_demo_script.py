@@ -36,7 +36,7 @@ def serve_args(layout: Path, *args: str, **env: str) -> list[str]:
         text=True,
         timeout=30,
         check=True,
-        env={**{k: v for k, v in os.environ.items() if k != "RIDGELINE_DEMO_LISTEN"}, **env},
+        env={**{k: v for k, v in os.environ.items() if not k.endswith("_LISTEN")}, **env},
     )
     return done.stdout.splitlines()
 
@@ -52,3 +52,4 @@ def test_the_address_can_be_overridden(layout: Path) -> None:
     own = serve_args(layout, "--replay", "demo", "--listen", "0.0.0.0:9999")
     assert own == ["serve", "--replay", "demo", "--listen", "0.0.0.0:9999"]
     assert serve_args(layout, "--listen=[::1]:10295") == ["serve", "--listen=[::1]:10295"]
+    assert serve_args(layout, RIDGELINE_SERVE_LISTEN="0.0.0.0:1") == ["serve", "--replay", "demo", "--loop"]

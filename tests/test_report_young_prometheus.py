@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import free_port
 from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, running_stack
 
 pytestmark = REQUIRES_PROMETHEUS
@@ -29,23 +27,13 @@ def test_a_young_prometheus_gives_its_scrape_interval(tmp_path: Path) -> None:
     with running_stack(tmp_path) as stack:
         target = stack.start_ridgeline("demo", "--replay", "demo", "--loop")
         stack.wait_ready(f"http://{target}/readyz", "ridgeline serve")
-        config = tmp_path / "prometheus.yml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": f"{SCRAPE_SECONDS}s"},
-                    "scrape_configs": [{"job_name": "ridgeline", "static_configs": [{"targets": [target]}]}],
-                }
-            )
-        )
-        port = free_port()
-        stack.prometheus_url = f"http://127.0.0.1:{port}"
-        stack.start(
+        stack.prometheus_url = stack.start_prometheus_with(
             "prometheus",
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        )  # fmt: skip
-        stack.wait_ready(stack.prometheus_url + "/-/ready", "prometheus")
+            {
+                "global": {"scrape_interval": f"{SCRAPE_SECONDS}s"},
+                "scrape_configs": [{"job_name": "ridgeline", "static_configs": [{"targets": [target]}]}],
+            },
+        )
         deadline = time.monotonic() + 90
         expr = 'min(count_over_time(ridgeline_regime_seconds_total{regime="idle"}[5m]))'
         while not ((found := stack.query(expr)) and float(found[0]["value"][1]) >= 12):

@@ -422,21 +422,22 @@ def test_at_80_by_24_every_number_and_the_charts_legend_are_on_screen(demo: str)
 def test_the_footer_says_resume_while_paused() -> None:
     from exporter.top.tui import TopApp
 
-    app = TopApp([NodeClient(f"http://127.0.0.1:{free_port()}", timeout=0.5)], interval=5)
+    with closed_port() as port:
+        app = TopApp([NodeClient(f"http://127.0.0.1:{port}", timeout=0.5)], interval=5)
+        asyncio.run(_press_p_twice(app))
 
+
+async def _press_p_twice(app: Any) -> None:
     def p_says() -> str:
         return str(app.screen.active_bindings["p"].binding.description)
 
-    async def drive() -> None:
-        async with app.run_test(size=(100, 30)) as pilot:
-            assert p_says() == "Pause"
-            await pilot.press("p")
-            assert app.paused and p_says() == "Resume"
-            await pilot.press("p")
-            assert not app.paused and p_says() == "Pause"
-            await pilot.press("q")
-
-    asyncio.run(drive())
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert p_says() == "Pause"
+        await pilot.press("p")
+        assert app.paused and p_says() == "Resume"
+        await pilot.press("p")
+        assert not app.paused and p_says() == "Pause"
+        await pilot.press("q")
 
 
 def test_a_node_that_answers_401_is_not_called_silent() -> None:
