@@ -199,10 +199,10 @@ def test_base_daemonset_scheduling_probes_and_resources(base: list[dict[str, Any
 
 def test_base_reads_the_nodes_dcgm_exporter(base: list[dict[str, Any]]) -> None:
     env = _env(_container(only(base, "DaemonSet")))
-    assert env["RIDGELINE_SOURCE"]["value"] == "scrape"
+    assert env["RIDGELINE_SERVE_SOURCE"]["value"] == "scrape"
     assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    url = env["RIDGELINE_SCRAPE_URL"]["value"]
+    url = env["RIDGELINE_SERVE_SCRAPE_URL"]["value"]
     assert url == "http://ridgeline-dcgm-exporter.gpu-operator.svc:9400/metrics"
     (service,) = [s for s in by_kind(base, "Service") if s["metadata"]["name"] == "ridgeline-dcgm-exporter"]
     assert service["metadata"]["namespace"] == "gpu-operator"
@@ -254,9 +254,9 @@ def test_standalone_has_exactly_the_gpu_privileges(standalone: list[dict[str, An
     assert pod["runtimeClassName"] == "nvidia"
     assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
     assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility,compute"
-    assert env["RIDGELINE_SOURCE"]["value"] == "nvml"
-    assert "RIDGELINE_SCRAPE_URL" not in env
-    assert env["RIDGELINE_KUBELET_SOCKET"]["value"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert env["RIDGELINE_SERVE_SOURCE"]["value"] == "nvml"
+    assert "RIDGELINE_SERVE_SCRAPE_URL" not in env
+    assert env["RIDGELINE_SERVE_KUBELET_SOCKET"]["value"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
     assert "nvidia.com/gpu" not in container["resources"].get("limits", {}), "must not take a GPU"
     volumes = {v["name"]: v for v in pod["volumes"]}
