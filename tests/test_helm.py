@@ -22,7 +22,19 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pod_security
 import pytest
 import yaml
-from test_deploy import CHART, KUBE, NAMES, ROOT, by_kind, generate, kustomize, only, validate_all
+from test_deploy import (
+    CHART,
+    KUBE,
+    NAMES,
+    ROOT,
+    assert_only_current_serve_variables,
+    by_kind,
+    container_variables,
+    generate,
+    kustomize,
+    only,
+    validate_all,
+)
 
 KUBE_VERSION = "v1.31.0"
 EXAMPLES = CHART / "examples"
@@ -385,6 +397,16 @@ def test_gpu_operator_row_matches_the_chart_defaults() -> None:
     """The default install is the GPU-operator row: no values needed."""
     values = yaml.safe_load((EXAMPLES / "gpu-operator.yaml").read_text())
     assert keyed(render(values)) == keyed(render())
+
+
+@pytest.mark.parametrize(
+    "values",
+    [*(yaml.safe_load((EXAMPLES / name).read_text()) for name in sorted(MATRIX)), *SHAPES.values()],
+    ids=[*(f"example-{name}" for name in sorted(MATRIX)), *SHAPES],
+)
+def test_chart_sets_only_variables_serve_reads_by_their_current_name(values: dict[str, Any]) -> None:
+    """Every example and shape: an old shared name would log a deprecation warning at each start."""
+    assert_only_current_serve_variables(container_variables(render(values)))
 
 
 # -- one selector for the Prometheus stack -------------------------------------------------------
