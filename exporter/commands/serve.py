@@ -101,6 +101,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Open everything that can fail because of the user first, then serve until signalled."""
     from exporter.catalog import load_catalog
+    from exporter.commands.serve_signals import SignalDesk
     from exporter.sampler import Sampler
     from exporter.sources import open_source
     from exporter.view.trails import Trails
@@ -203,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
                 watcher,
                 exempt_paths=AUTH_EXEMPT,
                 on_refusal=lambda message: guard.faults.note("auth_flood", message),
-                hold_refusals=lambda: len(guard.open) < guard.cap // 2,
+                hold_refusals=lambda: len(guard.open) < guard.cap * 3 // 4,
             )
             watcher.start()
         sampler.start()
@@ -220,9 +221,12 @@ def run(args: argparse.Namespace) -> int:
         # here turns that into a normal return, so the sampler and attributor are stopped below
         # and the exit status is 0.
         previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        desk = SignalDesk(watcher.request_reload if watcher is not None else None)
+        desk.install()  # SIGHUP reloads the web config; the other fatal-by-default ones are logged
         try:
             started = serve(build_server(app, guard, access_log=bool(args.access_log)), listener, guard)
         finally:
+            desk.restore()
             signal.signal(signal.SIGTERM, previous)
         if not started:
             raise UserError(f"could not serve on {args.listen} (see the log above)")
