@@ -1,5 +1,5 @@
 """Signals against a real `ridgeline serve` process: SIGHUP reloads the web config, the other
-signals whose default would kill it are logged and ignored (exporter/commands/serve_signals.py)."""
+signals whose default would kill it are logged and ignored (`SignalDesk` in exporter/commands/serve.py)."""
 
 from __future__ import annotations
 
