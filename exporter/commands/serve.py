@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         bind_listener,
         build_server,
         connection_cap,
+        probation_room,
         raise_open_file_limit,
         serve,
     )
@@ -196,7 +197,11 @@ def run(args: argparse.Namespace) -> int:
             thresholds=thresholds,
         )
         guard = ConnectionGuard(
-            limits, cap=cap, backlog=backlog, tls_context=watcher.tls_context if watcher is not None else None
+            limits,
+            cap=cap,
+            backlog=backlog,
+            tls_context=watcher.tls_context if watcher is not None else None,
+            overflow=probation_room(cap, open_files),
         )
         if watcher is not None:
             from exporter.web.webconfig import BasicAuthMiddleware
