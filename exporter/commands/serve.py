@@ -77,8 +77,8 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         default=1024,
         metavar="N",
-        help="open HTTP connections at most (lowered to fit the open-file limit); at the cap the "
-        "one idle longest is closed for a new one",
+        help="open HTTP connections at most (lowered to fit the open-file limit); past it, the ones "
+        "that sent no request are closed, longest waiting first, once they have had their turn",
     )
     add_flag(
         parser,

@@ -384,8 +384,8 @@ class BasicAuthMiddleware:
         self._on_refusal = on_refusal
         self._refusal_delay = refusal_delay
         self._hold_refusals = hold_refusals
-        """False when holding a refused guess would cost more than it saves (serve: when half the
-        connection cap is in use, a held guess is a slot a scrape may need)."""
+        """False when holding a refused guess would cost more than it saves (serve: when three
+        quarters of the connection cap are in use, a held guess is a slot a scrape may need)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         checker = self._source.password_checker()
