@@ -89,8 +89,9 @@ BCRYPT_MAX_PASSWORD_BYTES = 72
 """bcrypt reads no further; a longer password is refused before it costs a check."""
 REJECTED_CACHE = 4096
 """Wrong credentials remembered (least recently used forgotten first)."""
-REFUSAL_DELAY_SECONDS = 1.0
-"""How long a refused guess is held before its 429, so a refused client cannot spin."""
+REFUSAL_DELAY_SECONDS = 3.0
+"""How long a refused guess is held before its 429, so a refused client cannot spin: guessers that
+wait for their answer send a third as many guesses as at 1 s, each one work for the event loop."""
 
 
 class WebConfigError(ValueError):
