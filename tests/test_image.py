@@ -2,6 +2,7 @@
 with podman the way a hardened node runs it — read-only root, every capability dropped, no new
 privileges, the image's own non-root user — on loopback. /metrics answers and promtool finds
 nothing to say about it; the image's HEALTHCHECK passes and follows --listen / RIDGELINE_LISTEN.
+It carries the daemon without the client tools' extras, the LICENSE and its OCI labels.
 
 Container storage lives in a temporary --root/--runroot, removed afterwards. Each build step's
 time is printed in pytest's summary ("image steps").
@@ -14,7 +15,9 @@ import re
 import shutil
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -201,3 +204,48 @@ def test_healthcheck_follows_ridgeline_listen_and_reports_a_dead_endpoint(podman
     )
     assert failed.returncode == 1
     assert f"127.0.0.1:{dead}" in failed.stderr and "refused" in failed.stderr.lower()
+
+
+def _in_image(podman: Podman, *command: str) -> subprocess.CompletedProcess[str]:
+    """Run one command in a throwaway container of the image, hardened like the others."""
+    entrypoint, *args = command
+    return podman("run", "--rm", *RUN_FLAGS, "--entrypoint", entrypoint, IMAGE, *args)
+
+
+def test_image_has_the_daemon_without_the_client_tools(podman: Podman) -> None:
+    """Issue 18.7: the node image installs neither extra (`top`'s textual, `report`'s matplotlib),
+    and keeps grpc, which kubelet attribution needs."""
+    names = "('textual', 'rich', 'matplotlib', 'grpc')"
+    probe = f"import importlib.util as u; print(*[m for m in {names} if u.find_spec(m)])"
+    assert _in_image(podman, "python", "-c", probe).stdout.split() == ["grpc"]
+    refused = podman("run", "--rm", *RUN_FLAGS, "--entrypoint", "ridgeline", IMAGE, "top", check=False)
+    # `top` without a terminal would say so too: the extra is checked first, so this line is it
+    assert refused.returncode == 2
+    assert "needs the 'top' extra" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_image_ships_the_license_and_its_oci_labels(podman: Podman) -> None:
+    """Issue 18.8: Apache-2.0 section 4(a) wants the License with every copy; the labels say what
+    the image is, from which commit (scripts/build-image's build args)."""
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert _in_image(podman, "cat", "/usr/share/licenses/ridgeline/LICENSE").stdout == license_text
+    wheel_copy = (
+        "import importlib.metadata as m; "
+        "print(m.distribution('ridgeline').read_text('licenses/LICENSE'), end='')"
+    )
+    assert _in_image(podman, "python", "-c", wheel_copy).stdout == license_text
+
+    (image,) = json.loads(podman("image", "inspect", IMAGE).stdout)
+    labels = image["Labels"]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    revision = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    oci = "org.opencontainers.image."
+    assert labels[oci + "title"] == "ridgeline"
+    assert labels[oci + "licenses"] == "Apache-2.0"
+    assert labels[oci + "description"]
+    assert labels[oci + "version"] == version
+    assert labels[oci + "revision"] == revision.strip()
+    created = datetime.fromisoformat(labels[oci + "created"])
+    assert created.tzinfo is not None and created.utcoffset() == timedelta(0), labels[oci + "created"]

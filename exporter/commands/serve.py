@@ -41,6 +41,10 @@ log = logging.getLogger("exporter.serve")
 # -- flags ----------------------------------------------------------------------------------
 
 
+HPC_JOB_MAPPING_DIR_ENV = "DCGM_HPC_JOB_MAPPING_DIR"
+"""dcgm-exporter's variable for the same directory: a node set up for it needs no new setting."""
+
+
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "serve",
@@ -61,8 +65,9 @@ def register(subparsers: Any) -> None:
         parser,
         "--hpc-job-mapping-dir",
         metavar="DIR",
-        help="dcgm-exporter's HPC job mapping directory (one file per GPU index listing its job ids, "
-        "written by a Slurm prolog): adds an hpc_job label",
+        help="dcgm-exporter's HPC job mapping directory (files <gpu> and <gpu>.<instance> listing "
+        "job ids, written by a Slurm prolog): adds an hpc_job label; dcgm-exporter's "
+        f"{HPC_JOB_MAPPING_DIR_ENV} when neither this flag nor its variable is set",
     )
     add_flag(
         parser,
@@ -175,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     attributor = _start_attributor(args.kubelet_socket)
     from exporter.attribution.hpc import start_job_map
 
-    job_map = start_job_map(args.hpc_job_mapping_dir)
+    job_map = start_job_map(args.hpc_job_mapping_dir or os.environ.get(HPC_JOB_MAPPING_DIR_ENV))
     trails = Trails()  # the live page's trails: fed as snapshots are published, not per scrape
     sampler = Sampler(
         name,
@@ -277,7 +282,7 @@ def _start_attributor(socket_path: str | None) -> Any:
             os.getuid(),
         )
         return None
-    from exporter.attribution import PodAttributor
+    from exporter.attribution.kubelet import PodAttributor
 
     attributor = PodAttributor(socket_path)
     attributor.start()
