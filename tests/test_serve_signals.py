@@ -103,3 +103,21 @@ def test_an_empty_web_config_at_start_up_is_exit_2_with_one_line(tmp_path: Path,
 def test_the_systemd_unit_reloads_with_sighup() -> None:
     unit = (ROOT / "deploy" / "systemd" / "ridgeline.service").read_text()
     assert "\nExecReload=/bin/kill -HUP $MAINPID\n" in unit
+
+
+def test_a_web_config_truncated_while_serving_keeps_basic_auth_on(tmp_path: Path) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text(_config("first-password"))
+    with serve_process("--replay", "demo", "--loop", "--web-config", str(path)) as (base, process):
+        assert _status(base, "prometheus", "first-password") == 200
+        path.write_text("")  # `: > web.yml`, or an editor that truncates before it writes
+        time.sleep(2.5)  # more than two polls of the watcher
+        process.send_signal(signal.SIGHUP)  # and a reload asked for on top
+        time.sleep(1.0)
+        assert _status(base, "nobody", "") == 401  # was: auth off, every page open
+        assert _status(base, "prometheus", "first-password") == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        output = process.stdout.read() if process.stdout else ""
+    warnings = [line for line in output.splitlines() if "the file is empty" in line]
+    assert warnings and all("WARNING" in line for line in warnings), output
