@@ -407,7 +407,8 @@ class BasicAuthMiddleware:
         if verdict is None:
             if self._on_refusal is not None:
                 self._on_refusal(
-                    f"more than {self.pool.max_pending} password checks waiting: refusing guesses with 429"
+                    f"no room among the password checks waiting ({self.pool.max_pending} in all, "
+                    f"{self.pool.peer_pending} per client address): refusing guesses with 429"
                 )
             if self._hold_refusals():
                 await asyncio.sleep(self._refusal_delay)
