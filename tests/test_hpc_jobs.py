@@ -370,7 +370,8 @@ def test_serve_exports_hpc_job_from_dcgm_exporters_variable(tmp_path: Path) -> N
     assert not any('gpu="2"' in line and "hpc_job" in line for line in regime)
     info = [line for line in body.splitlines() if line.startswith("ridgeline_hpc_job_info{")]
     assert sorted(re.search(r'hpc_job="([^"]*)"', line).group(1) for line in info) == ["17", "4242", "9"]
-    assert "skipped '\\xb2': not named <gpu> or <gpu>.<instance>" in output, output
+    # logfmt quotes the message, so its backslash is escaped: \xb2 is written \\xb2
+    assert "skipped '\\\\xb2': not named <gpu> or <gpu>.<instance>" in output, output
     assert "skipped 3: not a regular file" in output, output
     assert "Traceback" not in output
 

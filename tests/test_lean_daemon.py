@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import free_port, http_get, serve_process
+from conftest import closed_port, http_get, serve_process
 
 TRIPPED = 86
 TRIPWIRE = "import os, sys\nsys.stderr.write('tripwire: imported PACKAGE\\n')\nos._exit(86)\n"
@@ -66,9 +66,8 @@ def test_kubelet_attribution_is_what_loads_grpc(tmp_path: Path) -> None:
     kubelet = tmp_path / "pod-resources"
     kubelet.mkdir()
     socket_path = str(kubelet / "kubelet.sock")
-    listen = f"127.0.0.1:{free_port()}"
     done = ridgeline(
-        "serve", "--replay", "demo", "--listen", listen, "--kubelet-socket", socket_path, env=env
+        "serve", "--replay", "demo", "--listen", "127.0.0.1:0", "--kubelet-socket", socket_path, env=env
     )
     assert done.returncode == TRIPPED, done.stderr
     assert "tripwire: imported grpc" in done.stderr
@@ -93,7 +92,8 @@ def test_top_without_textual_names_the_top_extra(tmp_path: Path) -> None:
 def test_top_once_needs_no_extra(tmp_path: Path) -> None:
     """The plain table is the daemon image's own `top`: it must not touch textual at all."""
     env = stand_ins(tmp_path / "site", TRIPWIRE, "textual", "rich")
-    done = ridgeline("top", "--once", "--url", "http://127.0.0.1:9", "--timeout", "1", env=env)
+    with closed_port() as port:  # nothing answers there
+        done = ridgeline("top", "--once", "--url", f"http://127.0.0.1:{port}", "--timeout", "1", env=env)
     assert done.returncode == 1, done.stderr  # the node does not answer: that is all it says
     assert "not answering" in done.stderr
     assert "tripwire" not in done.stderr

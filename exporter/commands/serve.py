@@ -29,6 +29,7 @@ from exporter.commands.options import (
     add_listen_flags,
     add_source_flags,
     collector_choice,
+    deprecated_variables,
     inference_config,
     parse_listen,
     positive_int,
@@ -50,6 +51,9 @@ def register(subparsers: Any) -> None:
         "serve",
         help="run the exporter daemon (Prometheus /metrics, /classify, /readyz)",
         description="Sample GPU profiling counters, place each GPU on its roofline, serve the verdicts.",
+        epilog="Each flag also reads RIDGELINE_SERVE_<FLAG> (named below); the names every command "
+        "once shared, RIDGELINE_<FLAG> (RIDGELINE_LISTEN, RIDGELINE_WEB_CONFIG for the two renamed "
+        "flags), still work for serve, deprecated: it logs a warning naming the new ones.",
     )
     add_source_flags(parser)
     add_listen_flags(parser)
@@ -130,6 +134,12 @@ def run(args: argparse.Namespace) -> int:
     )
     from exporter.web.view_routes import view_router
 
+    old_variables = deprecated_variables()
+    if old_variables:
+        log.warning(
+            "deprecated environment variables (every command once read them): %s",
+            ", ".join(f"{old} (now {new})" for old, new in old_variables),
+        )
     host, port = parse_listen(args.listen)
     catalog = load_catalog(args.cards)
     if args.model:
@@ -169,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         listener = bind_listener(host, port, backlog)
     except ListenError as exc:
-        raise UserError(f"--listen {args.listen}: {exc}") from None
+        raise UserError(f"--web.listen-address {args.listen}: {exc}") from None
 
     try:
         name, options = source_choice(args)
@@ -225,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         log.info(
             "serving on %s:%d (source %s, interval %g s)%s%s",
             host,
-            port,
+            listener.getsockname()[1],  # the kernel's pick for --listen HOST:0
             source.name,
             args.interval,
             ", TLS" if watcher is not None and watcher.tls else "",
