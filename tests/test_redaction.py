@@ -9,7 +9,7 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import free_port, http_get, serve_process
+from conftest import closed_port, http_get, serve_process
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -100,7 +100,15 @@ def test_the_scrape_source_shows_and_refuses_every_shape_without_the_password(
 
 def test_a_password_with_a_space_is_masked_on_every_page_and_in_the_log() -> None:
     secret = "Zq pass word"
-    url = f"http://prom:{secret}@127.0.0.1:{free_port()}/metrics"  # nothing listens: connection refused
+    with closed_port() as port:  # nothing listens: connection refused
+        url = f"http://prom:{secret}@127.0.0.1:{port}/metrics"
+        bodies, readyz, log = _pages_and_log(url)
+    assert "prom:xxxxx@127.0.0.1" in readyz, readyz
+    for text in [*bodies, log]:
+        assert "pass word" not in text and "Zq" not in text
+
+
+def _pages_and_log(url: str) -> tuple[list[str], str, str]:
     with serve_process("--source", "scrape", "--scrape-url", url, "--interval", "0.2") as (base, process):
         deadline = time.monotonic() + 20
         readyz = ""
@@ -109,18 +117,14 @@ def test_a_password_with_a_space_is_masked_on_every_page_and_in_the_log() -> Non
         bodies = [readyz, *(http_get(base + path)[1] for path in ("/classify", "/live.json", "/metrics"))]
         process.terminate()
         log = process.communicate(timeout=20)[0]
-    assert "prom:xxxxx@127.0.0.1" in readyz, readyz
-    for text in [*bodies, log]:
-        assert "pass word" not in text and "Zq" not in text
+    return bodies, readyz, log
 
 
 @pytest.mark.parametrize("secret", ["Zq55209/xK", "Zqpa#ssK", "Zqpa?ssK", "Zqpa/ssK", "Zq9/8?7#6K"])
 def test_a_password_urllib_misreads_is_a_start_up_error_without_it(secret: str) -> None:
     url = f"http://prom:{secret}@127.0.0.1:9400/metrics"
     command = [sys.executable, "-m", "exporter", "serve", "--source", "scrape", "--scrape-url", url]
-    result = subprocess.run(
-        [*command, "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run([*command, "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "prom:xxxxx@127.0.0.1:9400" in lines[0], result.stderr

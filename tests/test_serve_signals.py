@@ -16,7 +16,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from conftest import free_port, serve_process
+from conftest import serve_process
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,7 @@ def test_sighup_without_a_web_config_is_logged_not_fatal() -> None:
 def test_an_empty_web_config_at_start_up_is_exit_2_with_one_line(tmp_path: Path, text: str) -> None:
     path = tmp_path / "web.yml"
     path.write_text(text)
-    listen = f"127.0.0.1:{free_port()}"
+    listen = "127.0.0.1:0"
     command = [sys.executable, "-m", "exporter", "serve", "--replay", "demo", "--listen", listen]
     result = subprocess.run([*command, "--web-config", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2

@@ -21,7 +21,7 @@ from typing import Any
 
 import bcrypt
 import pytest
-from conftest import free_port, stop_process
+from conftest import listening_port, stop_process
 from test_webconfig import OPENSSL, _make_ca, _make_leaf
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(OPENSSL is None, reason="openssl CLI needed for certs")]
@@ -96,11 +96,11 @@ def held(port: int, count: int, payload: bytes) -> Iterator[list[socket.socket]]
 def serving(*args: str, ca: Path | None = None) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """`ridgeline serve ARGS` until an authorised scrape (over TLS with `ca`) answers 200; its
     output goes to a file, so a process that never comes up cannot block a pipe."""
-    port = free_port()
     with tempfile.TemporaryFile() as log:
-        command = [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{port}", *args]
+        command = [sys.executable, "-m", "exporter", "serve", "--listen", "127.0.0.1:0", *args]
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
+            port = listening_port(process, "serve", timeout=30)
             deadline = time.monotonic() + 30
             while True:
                 try:
