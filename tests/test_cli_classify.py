@@ -185,6 +185,7 @@ def test_cards_table_lists_every_card(capsys: pytest.CaptureFixture[str], catalo
     assert {line.split()[0] for line in lines[2:-1]} == set(catalog.keys())
     h100 = next(line for line in lines if line.startswith("h100-sxm "))
     assert h100.split()[-4:] == ["989.5", "1979", "3.35", "295"]
+    assert len({len(line) for line in lines[:-1]}) == 1, "a row is longer than the others: misaligned"
 
 
 def test_cards_json_and_user_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
