@@ -595,10 +595,11 @@ class CardProfile:
 
 
 def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | None) -> Roof | None:
-    """The roof of a whole card, or of a MIG instance: the card's peak scaled by its compute
-    slices and its bandwidth by its memory slices (Card.instance_roof, from the MIG user guide's
-    profile tables). A MIG instance whose profile is absent or unknown to the card has no roof:
-    it gets ratios and a regime, never the whole card's figures."""
+    """The roof of a whole card, or of a MIG instance: the card's peak scaled by the instance's
+    SMs and its bandwidth by its memory slices (Card.instance_roof: the MIG user guide's slice
+    tables, `nvidia-smi mig -lgip`'s SM counts). A MIG instance whose profile is absent, unknown
+    to the card or without a published SM count has no roof: it gets ratios and a regime, never
+    the whole card's figures."""
     if not instance:
         return card.roof(precision)
     if mig_profile is None:
@@ -608,13 +609,14 @@ def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | N
 
 def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapping[str, float]:
     """The CUDA-core FP64/FP32/FP16 peaks in FLOP/s where the catalog has them; a MIG instance's
-    scaled by its compute fraction (none without a known profile, as for its roof)."""
+    scaled by its share of the SMs (none without a known profile and SM count, as for its roof)."""
     scale = 1.0
     if instance:
         slices = card.mig_slices(mig_profile) if mig_profile is not None else None
-        if slices is None:
+        fraction = None if slices is None else slices.sm_fraction
+        if fraction is None:
             return MappingProxyType({})
-        scale = slices.compute_fraction
+        scale = fraction
     peaks = {pipe: card.vector_peak_flop_per_second(pipe) for pipe in FP_PIPES}
     return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
 

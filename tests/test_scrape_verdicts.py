@@ -91,7 +91,7 @@ def test_gpus_without_profiling_counters_stay_and_say_why(exporter_url: str) -> 
             assert "runbooks.md#ridgelineprofilingcountersmissing" in gpu["no_verdict_reason"]
 
 
-def test_mig_instances_from_gpu_i_profile_get_their_slices_roof(exporter_url: str) -> None:
+def test_mig_instances_from_gpu_i_profile_get_their_sms_roof(exporter_url: str) -> None:
     options = SourceOptions(scrape_url=f"{exporter_url}/mig-a100.txt")
     source = ScrapeSource(options)
     source.open()
@@ -105,7 +105,7 @@ def test_mig_instances_from_gpu_i_profile_get_their_slices_roof(exporter_url: st
     for gpu in instances:
         roof = gpu.estimate.roof if gpu.estimate else None
         assert roof is not None
-        assert roof.peak_flop_per_second == pytest.approx(a100.peak_flop_per_second("bf16") * 3 / 7)
+        assert roof.peak_flop_per_second == pytest.approx(a100.peak_flop_per_second("bf16") * 42 / 108)
         assert roof.bandwidth_bytes_per_second == pytest.approx(a100.bandwidth_bytes_per_second * 4 / 8)
     body, _ = MetricsEndpoint(lambda: sampler.snapshot).render(None)
     samples = [s for family in text_string_to_metric_families(body.decode()) for s in family.samples]
@@ -122,5 +122,37 @@ def test_mig_instances_from_gpu_i_profile_get_their_slices_roof(exporter_url: st
         if s.name == "ridgeline_gpu_info" and "precision" in s.labels
     ]
     assert len(peaks) == 2
-    assert math.fsum(peaks) <= a100.peak_flop_per_second("bf16")  # two 3g.40gb: 6/7 of the card
+    assert math.fsum(peaks) <= a100.peak_flop_per_second("bf16")  # two 3g.40gb: 84 of its 108 SMs
     source.close()
+
+
+H100_INSTANCE_SMS = {"1g.10gb": 16, "1g.20gb": 26, "2g.20gb": 32, "3g.40gb": 60, "4g.40gb": 64}
+"""`nvidia-smi mig -lgip`'s SM column on an H100 SXM5 80GB (exporter/data/cards.yaml, mig_sms)."""
+
+
+def test_h100_mig_instances_get_their_sms_share_not_a_seventh_per_slice(exporter_url: str) -> None:
+    options = SourceOptions(scrape_url=f"{exporter_url}/mig-h100-profiles.txt")
+    source = ScrapeSource(options)
+    source.open()
+    catalog = load_catalog()
+    sampler = Sampler("scrape", options, catalog, InferenceConfig(), source=source)
+    for _ in range(2):
+        assert sampler.run_once()
+    source.close()
+    h100 = catalog.lookup("h100-sxm")
+    instances = [g for g in sampler.snapshot.gpus if g.entity.gpu_instance is not None]
+    assert sorted(g.entity.profile or "" for g in instances) == sorted(
+        ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb", "4g.40gb", "1g.20gb", "2g.20gb"]
+    )
+    per_gpu: dict[int, float] = {}
+    for gpu in instances:
+        estimate = gpu.estimate
+        assert estimate is not None and estimate.roof is not None and gpu.entity.profile is not None
+        share = H100_INSTANCE_SMS[gpu.entity.profile] / 132
+        assert estimate.roof.peak_flop_per_second == pytest.approx(989.5e12 * share)
+        assert estimate.regime == "compute_bound"
+        per_gpu[gpu.entity.gpu] = per_gpu.get(gpu.entity.gpu, 0.0) + estimate.roof.peak_flop_per_second
+    # the instances of each card never hold more than the card: 124 and 122 of its 132 SMs
+    assert per_gpu[0] == pytest.approx(989.5e12 * 124 / 132)
+    assert per_gpu[1] == pytest.approx(989.5e12 * 122 / 132)
+    assert all(total < h100.peak_flop_per_second("bf16") for total in per_gpu.values())

@@ -29,6 +29,7 @@ from exporter.web.app import create_app
 
 CATALOG = load_catalog()
 A100 = CATALOG.lookup("a100-sxm4-40gb")
+H200 = CATALOG.lookup("h200")
 H100 = CATALOG.lookup("h100-sxm")
 B200 = CATALOG.lookup("b200")
 L40S = CATALOG.lookup("l40s")
@@ -149,20 +150,30 @@ def instance(gi: int, profile: str | None) -> Entity:
     return Entity(0, "GPU-a100", A100_NAME, gpu_instance=gi, profile=profile)
 
 
-def test_a_3g_20gb_instance_gets_3_of_7_compute_and_4_of_8_bandwidth() -> None:
+def test_a_3g_20gb_instance_gets_42_of_108_sms_and_4_of_8_bandwidth() -> None:
     state = feed(
         instance(1, "3g.20gb"), A100, reading(dram=0.5, tensor=0.5, gr=0.9), config=InferenceConfig()
     )
     roof = state.estimate.roof if state.estimate else None
     assert roof is not None
-    assert roof.peak_flop_per_second == pytest.approx(312e12 * 3 / 7)
+    assert roof.peak_flop_per_second == pytest.approx(312e12 * 42 / 108)
     assert roof.bandwidth_bytes_per_second == pytest.approx(1.555e12 * 4 / 8)
 
 
-def test_a_mig_instance_fp64_pipe_peak_scales_with_its_compute_slices() -> None:
+def test_a_mig_instance_fp64_pipe_peak_scales_with_its_sms() -> None:
     state = feed(instance(1, "3g.20gb"), A100, reading(dram=0.1, tensor=0.0, gr=0.9, fp64=0.8))
     assert state.estimate is not None
-    assert state.estimate.achieved_flop_per_second == pytest.approx(0.8 * 9.7e12 * 3 / 7)
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.8 * 9.7e12 * 42 / 108)
+
+
+@pytest.mark.parametrize("profile", ["3g.71gb", "1c.3g.40gb"])
+def test_a_profile_without_a_published_sm_count_gets_a_regime_but_no_roof(profile: str) -> None:
+    card = H200 if profile.endswith("71gb") else CATALOG.lookup("h100-sxm")
+    state = feed(instance(1, profile), card, *[reading(dram=0.1, tensor=0.9, gr=0.95)] * 2)
+    assert state.estimate is not None
+    assert state.estimate.regime == "compute_bound"
+    assert state.estimate.roof is None and state.estimate.achieved_flop_per_second is None
+    assert state.totals.flop_total is None
 
 
 @pytest.mark.parametrize("profile", [None, "5g.99gb", "not a profile"])
@@ -202,7 +213,8 @@ def test_instances_peaks_never_sum_above_the_card(card: Card) -> None:
     assert partitions
     for combo in partitions:
         roofs = [card_profile(card, CRISP, instance=True, mig_profile=p).roof for p in combo]
-        assert all(r is not None for r in roofs), combo
+        # a roof exactly where the card publishes the profile's SM count (cards.yaml mig_sms)
+        assert [r is not None for r in roofs] == [p in card.mig_sms for p in combo], combo
         assert math.fsum(r.peak_flop_per_second for r in roofs if r) <= whole.peak_flop_per_second * (
             1 + 1e-12
         )
@@ -213,7 +225,7 @@ def test_instances_peaks_never_sum_above_the_card(card: Card) -> None:
         for pipe in ("fp64", "fp32", "fp16"):
             own = card.vector_peak_flop_per_second(pipe)
             if own is not None:
-                assert math.fsum(v[pipe] for v in vectors) <= own * (1 + 1e-12)
+                assert math.fsum(v.get(pipe, 0.0) for v in vectors) <= own * (1 + 1e-12)
 
 
 def test_a_gpu_and_its_instances_count_flops_and_bytes_once(catalog_sampler: Sampler) -> None:
