@@ -240,6 +240,46 @@ class MigGeometry(BaseModel):
         )
 
 
+CUDA_CORE_PRECISIONS: frozenset[str] = frozenset({"fp64", "fp32"})
+"""peak_tflops rows that are CUDA-core (not tensor-core) figures: the datasheets' FP64 and FP32."""
+
+
+class ClockBasis(BaseModel):
+    """The SM clocks a card's peaks are quoted at: a datasheet peak is SMs × FLOP/clock × a clock.
+
+    H100 SXM's dense BF16 989.5 TFLOP/s is 132 SMs × 4096 FLOP/clock × 1830 MHz, its FP32 67 is
+    132 × 256 × 1980 MHz: the tensor and CUDA-core figures have their own clocks, and a precision
+    may have its own (H100's FP64 tensor 67 = 132 × 256 × 1980 MHz). docs/model.md, "Clock basis".
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tensor_mhz: PositiveFinite
+    """The clock of the tensor-core peaks (every peak_tflops precision but fp64 and fp32)."""
+    cuda_core_mhz: PositiveFinite
+    """The clock of the CUDA-core figures: peak_tflops fp64/fp32 and every vector_tflops pipe."""
+    precision_mhz: dict[str, PositiveFinite] = Field(default_factory=dict)
+    """Precisions quoted at another clock than their kind's."""
+    derivation: Annotated[str, Field(min_length=1)]
+    """How the clocks follow from the figures (SMs × FLOP/clock × clock = the peak)."""
+    source: SourceUrl
+
+    @field_validator("precision_mhz")
+    @classmethod
+    def _known_precisions(cls, clocks: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(clocks) - set(PRECISIONS))
+        if unknown:
+            raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
+        return clocks
+
+    def peak_mhz(self, precision: str) -> float:
+        """The clock the `precision` peak is quoted at."""
+        found = self.precision_mhz.get(precision)
+        if found is not None:
+            return found
+        return self.cuda_core_mhz if precision in CUDA_CORE_PRECISIONS else self.tensor_mhz
+
+
 class Card(BaseModel):
     """One card: dense peaks per precision (TFLOP/s) and memory bandwidth (TB/s), as datasheets say."""
 
@@ -267,6 +307,9 @@ class Card(BaseModel):
     """SMs per MIG profile (and compute instance, `1c.3g.20gb`), the SM column of `nvidia-smi mig
     -lgip` / `-lcip`: an instance's compute peak is the card's × its SMs ÷ sm_count."""
     mig_sms_source: SourceUrl | None = None
+    clock_basis: ClockBasis | None = None
+    no_clock_basis: Annotated[str, Field(min_length=1)] | None = None
+    """Why the card has no clock basis (nothing published): its clock ratio is then unknown."""
 
     @functools.cached_property
     def _scaled(self) -> _ScaledFigures:
@@ -322,6 +365,13 @@ class Card(BaseModel):
                     f"the {precision} ridge ({field} / bandwidth_tbps) overflows a float; "
                     "check the units (TFLOP/s and TB/s)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _one_clock_story(self) -> Card:
+        """A card states its clock basis or why it has none, not both."""
+        if self.clock_basis is not None and self.no_clock_basis is not None:
+            raise ValueError("clock_basis and no_clock_basis exclude each other")
         return self
 
     @model_validator(mode="after")
@@ -381,6 +431,21 @@ class Card(BaseModel):
         if pipe not in VECTOR_PIPES:
             raise ValueError(f"unknown vector pipe {pipe!r}; known: {', '.join(VECTOR_PIPES)}")
         return self._scaled.vectors.get(pipe)
+
+    def peak_clock_mhz(self, precision: str) -> float | None:
+        """The SM clock the `precision` peak is quoted at; None when the card has no basis.
+
+        A card without `clock_basis` (a user file from before it) falls back to max_sm_clock_mhz,
+        the old rule, unless it says `no_clock_basis`."""
+        if self.clock_basis is not None:
+            return self.clock_basis.peak_mhz(precision)
+        return None if self.no_clock_basis is not None else self.max_sm_clock_mhz
+
+    def vector_clock_mhz(self) -> float | None:
+        """The SM clock the CUDA-core (vector) peaks are quoted at; None without a basis."""
+        if self.clock_basis is not None:
+            return self.clock_basis.cuda_core_mhz
+        return None if self.no_clock_basis is not None else self.max_sm_clock_mhz
 
     def mig_slices(self, profile: str) -> MigSlices | None:
         """The slices a MIG profile holds on this card (`3g.20gb`, `MIG 3g.20gb+me`, any case).

@@ -45,11 +45,11 @@ from exporter.roofline import (
     Roof,
     Thresholds,
     achieved_flops,
-    clock_ratio,
     counter_position,
     dominant_precision,
     fp64_tensor_faster,
     judge_counters,
+    known_clock_ratio,
     pipe_peaks,
     pipe_utilizations,
 )
@@ -170,7 +170,11 @@ class Estimate(NamedTuple):
     tensor_active: float | None
     flop_utilization: float | None
     """u*: the busiest compute pipe's activity times the clock ratio (achieved / compute roof)."""
-    clock_ratio: float
+    clock_ratio: float | None
+    """k of the tensor pipe: SM clock / the clock its peak is quoted at (at most 1); None when the
+    card has no clock basis or the source no SM clock (FLOP/s then assume the quoted clock)."""
+    vector_clock_ratio: float | None
+    """k of the CUDA-core pipes, against their own quoted clock; None as for clock_ratio."""
     gr_engine_active: float | None
     gpu_utilization: float | None
     sm_active: float | None
@@ -286,15 +290,18 @@ def _ratio(value: float) -> float:
 _INPUT_FIELDS: tuple[tuple[str, int], ...] = (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items())
 
 
-def raw_inputs(values: Mapping[int, float | None], max_clock: float | None) -> dict[str, float]:
+def raw_inputs(values: Mapping[int, float | None]) -> dict[str, float]:
     """This sample's inputs by name: the reported ratios clamped to [0, 1], the tensor sub-pipes,
-    the clock ratio k (roofline.clock_ratio) and GPU_UTIL as a fraction. Blank fields are left out."""
+    the SM clock in MHz (a positive finite one; the clock ratios are taken against the roof in
+    use, CardProfile.clock_ratios) and GPU_UTIL as a fraction. Blank fields are left out."""
     inputs: dict[str, float] = {}
     for name, fid in _INPUT_FIELDS:
         value = values.get(fid)
         if value is not None:
             inputs[name] = _ratio(value)
-    inputs["clock_ratio"] = clock_ratio(values.get(fields.SM_CLOCK), max_clock)
+    clock = values.get(fields.SM_CLOCK)
+    if clock is not None and 0.0 < clock < math.inf:
+        inputs["sm_clock_mhz"] = float(clock)
     util = values.get(fields.GPU_UTIL)
     if util is not None:
         inputs["gpu_utilization"] = _ratio(util / 100.0)  # DCGM GPU_UTIL is a percentage
@@ -320,14 +327,22 @@ def smoothing_alpha(dt: float | None, time_constant: float) -> float:
     return -math.expm1(-dt / time_constant)
 
 
-assert Ratios._fields == (*READING_FIELDS, "clock_ratio")
+assert Ratios._fields == (*READING_FIELDS, "clock_ratio", "vector_clock_ratio")
 
 
-def reading_of(inputs: Mapping[str, float]) -> Ratios:
-    """The roofline reading of a sample's raw or smoothed inputs (raw_inputs always sets the
-    clock ratio): each of Ratios' fields by its own name, in the order the assertion above
-    checks; k is kept above 0 (a sub-MHz clock can underflow it)."""
-    return Ratios._make((*map(inputs.get, READING_FIELDS), max(inputs["clock_ratio"], 1e-9)))
+def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | None]) -> Ratios:
+    """The roofline reading of a sample's raw or smoothed inputs with its (tensor, CUDA-core)
+    clock ratios: each of Ratios' fields by its own name, in the order the assertion above
+    checks; an unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock
+    can underflow it)."""
+    tensor, vector = clocks
+    return Ratios._make(
+        (
+            *map(inputs.get, READING_FIELDS),
+            1.0 if tensor is None else max(tensor, 1e-9),
+            1.0 if vector is None else max(vector, 1e-9),
+        )
+    )
 
 
 _PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
@@ -436,7 +451,7 @@ def step(
     base = previous.totals if previous is not None else (totals or Totals())
     values = sample.values
     missing = missing_profiling_fields(values)
-    inputs = raw_inputs(values, profile.max_clock)
+    inputs = raw_inputs(values)
     if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
         return EntityInference(
             entity=entity,
@@ -450,13 +465,14 @@ def step(
 
     prior = previous.smoothing if previous is not None else None
     smoothed = smooth(prior.values if prior else None, inputs, smoothing_alpha(dt, config.smoothing_seconds))
-    _, roof, peaks = profile.roof_for(smoothed)
+    precision, roof, peaks = profile.roof_for(smoothed)
     fp64_faster = profile.fp64_tensor_faster
     thresholds = config.thresholds
-    raw = reading_of(inputs)
+    raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
     raw_pipes = pipe_utilizations(raw)
     raw_regime = judge_counters(raw, thresholds, utilizations=raw_pipes).regime  # its lever is not kept
-    call = judge_counters(reading_of(smoothed), thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster)
+    reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
+    call = judge_counters(reading, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster)
     exported = debounce(
         prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
     )
@@ -506,7 +522,8 @@ def estimate_of(
     its verdicts; the numbers that need a roof are None on an unknown card or profile."""
     smoothed = smoothing.values
     precision, roof, peaks = profile.roof_for(smoothed)
-    reading = reading_of(smoothed)
+    clocks = profile.clock_ratios(precision, smoothed.get("sm_clock_mhz"))
+    reading = reading_of(smoothed, clocks)
     bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
     at = counter_position(reading, peaks, bandwidth)
     known = roof is not None
@@ -518,7 +535,8 @@ def estimate_of(
         dram_active=reading.dram_active,
         tensor_active=reading.tensor_active,
         flop_utilization=at.flop_utilization,
-        clock_ratio=reading.clock_ratio,
+        clock_ratio=clocks[0],
+        vector_clock_ratio=clocks[1],
         gr_engine_active=reading.gr_engine_active,
         gpu_utilization=smoothed.get("gpu_utilization"),
         sm_active=reading.sm_active,
@@ -558,7 +576,8 @@ class CardProfile:
     note: str | None
     roof: Roof | None
     vector_peaks: Mapping[str, float]
-    max_clock: float | None
+    vector_clock: float | None
+    """The clock the card's CUDA-core peaks are quoted at (Card.vector_clock_mhz); None: no basis."""
     dominant: bool
     """The tensor pipes may override the precision (no --precision given, a known roof)."""
     fp64_tensor_faster: bool
@@ -569,6 +588,16 @@ class CardProfile:
     another precision)."""
     instance: bool = False
     mig_profile: str | None = None
+
+    def clock_ratios(
+        self, precision: str | None, sm_clock: float | None
+    ) -> tuple[float | None, float | None]:
+        """(tensor k, CUDA-core k) at this SM clock, each against the clock its peak is quoted at
+        (roofline.known_clock_ratio); None where the clock, the card or its basis is unknown."""
+        if sm_clock is None or self.card is None:
+            return None, None
+        tensor = self.card.peak_clock_mhz(precision) if precision is not None else None
+        return known_clock_ratio(sm_clock, tensor), known_clock_ratio(sm_clock, self.vector_clock)
 
     def roof_for(self, smoothed: Mapping[str, float]) -> tuple[str | None, Roof | None, Mapping[str, float]]:
         """(precision, roof, pipe peaks) for this sample: the dominant tensor pipe's precision when
@@ -644,7 +673,7 @@ def card_profile(
             note=None,
             roof=None,
             vector_peaks=MappingProxyType({}),
-            max_clock=None,
+            vector_clock=None,
             dominant=False,
             fp64_tensor_faster=True,
         )
@@ -658,7 +687,7 @@ def card_profile(
             note=note,
             roof=roof,
             vector_peaks=vector_peaks_of(card, instance, mig_profile),
-            max_clock=card.max_sm_clock_mhz if card.max_sm_clock_mhz and card.max_sm_clock_mhz > 0 else None,
+            vector_clock=card.vector_clock_mhz(),
             dominant=config.precision is None and roof is not None,
             fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
             roofs={},

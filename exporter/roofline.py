@@ -356,6 +356,8 @@ class Activity(Protocol):
     def fp16_active(self) -> float | None: ...
     @property
     def clock_ratio(self) -> float: ...
+    @property
+    def vector_clock_ratio(self) -> float: ...
 
 
 class Ratios(NamedTuple):
@@ -374,6 +376,7 @@ class Ratios(NamedTuple):
     fp32_active: float | None = None
     fp16_active: float | None = None
     clock_ratio: float = 1.0
+    vector_clock_ratio: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +396,9 @@ class CounterReading:
     fp32_active: float | None = None
     fp16_active: float | None = None
     clock_ratio: float = 1.0
+    """k of the tensor pipe: SM clock / the clock its peak is quoted at, at most 1."""
+    vector_clock_ratio: float = 1.0
+    """k of the CUDA-core FP64/FP32/FP16 pipes (their peaks have their own clock)."""
 
     def __post_init__(self) -> None:
         for name in READING_FIELDS:
@@ -403,8 +409,10 @@ class CounterReading:
                 raise RooflineInputError(f"{name} must be a finite ratio, got {value!r}")
             if not 0.0 <= value <= 1.0:
                 raise RooflineInputError(f"{name} must be a ratio in [0, 1], got {value!r}")
-        if not (math.isfinite(self.clock_ratio) and 0 < self.clock_ratio <= 1.0):
-            raise RooflineInputError(f"clock_ratio must be in (0, 1], got {self.clock_ratio!r}")
+        for name in ("clock_ratio", "vector_clock_ratio"):
+            k = getattr(self, name)
+            if not (math.isfinite(k) and 0 < k <= 1.0):
+                raise RooflineInputError(f"{name} must be in (0, 1], got {k!r}")
 
 
 def has_activity(reading: object) -> bool:
@@ -416,17 +424,17 @@ _PIPE_FIELDS: tuple[tuple[Pipe, str], ...] = tuple((pipe, f"{pipe}_active") for 
 
 
 def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
-    """Each reported compute pipe's activity times the clock ratio: u = a · k.
+    """Each reported compute pipe's activity times its clock ratio: u = a · k.
 
     DCGM's pipe activities are fractions of cycles, so FLOP/s scale with the clock actually run
-    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock).
+    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock); the
+    tensor pipe's k is against its peak's clock, the CUDA-core pipes' against theirs.
     """
-    k = reading.clock_ratio
     found: dict[Pipe, float] = {}
     for pipe, name in _PIPE_FIELDS:
         activity = getattr(reading, name)
         if activity is not None:
-            found[pipe] = activity * k
+            found[pipe] = activity * (reading.clock_ratio if pipe == "tensor" else reading.vector_clock_ratio)
     return found
 
 
@@ -779,17 +787,28 @@ def pipe_peaks(roof: Roof, vector_peaks: Mapping[str, float]) -> dict[str, float
     return peaks
 
 
-def clock_ratio(sm_clock_mhz: float | None, max_sm_clock_mhz: float | None) -> float:
-    """k = SM clock / max SM clock, clamped to (0, 1]; 1 when either is unknown.
+def known_clock_ratio(sm_clock_mhz: float | None, basis_mhz: float | None) -> float | None:
+    """k = min(1, SM clock / the clock a peak is quoted at); None when either is unknown.
 
-    PIPE_TENSOR_ACTIVE is a fraction of cycles, so FLOP/s scale with the clock actually run
-    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock).
+    A pipe activity is a fraction of cycles, so FLOP/s scale with the clock actually run (DCGM
+    profiling metrics documentation: the FLOP/s formulas multiply by the SM clock). The clamp:
+    the quoted peak is the roof; a clock reported above the basis (H100 SXM boosts to 1980 MHz,
+    its tensor peak is quoted at 1830) would put achieved FLOP/s above the roof they are judged
+    against (docs/model.md, "Clock basis").
     """
-    if sm_clock_mhz is None or max_sm_clock_mhz is None or max_sm_clock_mhz <= 0:
-        return 1.0
+    if sm_clock_mhz is None or basis_mhz is None or not math.isfinite(basis_mhz) or basis_mhz <= 0:
+        return None
     if not math.isfinite(sm_clock_mhz) or sm_clock_mhz <= 0:
-        return 1.0
-    return min(1.0, sm_clock_mhz / max_sm_clock_mhz)
+        return None
+    return min(1.0, sm_clock_mhz / basis_mhz)
+
+
+def clock_ratio(sm_clock_mhz: float | None, basis_mhz: float | None) -> float:
+    """known_clock_ratio, or 1 (the quoted clock: an upper bound on FLOP/s) when it is unknown.
+
+    The callers that use this 1 say so: the verdict's clock_ratio is then null."""
+    known = known_clock_ratio(sm_clock_mhz, basis_mhz)
+    return 1.0 if known is None else known
 
 
 TENSOR_PIPE_PRECISION: dict[str, str] = {"dfma": "fp64_tensor", "imma": "int8", "hmma": "bf16"}

@@ -475,6 +475,110 @@ def test_a_user_card_with_vector_peaks_and_mig_loads(tmp_path: Path) -> None:
     assert (roof.peak_flop_per_second, roof.bandwidth_bytes_per_second) == (50e12, 0.5e12)
 
 
+# ---- the clock each peak is quoted at -----------------------------------------------------
+
+
+def test_every_built_in_card_states_its_clock_basis_or_why_it_has_none(catalog: Catalog) -> None:
+    # a card with neither would fall back to max_sm_clock_mhz (the rule for old user files)
+    # silently: every built-in card must say which it is
+    for card in catalog:
+        assert (card.clock_basis is None) != (card.no_clock_basis is None), card.key
+
+
+NO_BASIS = {
+    "rtx-pro-6000-blackwell-server",
+    "h20",
+    "b200",
+    "gb200",
+    "b300",
+    "gb300",
+    "tpu-v5e",
+    "tpu-v5p",
+    "tpu-v6e",
+}
+
+
+def test_the_cards_without_a_published_clock_are_exactly_these(catalog: Catalog) -> None:
+    assert {card.key for card in catalog if card.no_clock_basis is not None} == NO_BASIS
+    for key in NO_BASIS:
+        card = catalog.get(key)
+        assert card is not None
+        assert card.peak_clock_mhz(card.precisions[0]) is None and card.vector_clock_mhz() is None
+
+
+# (card, precision, SMs, FLOP per SM per clock, the basis in MHz): SMs × FLOP/clock × clock is
+# the datasheet peak, to its printed digits (the whitepapers' per-SM rates)
+DERIVED = [
+    ("h100-sxm", "bf16", 132, 4096, 1830),
+    ("h100-sxm", "fp8", 132, 8192, 1830),
+    ("h100-sxm", "fp64_tensor", 132, 256, 1980),
+    ("h100-sxm", "fp32", 132, 256, 1980),
+    ("h100-pcie", "bf16", 114, 4096, 1620),
+    ("h100-pcie", "fp32", 114, 256, 1755),
+    ("h100-nvl", "bf16", 132, 4096, 1545),
+    ("h100-nvl", "fp32", 132, 256, 1775),
+    ("a100-sxm4-80gb", "bf16", 108, 2048, 1410),
+    ("a100-sxm4-80gb", "fp32", 108, 128, 1410),
+    ("a30", "bf16", 56, 2048, 1440),
+    ("v100-sxm2", "fp16", 80, 1024, 1530),
+    ("l40s", "fp8", 142, 2048, 2520),
+    ("l40s", "bf16", 142, 1024, 2490),
+    ("l4", "bf16", 58, 1024, 2040),
+]
+
+
+@pytest.mark.parametrize(("key", "precision", "sms", "per_clock", "mhz"), DERIVED)
+def test_each_basis_reproduces_its_peak_from_sms_and_flop_per_clock(
+    catalog: Catalog, key: str, precision: str, sms: int, per_clock: int, mhz: float
+) -> None:
+    card = catalog.get(key)
+    assert card is not None and card.sm_count == sms
+    assert card.peak_clock_mhz(precision) == mhz
+    assert sms * per_clock * mhz * 1e6 == pytest.approx(card.peak_flop_per_second(precision), rel=5e-3)
+
+
+def test_hopper_vector_peaks_have_the_cuda_core_clock(catalog: Catalog) -> None:
+    card = catalog.lookup("h100-sxm")
+    fp16 = card.vector_peak_flop_per_second("fp16")
+    assert card.vector_clock_mhz() == 1980 and fp16 is not None
+    assert pytest.approx(fp16, rel=5e-3) == 132 * 512 * 1980e6  # 133.8 TFLOP/s non-tensor FP16
+
+
+def test_an_old_user_card_with_only_a_max_clock_keeps_the_old_rule(tmp_path: Path) -> None:
+    path = tmp_path / "cards.yaml"
+    path.write_text(_entry("max_sm_clock_mhz: 1500"))
+    card = load_catalog([path]).lookup("mine")
+    assert card.peak_clock_mhz("fp16") == 1500 and card.vector_clock_mhz() == 1500
+
+
+@pytest.mark.parametrize(
+    ("figures", "expected"),
+    [
+        (
+            "no_clock_basis: x\n    clock_basis: {tensor_mhz: 1, cuda_core_mhz: 1, derivation: d, source: https://e.com}",
+            "exclude",
+        ),
+        (
+            "clock_basis: {tensor_mhz: 0, cuda_core_mhz: 1, derivation: d, source: https://e.com}",
+            "tensor_mhz",
+        ),
+        ("clock_basis: {tensor_mhz: 1, cuda_core_mhz: 1, source: https://e.com}", "derivation"),
+        (
+            "clock_basis: {tensor_mhz: 1, cuda_core_mhz: 1, derivation: d, source: https://e.com,"
+            " precision_mhz: {fp7: 1}}",
+            "fp7",
+        ),
+        ("no_clock_basis: ''", "no_clock_basis"),
+    ],
+)
+def test_a_bad_clock_basis_names_the_entry_and_field(tmp_path: Path, figures: str, expected: str) -> None:
+    path = tmp_path / "cards.yaml"
+    path.write_text(_entry(figures))
+    with pytest.raises(CatalogError) as caught:
+        load_catalog([path])
+    assert "entry 'mine'" in str(caught.value) and expected in str(caught.value), str(caught.value)
+
+
 # ---- the docs/cards.md table -------------------------------------------------------------
 
 
@@ -494,12 +598,21 @@ def _mig_cell(card: Card) -> str:
     return f"{card.mig.compute_slices}c × {card.mig.memory_slices}m: {profiles}" + (f"; {cis}" if cis else "")
 
 
+def _clock_cell(card: Card) -> str:
+    basis = card.clock_basis
+    if basis is None:
+        return "none published"
+    others = ", ".join(f"{p} {mhz:g}" for p, mhz in basis.precision_mhz.items())
+    return f"{basis.tensor_mhz:g} / {basis.cuda_core_mhz:g}" + (f" ({others})" if others else "")
+
+
 def render_cards_table(catalog: Catalog) -> str:
     """The markdown table docs/cards.md carries, one row per card, from the catalog itself."""
     header = (
         "| key | NVML names | bf16 / fp16 dense | fp8 dense | vector fp64 / fp32 / fp16 | TB/s "
-        "| MIG (compute/memory slices/SMs per profile; compute-instance SMs) | source |\n"
-        "|---|---|---|---|---|---|---|---|\n"
+        "| MIG (compute/memory slices/SMs per profile; compute-instance SMs) "
+        "| peaks' clock MHz (tensor / CUDA core) | source |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for card in catalog:
@@ -517,7 +630,7 @@ def render_cards_table(catalog: Catalog) -> str:
             sources += f", [SMs]({card.mig_sms_source})"
         rows.append(
             f"| `{card.key}` | {names} | {half} | {_figure(card.peak_tflops.get('fp8'))} | {vector} "
-            f"| {card.bandwidth_tbps:g} | {_mig_cell(card)} | {sources} |\n"
+            f"| {card.bandwidth_tbps:g} | {_mig_cell(card)} | {_clock_cell(card)} | {sources} |\n"
         )
     return f"{TABLE_BEGIN}\n{header}{''.join(rows)}{TABLE_END}"
 

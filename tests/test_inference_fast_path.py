@@ -87,10 +87,11 @@ def test_first_sample_estimate_equals_the_validated_counter_form(
     state = step(None, Sample(0.0, ENTITY, values), H100, InferenceConfig(precision="bf16"))
     estimate = state.estimate
     assert isinstance(estimate, Estimate)
-    k = roofline.clock_ratio(clock, H100.max_sm_clock_mhz)
+    k = roofline.clock_ratio(clock, H100.peak_clock_mhz("bf16"))
+    k_vector = roofline.clock_ratio(clock, H100.vector_clock_mhz())
     reading = CounterReading(
         dram_active=d, tensor_active=t, gr_engine_active=gr, sm_active=sm, sm_occupancy=occ,
-        fp32_active=fp32, clock_ratio=k,
+        fp32_active=fp32, clock_ratio=k, vector_clock_ratio=k_vector,
     )  # fmt: skip
     vectors = {pipe: H100.vector_peak_flop_per_second(pipe) or 0.0 for pipe in ("fp64", "fp32", "fp16")}
     verdict = classify_counters(H100.roof("bf16"), reading, vector_peaks=vectors)

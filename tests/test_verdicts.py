@@ -113,11 +113,12 @@ def test_each_busy_vector_pipe_names_its_own_lever(pipe: str, lever: str) -> Non
 
 
 def test_achieved_flops_sum_every_pipe_at_its_own_peak_and_clock() -> None:
-    clock = 990.0  # half of the H100's 1980 MHz
+    clock = 990.0  # half of the H100's 1980 MHz, the clock of its CUDA-core peaks
     state = feed(GPU, H100, reading(dram=0.2, tensor=0.3, fp32=0.2, fp64=0.1, fp16=0.05, clock=clock))
     assert state.estimate is not None
-    k = clock / 1980.0
-    expected = k * (0.3 * 989.5e12 + 0.2 * 67e12 + 0.1 * 34e12 + 0.05 * 133.8e12)
+    tensor_k = clock / 1830.0  # 989.5 TFLOP/s = 132 SMs x 4096 FLOP/clock x 1830 MHz
+    vector_k = clock / 1980.0  # 67 TFLOP/s FP32 = 132 SMs x 256 FLOP/clock x 1980 MHz
+    expected = tensor_k * 0.3 * 989.5e12 + vector_k * (0.2 * 67e12 + 0.1 * 34e12 + 0.05 * 133.8e12)
     assert state.estimate.achieved_flop_per_second == pytest.approx(expected)
 
 
@@ -483,3 +484,55 @@ def test_counter_reading_validates_partial_input() -> None:
     with pytest.raises(roofline.RooflineInputError, match="dram_active"):
         CounterReading(dram_active=1.5)
     assert not roofline.has_activity(CounterReading(sm_occupancy=0.5))
+
+
+# --- issue 19: each peak with its clock ------------------------------------------------------
+
+CLOCKED_CARDS = [card for card in CATALOG if card.clock_basis is not None and not card.reference_only]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    card=st.sampled_from(CLOCKED_CARDS),
+    clock=st.floats(min_value=1.0, max_value=4000.0),
+    activities=st.fixed_dictionaries(
+        {pipe: st.floats(0.0, 1.0) for pipe in ("tensor", "fp64", "fp32", "fp16")}
+    ),
+)
+def test_achieved_flops_never_exceed_the_roof_at_the_reported_clock(
+    card: Card, clock: float, activities: dict[str, float]
+) -> None:
+    gpu = Entity(0, "GPU-clocked", card.nvml_names[0])
+    state = feed(gpu, card, reading(dram=0.3, gr=0.9, clock=clock, **activities))
+    estimate = state.estimate
+    assert estimate is not None and estimate.precision is not None
+    achieved = estimate.achieved_flop_per_second
+    assert achieved is not None
+    basis, vector_basis = card.peak_clock_mhz(estimate.precision), card.vector_clock_mhz()
+    assert basis is not None and vector_basis is not None
+    # each pipe's roof at this clock: its peak × min(1, clock / the clock that peak is quoted at)
+    roofs = {"tensor": card.peak_flop_per_second(estimate.precision) * min(1.0, clock / basis)}
+    for pipe in ("fp64", "fp32", "fp16"):
+        vector = card.vector_peak_flop_per_second(pipe)
+        if vector is not None:
+            roofs[pipe] = vector * min(1.0, clock / vector_basis)
+    assert achieved <= math.fsum(activities[p] * roof for p, roof in roofs.items()) * (1 + 1e-9)
+    # so never above the mix's roof at this clock with every pipe saturated
+    assert achieved <= math.fsum(roofs.values()) * (1 + 1e-9)
+    assert estimate.clock_ratio == pytest.approx(min(1.0, clock / basis))
+
+
+def test_a_h100_gemm_at_a_realistic_clock_is_not_read_7_percent_low() -> None:
+    # 90 % tensor at 1755 MHz: 1755 / 1830 of the quoted 989.5 TFLOP/s, not 1755 / 1980
+    gpu = Entity(0, "GPU-h100", H100_NAME)
+    state = feed(gpu, H100, reading(dram=0.3, tensor=0.9, gr=0.98, clock=1755.0))
+    assert state.estimate is not None
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.9 * 989.5e12 * 1755 / 1830)
+
+
+def test_a_b200_without_a_published_clock_says_so_and_does_not_scale() -> None:
+    gpu = Entity(0, "GPU-b200", "NVIDIA B200")
+    state = feed(gpu, B200, reading(dram=0.3, tensor=0.9, gr=0.98, clock=1200.0))
+    assert state.estimate is not None
+    assert state.estimate.clock_ratio is None  # unknown, never a silent 1.0
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.9 * B200.peak_flop_per_second("bf16"))

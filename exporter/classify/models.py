@@ -179,7 +179,11 @@ class CounterBody(BodyCommon):
     hmma_active: Ratio | None = Field(default=None, description="PIPE_TENSOR_HMMA_ACTIVE (1014).")
     dfma_active: Ratio | None = Field(default=None, description="PIPE_TENSOR_DFMA_ACTIVE (1015).")
     sm_clock_mhz: Annotated[float, Field(gt=0, le=MAX_CLOCK_MHZ, allow_inf_nan=False)] | None = Field(
-        default=None, description="SM clock (field 100), MHz; scales achieved FLOP/s by clock / max clock."
+        default=None,
+        description=(
+            "SM clock (field 100), MHz; scales achieved FLOP/s by min(1, clock / the clock each peak is "
+            "quoted at)."
+        ),
     )
     pcie_tx_bytes_per_second: (
         Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)] | None

@@ -50,9 +50,27 @@ class ResolvedCard:
     def precisions(self) -> list[str]:
         return self.card.precisions if self.card is not None else list(roofline.PRECISIONS)
 
-    @property
-    def max_sm_clock_mhz(self) -> float | None:
-        return self.card.max_sm_clock_mhz if self.card is not None else None
+    def peak_clock_mhz(self, precision: str) -> float | None:
+        """The clock the card's `precision` peak is quoted at; None for a custom roof or no basis."""
+        return self.card.peak_clock_mhz(precision) if self.card is not None else None
+
+    def vector_clock_mhz(self) -> float | None:
+        """The clock the card's CUDA-core peaks are quoted at; None for a custom roof or no basis."""
+        return self.card.vector_clock_mhz() if self.card is not None else None
+
+    def clock_note(self, sm_clock_mhz: float | None, precision: str) -> str | None:
+        """Why the clock ratio is unknown, when it is (FLOP/s then assume the quoted clock)."""
+        if sm_clock_mhz is None:
+            return "no sm_clock_mhz given: achieved FLOP/s assume the clock each peak is quoted at"
+        if self.card is None:
+            return "a custom roof has no clock basis: achieved FLOP/s assume the roof's own clock"
+        if self.card.peak_clock_mhz(precision) is None:
+            why = f" ({self.card.no_clock_basis})" if self.card.no_clock_basis else ""
+            return (
+                f"card {self.key} has no clock basis{why}: achieved FLOP/s assume the quoted clock, "
+                "an upper bound"
+            )
+        return None
 
     def vector_peaks(self) -> dict[str, float]:
         """The catalog card's CUDA-core FP peaks (FLOP/s) where it has them; none for a custom roof."""
@@ -308,7 +326,9 @@ def classify_counter_body(
         else:
             precision, source = resolve_precision(card, None, precision_default)
     roof = card.roof(precision)
-    ratio = roofline.clock_ratio(body.sm_clock_mhz, card.max_sm_clock_mhz)
+    tensor_basis = card.peak_clock_mhz(precision)
+    ratio = roofline.known_clock_ratio(body.sm_clock_mhz, tensor_basis)
+    vector_ratio = roofline.known_clock_ratio(body.sm_clock_mhz, card.vector_clock_mhz())
     used = thresholds_for(body, thresholds)
     try:
         reading = CounterReading(
@@ -320,7 +340,8 @@ def classify_counter_body(
             fp64_active=body.fp64_active,
             fp32_active=body.fp32_active,
             fp16_active=body.fp16_active,
-            clock_ratio=ratio,
+            clock_ratio=1.0 if ratio is None else max(ratio, 1e-9),
+            vector_clock_ratio=1.0 if vector_ratio is None else max(vector_ratio, 1e-9),
         )
     except roofline.RooflineInputError as exc:
         raise BodyError(str(exc), field="sm_clock_mhz") from None
@@ -354,6 +375,9 @@ def classify_counter_body(
             "roofline_efficiency": verdict.roofline_efficiency,
             "gr_engine_contradicted": verdict.gr_engine_contradicted,
             "clock_ratio": ratio,
+            "vector_clock_ratio": vector_ratio,
+            "peak_clock_mhz": tensor_basis,
+            "clock_note": card.clock_note(body.sm_clock_mhz, precision),
             "thresholds": dataclasses.asdict(used),
             "note": INTERVAL_NOTE,
         }
@@ -445,5 +469,7 @@ def card_summary(card: Card) -> dict[str, Any]:
         "memory_gib": card.memory_gib,
         "sm_count": card.sm_count,
         "max_sm_clock_mhz": card.max_sm_clock_mhz,
+        "clock_basis": None if card.clock_basis is None else card.clock_basis.model_dump(),
+        "no_clock_basis": card.no_clock_basis,
         "source": card.source,
     }

@@ -266,7 +266,9 @@ def render(answer: dict[str, Any]) -> str:
         achieved = "no compute pipe reported" if flops is None else f"achieved {tflops(flops)}{pipe}"
         utilization = answer["flop_utilization"]
         if utilization is not None:
-            achieved += f" (flop utilization {percent(utilization)}, clock ratio {answer['clock_ratio']:.2f})"
+            k = answer["clock_ratio"]
+            clock = "clock ratio unknown" if k is None else f"clock ratio {k:.2f}"
+            achieved += f" (flop utilization {percent(utilization)}, {clock})"
         moved = "no DRAM_ACTIVE reported" if bytes_ is None else tbps(bytes_)
         lines.append(f"{achieved} over {moved}")
         intensity = answer["intensity_flop_per_byte"]

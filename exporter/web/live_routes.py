@@ -37,6 +37,7 @@ _ESTIMATE_FIELDS: tuple[str, ...] = (
     "dram_active",
     "tensor_active",
     "clock_ratio",
+    "vector_clock_ratio",
     "gr_engine_active",
     "gr_engine_contradicted",
     "sm_active",
