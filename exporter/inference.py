@@ -203,6 +203,9 @@ class Estimate(NamedTuple):
     """DCGM names of the fields whose absence leaves the smoothed regime `unknown`."""
     gr_engine_contradicted: bool
     """GR_ENGINE_ACTIVE (smoothed) reads idle while busier evidence says work runs."""
+    uncounted_pipes: tuple[str, ...] = ()
+    """Compute pipes left out of achieved FLOP/s (unreported, or busy without a peak): with any,
+    achieved FLOP/s and intensity are lower bounds, and unknown when the counted ones sum to 0."""
 
 
 class EntityInference(NamedTuple):
@@ -472,7 +475,14 @@ def step(
     raw_pipes = pipe_utilizations(raw)
     raw_regime = judge_counters(raw, thresholds, utilizations=raw_pipes).regime  # its lever is not kept
     reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
-    call = judge_counters(reading, thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster)
+    call = judge_counters(
+        reading,
+        thresholds,
+        mig_instance=mig,
+        fp64_tensor_faster=fp64_faster,
+        precision=precision,
+        precisions=profile.precisions,
+    )
     exported = debounce(
         prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
     )
@@ -559,6 +569,7 @@ def estimate_of(
         lever=smoothing.lever,
         unknown_because=dcgm_names(call.missing),
         gr_engine_contradicted=call.gr_engine_contradicted,
+        uncounted_pipes=at.uncounted_pipes if known else (),
     )
 
 
@@ -581,6 +592,8 @@ class CardProfile:
     dominant: bool
     """The tensor pipes may override the precision (no --precision given, a known roof)."""
     fp64_tensor_faster: bool
+    precisions: frozenset[str] = frozenset()
+    """The card's precisions (the lever names a lower one only where the card has it)."""
     roofs: dict[str | None, tuple[Roof | None, Mapping[str, float]]] = field(
         default_factory=dict, compare=False
     )
@@ -690,6 +703,7 @@ def card_profile(
             vector_clock=card.vector_clock_mhz(),
             dominant=config.precision is None and roof is not None,
             fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
+            precisions=frozenset(card.precisions),
             roofs={},
             instance=instance,
             mig_profile=mig_profile,

@@ -14,7 +14,7 @@ its memory traffic or its arithmetic, whichever takes longer.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple, Protocol, get_args
@@ -117,6 +117,39 @@ LEVER_UNKNOWN = (
     "unknown: the counters present cannot place this GPU on its roof — add the missing profiling "
     "fields (listed with the verdict) to the DCGM field list"
 )
+LEVER_COMPUTE_NO_FP8 = (
+    "compute-bound on the tensor cores at 16 bits, on a card without fp8: use 2:4 structured "
+    "sparsity (twice the dense peak), int8 where the card has it and accuracy allows, or fewer FLOPs"
+)
+LEVER_COMPUTE_TF32 = (
+    "compute-bound on the tensor cores at TF32: bf16/fp16 autocast doubles the tensor peak (fp8 "
+    "doubles it again where the card has it), or use structured sparsity"
+)
+LEVER_COMPUTE_FP8 = (
+    "compute-bound on the tensor cores at 8 bits: fp4 (this card has it) doubles the tensor peak "
+    "where accuracy allows; otherwise 2:4 structured sparsity or fewer FLOPs"
+)
+LEVER_COMPUTE_LOWEST = (
+    "compute-bound at this card's lowest tensor precision: 2:4 structured sparsity, a cheaper "
+    "algorithm (fewer FLOPs), or more GPUs"
+)
+LEVER_COMPUTE_FP64_TENSOR = (
+    "compute-bound on the FP64 tensor cores (DMMA), FP64's fastest path: do fewer FLOPs (a cheaper "
+    "algorithm, reuse factorisations), a mixed-precision method (FP32/TF32 work with FP64 "
+    "iterative refinement) where the accuracy allows, or more GPUs"
+)
+LEVER_MEMORY_FP64 = (
+    "memory-bound on FP64 data: move fewer bytes per FLOP — fuse kernels, block/tile for cache "
+    "reuse, batch more work per byte read; storing in FP32 with FP64 accumulation (mixed precision) "
+    "halves the bytes where the accuracy allows"
+)
+LEVER_BALANCED_FP64 = (
+    "on the ridge with FP64 work: both walls bind — cut bytes and FLOPs together (fusion, reuse, a "
+    "cheaper algorithm); mixed precision (FP32 with FP64 refinement) helps both where it is accurate"
+)
+FP64_PRECISIONS: frozenset[str] = frozenset({"fp64", "fp64_tensor"})
+"""Precisions of FP64 work: never told to lower the precision to fp8 or int8 (issue 19)."""
+
 PIPE_LEVERS: Mapping[str, str] = MappingProxyType(
     {"tensor": LEVER_COMPUTE, "fp64": LEVER_FP64_PIPE, "fp32": LEVER_FP32_PIPE, "fp16": LEVER_FP16_PIPE}
 )
@@ -532,6 +565,48 @@ def compute_lever(pipe: Pipe, *, fp64_tensor_faster: bool = True) -> str:
     return PIPE_LEVERS[pipe]
 
 
+def precision_lever(
+    regime: str,
+    lever: str,
+    pipe: Pipe | None,
+    precision: str | None,
+    precisions: Collection[str] = (),
+    *,
+    fp64_tensor_faster: bool = True,
+) -> str:
+    """The lever fitted to the pipe and precision the work runs at (docs/model.md, "Levers").
+
+    FP64 work (the FP64 pipe, or the fp64/fp64_tensor precision) is never told to drop to fp8;
+    a tensor verdict names the next precision down only where the card has it (`precisions`:
+    the card's, empty when unknown, which keeps the general lever). `pipe` None: the kernel or
+    operation form, where the precision's own peak is the roof.
+    """
+    fp64 = pipe == "fp64" or (pipe in (None, "tensor") and precision in FP64_PRECISIONS)
+    if regime == "memory_bound":
+        return LEVER_MEMORY_FP64 if fp64 else lever
+    if regime == "balanced":
+        return LEVER_BALANCED_FP64 if fp64 else lever
+    if regime != "compute_bound" or pipe not in (None, "tensor") or precision is None:
+        return lever
+    if precision == "fp64_tensor":
+        return LEVER_COMPUTE_FP64_TENSOR
+    if pipe is None and precision == "fp64":  # a CUDA-core peak is the roof
+        return compute_lever("fp64", fp64_tensor_faster=fp64_tensor_faster)
+    if pipe is None and precision == "fp32":
+        return LEVER_FP32_PIPE
+    if not precisions:
+        return lever
+    if precision == "tf32":
+        return LEVER_COMPUTE_TF32
+    if precision in ("bf16", "fp16"):
+        return lever if "fp8" in precisions else LEVER_COMPUTE_NO_FP8
+    if precision in ("fp8", "int8"):
+        return LEVER_COMPUTE_FP8 if "fp4" in precisions else LEVER_COMPUTE_LOWEST
+    if precision == "fp4":
+        return LEVER_COMPUTE_LOWEST
+    return lever
+
+
 def judge_counters(
     reading: Activity,
     thresholds: Thresholds,
@@ -539,6 +614,8 @@ def judge_counters(
     mig_instance: bool = False,
     fp64_tensor_faster: bool = True,
     utilizations: Mapping[Pipe, float] | None = None,
+    precision: str | None = None,
+    precisions: Collection[str] = (),
 ) -> CounterCall:
     """The per-sample regime and its lever (docs/design.md, "The model": regimes).
 
@@ -547,7 +624,8 @@ def judge_counters(
     and θ says whether the GPU is near it; busy with neither wall near is latency-bound. A field
     the rule at hand needs that is not reported leaves the regime `unknown`, naming it: a partial
     reading says only what its fields can say. `utilizations`: pipe_utilizations(reading), when
-    the caller has it already.
+    the caller has it already. `precision` and `precisions` (the card's) fit the lever to the
+    work (`precision_lever`); without them the general lever stands.
     """
     contradicted = gr_engine_contradicted(reading, thresholds)
     pipes = pipe_utilizations(reading) if utilizations is None else utilizations
@@ -555,6 +633,10 @@ def judge_counters(
     regime, lever, missing = _regime_rules(
         reading, thresholds, pipes, pipe, contradicted, mig_instance, fp64_tensor_faster
     )
+    if precision is not None:
+        lever = precision_lever(
+            regime, lever, pipe, precision, precisions, fp64_tensor_faster=fp64_tensor_faster
+        )
     return CounterCall(
         regime=regime,
         lever=lever,
@@ -635,6 +717,19 @@ class CounterPosition(NamedTuple):
     attainable_flop_per_second: float | None
     fraction_of_peak: float | None
     roofline_efficiency: float | None
+    uncounted_pipes: tuple[Pipe, ...] = ()
+    """Pipes whose FLOPs are not in F: not reported, or busy without a peak on this card. With
+    any, F and the intensity are lower bounds; with any and F = 0 they are unknown (None)."""
+
+
+def uncounted_pipes(reading: Activity, peaks: Mapping[str, float]) -> tuple[Pipe, ...]:
+    """The compute pipes whose FLOPs F leaves out: unreported, or active with no peak here."""
+    found: list[Pipe] = []
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
+        if activity is None or (activity > 0.0 and pipe not in peaks):
+            found.append(pipe)
+    return tuple(found)
 
 
 def counted_pipes(
@@ -692,6 +787,22 @@ def counter_position(
     roof_c = compute_roof(peaks, flops, busiest)
     dram = reading.dram_active
     bytes_ = None if dram is None else dram * bandwidth
+    uncounted = uncounted_pipes(reading, peaks)
+    if uncounted and flops is not None and flops <= 0.0:
+        # the reported pipes sum to 0 and others could be busy: unknown, not zero (issue 19)
+        efficiency = None if dram is None else dram  # max(u*, d) ≥ d: a lower bound
+        return CounterPosition(
+            achieved_flop_per_second=None,
+            achieved_bandwidth_bytes_per_second=bytes_,
+            flop_utilization=busiest,
+            compute_roof_flop_per_second=roof_c,
+            intensity_flop_per_byte=None,
+            position=None,
+            attainable_flop_per_second=None,
+            fraction_of_peak=None,
+            roofline_efficiency=efficiency,
+            uncounted_pipes=uncounted,
+        )
     intensity: float | None = None
     position: float | None = None
     attainable: float | None = None
@@ -718,6 +829,7 @@ def counter_position(
         attainable_flop_per_second=attainable,
         fraction_of_peak=None if attainable is None else attainable / roof_c,
         roofline_efficiency=efficiency,
+        uncounted_pipes=uncounted,
     )
 
 
@@ -738,6 +850,8 @@ class CounterVerdict(NamedTuple):
     pipe: Pipe | None
     missing: tuple[str, ...]
     gr_engine_contradicted: bool
+    uncounted_pipes: tuple[Pipe, ...] = ()
+    """As CounterPosition's: with any, achieved FLOP/s and intensity are lower bounds."""
 
 
 def classify_counters(
@@ -748,6 +862,8 @@ def classify_counters(
     vector_peaks: Mapping[str, float] | None = None,
     mig_instance: bool = False,
     fp64_tensor_faster: bool = True,
+    precision: str | None = None,
+    precisions: Collection[str] = (),
 ) -> CounterVerdict:
     """The counter form on one roof: `judge_counters` and `counter_position` together.
 
@@ -756,7 +872,12 @@ def classify_counters(
     tensor cores faster than its FP64 pipe (the FP64 lever depends on it).
     """
     call = judge_counters(
-        reading, thresholds or Thresholds(), mig_instance=mig_instance, fp64_tensor_faster=fp64_tensor_faster
+        reading,
+        thresholds or Thresholds(),
+        mig_instance=mig_instance,
+        fp64_tensor_faster=fp64_tensor_faster,
+        precision=precision,
+        precisions=precisions,
     )
     at = counter_position(reading, pipe_peaks(roof, vector_peaks or {}), roof.bandwidth_bytes_per_second)
     return CounterVerdict(
@@ -774,6 +895,7 @@ def classify_counters(
         pipe=call.pipe,
         missing=call.missing,
         gr_engine_contradicted=call.gr_engine_contradicted,
+        uncounted_pipes=at.uncounted_pipes,
     )
 
 

@@ -536,3 +536,127 @@ def test_a_b200_without_a_published_clock_says_so_and_does_not_scale() -> None:
     assert state.estimate is not None
     assert state.estimate.clock_ratio is None  # unknown, never a silent 1.0
     assert state.estimate.achieved_flop_per_second == pytest.approx(0.9 * B200.peak_flop_per_second("bf16"))
+
+
+# --- issue 19: unknown is not zero -----------------------------------------------------------
+
+
+def test_tensor_at_zero_with_the_fp_pipes_unreported_is_unknown_not_zero() -> None:
+    # dcgm-exporter's default field list (1001-1005): an FP32 elementwise kernel shows tensor 0
+    gpu = Entity(0, "GPU-h100", H100_NAME)
+    state = feed(gpu, H100, reading(dram=0.6, tensor=0.0, gr=0.95, sm=0.9))
+    estimate = state.estimate
+    assert estimate is not None
+    assert estimate.achieved_flop_per_second is None and estimate.intensity_flop_per_byte is None
+    assert estimate.position is None and estimate.uncounted_pipes == ("fp64", "fp32", "fp16")
+    assert estimate.achieved_bandwidth_bytes_per_second == pytest.approx(0.6 * 3.35e12)
+    sampler = Sampler("replay", SourceOptions(), CATALOG, CRISP)
+    sampler.ingest([Sample(1000.0, gpu, reading(dram=0.6, tensor=0.0, gr=0.95, sm=0.9))])
+    body, _ = MetricsEndpoint(lambda: sampler.snapshot).render(None)
+    text = body.decode()
+    assert "ridgeline_arithmetic_intensity_flop_per_byte{" not in text  # no series, not a 0
+    assert "ridgeline_dram_bytes_total{" in text
+
+
+def test_all_pipes_reported_at_zero_is_a_known_zero() -> None:
+    gpu = Entity(0, "GPU-h100", H100_NAME)
+    state = feed(gpu, H100, reading(dram=0.6, tensor=0.0, gr=0.95, fp64=0.0, fp32=0.0, fp16=0.0))
+    assert state.estimate is not None and state.estimate.uncounted_pipes == ()
+    assert state.estimate.achieved_flop_per_second == 0.0 and state.estimate.intensity_flop_per_byte == 0.0
+
+
+def test_some_pipes_give_a_lower_bound_and_the_answer_says_so() -> None:
+    client = TestClient(create_app(catalog=CATALOG))
+    body = {"card": "h100", "dram_active": 0.3, "tensor_active": 0.5, "gr_engine_active": 0.9}
+    answer = client.post("/classify", json=body).json()
+    assert answer["flops_lower_bound"] is True and answer["uncounted_pipes"] == ["fp64", "fp32", "fp16"]
+    assert answer["achieved_flop_per_second"] == pytest.approx(0.5 * 989.5e12)
+    every_pipe = {**body, "fp64_active": 0, "fp32_active": 0, "fp16_active": 0}
+    full = client.post("/classify", json=every_pipe).json()
+    assert full["flops_lower_bound"] is False and full["uncounted_pipes"] == []
+    zero = client.post("/classify", json={**body, "tensor_active": 0.0}).json()
+    assert zero["achieved_flop_per_second"] is None and zero["intensity_flop_per_byte"] is None
+    assert zero["flops_lower_bound"] is False
+
+
+def test_a_busy_pipe_without_a_peak_on_the_card_is_uncounted() -> None:
+    # B200 publishes no CUDA-core FP16 figure: its FP16 pipe's FLOPs cannot be counted
+    gpu = Entity(0, "GPU-b200", "NVIDIA B200")
+    state = feed(gpu, B200, reading(dram=0.2, tensor=0.1, gr=0.9, fp64=0.0, fp32=0.1, fp16=0.6))
+    assert state.estimate is not None and state.estimate.uncounted_pipes == ("fp16",)
+
+
+# --- issue 19: levers per pipe and precision -------------------------------------------------
+
+
+def _dgemm(**more: float) -> dict[int, float | None]:
+    values = reading(dram=0.3, tensor=0.9, gr=0.98, sm=0.95, **more)
+    values[fields.PIPE_TENSOR_DFMA_ACTIVE] = 0.9  # DFMA busiest: the tensor cores run FP64
+    return values
+
+
+def test_an_fp64_dgemm_at_its_roof_is_not_told_to_use_fp8() -> None:
+    state = feed(GPU, A100, _dgemm(), config=InferenceConfig(smoothing_seconds=0.0, dwell_seconds=0.0))
+    estimate = state.estimate
+    assert estimate is not None and estimate.precision == "fp64_tensor"
+    assert estimate.regime == "compute_bound" and estimate.pipe == "tensor"
+    assert estimate.lever == roofline.LEVER_COMPUTE_FP64_TENSOR
+    assert "fp8" not in estimate.lever and "int8" not in estimate.lever
+
+
+FP64_READINGS = [
+    dict(dram=0.3, tensor=0.0, gr=0.97, sm=0.95, fp64=0.85),  # compute-bound on the FP64 pipe
+    dict(dram=0.7, tensor=0.0, gr=0.97, sm=0.9, fp64=0.2),  # a memory-bound FP64 stencil
+    dict(dram=0.55, tensor=0.0, gr=0.97, sm=0.9, fp64=0.55, fp32=0.0, fp16=0.0),
+]
+
+
+@pytest.mark.parametrize("ratios", FP64_READINGS)
+@pytest.mark.parametrize("card", [A100, H100, B200], ids=lambda c: c.key)
+def test_fp64_work_on_any_card_in_any_regime_never_hears_fp8(ratios: dict[str, float], card: Card) -> None:
+    state = feed(Entity(0, "GPU-x", card.nvml_names[0]), card, reading(**ratios))
+    assert state.estimate is not None and state.estimate.pipe == "fp64"
+    lever = state.estimate.lever
+    assert "fp8" not in lever and "int8" not in lever, (state.estimate.regime, lever)
+
+
+@pytest.mark.parametrize(
+    ("key", "precision", "lever"),
+    [
+        ("a100", "bf16", roofline.LEVER_COMPUTE_NO_FP8),  # Ampere has no fp8
+        ("h100", "bf16", roofline.LEVER_COMPUTE),
+        ("h100", "tf32", roofline.LEVER_COMPUTE_TF32),
+        ("h100", "fp8", roofline.LEVER_COMPUTE_LOWEST),  # no fp4 on Hopper
+        ("b200", "fp8", roofline.LEVER_COMPUTE_FP8),  # Blackwell has fp4
+        ("b200", "fp4", roofline.LEVER_COMPUTE_LOWEST),
+        ("a100", "fp64_tensor", roofline.LEVER_COMPUTE_FP64_TENSOR),
+    ],
+)
+def test_each_tensor_precisions_compute_lever_fits_it(key: str, precision: str, lever: str) -> None:
+    client = TestClient(create_app(catalog=CATALOG))
+    body = {
+        "card": key,
+        "precision": precision,
+        "dram_active": 0.2,
+        "tensor_active": 0.9,
+        "gr_engine_active": 0.97,
+    }
+    answer = client.post("/classify", json=body).json()
+    assert answer["regime"] == "compute_bound" and answer["lever"] == lever
+
+
+@pytest.mark.parametrize(
+    ("precision", "lever"), [("fp64", roofline.LEVER_FP64_PIPE), ("fp32", roofline.LEVER_FP32_PIPE)]
+)
+def test_a_compute_bound_kernel_at_a_cuda_core_precision_gets_that_pipes_lever(
+    precision: str, lever: str
+) -> None:
+    client = TestClient(create_app(catalog=CATALOG))
+    answer = client.post(
+        "/classify", json={"card": "a100", "precision": precision, "flops": 1e13, "bytes": 1e9}
+    ).json()
+    assert answer["regime"] == "compute_bound" and answer["lever"] == lever
+    memory = client.post(
+        "/classify", json={"card": "a100", "precision": "fp64", "flops": 1e9, "bytes": 1e10}
+    ).json()
+    assert memory["regime"] == "memory_bound" and memory["lever"] == roofline.LEVER_MEMORY_FP64

@@ -125,7 +125,12 @@ def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> dict[
     }
 
 
-def _kernel_fields(verdict: KernelVerdict) -> dict[str, Any]:
+def _kernel_fields(verdict: KernelVerdict, card: ResolvedCard, precision: str) -> dict[str, Any]:
+    """A kernel verdict's fields, its lever fitted to the precision (roofline.precision_lever)."""
+    known = card.card.precisions if card.card is not None else ()
+    lever = roofline.precision_lever(
+        verdict.regime, verdict.lever, None, precision, known, fp64_tensor_faster=card.fp64_tensor_faster
+    )
     return {
         "flops": verdict.flops,
         "bytes": verdict.bytes,
@@ -136,7 +141,7 @@ def _kernel_fields(verdict: KernelVerdict) -> dict[str, Any]:
         "regime": verdict.regime,
         "attainable_flop_per_second": verdict.attainable_flop_per_second,
         "fraction_of_peak": verdict.fraction_of_peak,
-        "lever": verdict.lever,
+        "lever": lever,
     }
 
 
@@ -248,7 +253,7 @@ def classify_kernel(catalog: Catalog, body: KernelBody, precision_default: str) 
         **_roof_fields(card, precision, roof),
         "precision_source": source,
     }
-    out.update(_kernel_fields(verdict))
+    out.update(_kernel_fields(verdict, card, precision))
     if body.compare is not None:
         out.update(
             compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
@@ -281,7 +286,7 @@ def classify_operation(catalog: Catalog, body: OperationBody, precision_default:
     else:
         operation.update(parameters=body.parameters, batch=body.batch)
     out["operation"] = operation
-    out.update(_kernel_fields(verdict))
+    out.update(_kernel_fields(verdict, card, precision))
     if body.compare is not None:
         out.update(
             compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
@@ -351,6 +356,8 @@ def classify_counter_body(
         used,
         vector_peaks=card.vector_peaks(),
         fp64_tensor_faster=card.fp64_tensor_faster,
+        precision=precision,
+        precisions=card.card.precisions if card.card is not None else (),
     )
     out: dict[str, Any] = {
         "form": "counters",
@@ -374,6 +381,9 @@ def classify_counter_body(
             "flop_utilization": verdict.flop_utilization,
             "roofline_efficiency": verdict.roofline_efficiency,
             "gr_engine_contradicted": verdict.gr_engine_contradicted,
+            "uncounted_pipes": list(verdict.uncounted_pipes),
+            "flops_lower_bound": bool(verdict.uncounted_pipes)
+            and verdict.achieved_flop_per_second is not None,
             "clock_ratio": ratio,
             "vector_clock_ratio": vector_ratio,
             "peak_clock_mhz": tensor_basis,

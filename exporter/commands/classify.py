@@ -264,6 +264,11 @@ def render(answer: dict[str, Any]) -> str:
         flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
         pipe = f" on the {answer['pipe']} pipe" if answer["pipe"] not in (None, "tensor") else ""
         achieved = "no compute pipe reported" if flops is None else f"achieved {tflops(flops)}{pipe}"
+        uncounted = ", ".join(answer["uncounted_pipes"])
+        if flops is None and uncounted and answer["flop_utilization"] is not None:
+            achieved = f"achieved FLOP/s unknown (the counted pipes read 0; not counted: {uncounted})"
+        elif answer["flops_lower_bound"]:
+            achieved += f" at least (not counted: {uncounted})"
         utilization = answer["flop_utilization"]
         if utilization is not None:
             k = answer["clock_ratio"]

@@ -40,6 +40,7 @@ _ESTIMATE_FIELDS: tuple[str, ...] = (
     "vector_clock_ratio",
     "gr_engine_active",
     "gr_engine_contradicted",
+    "uncounted_pipes",
     "sm_active",
     "sm_occupancy",
     "fp64_active",
