@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
-from exporter import fields
+from exporter import clock_events, fields
 from exporter.catalog import Card
 from exporter.roofline import (
     ACTIVITY_FIELD_SET,
@@ -203,6 +203,11 @@ class Estimate(NamedTuple):
     """DCGM names of the fields whose absence leaves the smoothed regime `unknown`."""
     gr_engine_contradicted: bool
     """GR_ENGINE_ACTIVE (smoothed) reads idle while busier evidence says work runs."""
+    clock_event_reasons: tuple[str, ...] = ()
+    """NVML's clocks-event reasons (field 112) in the latest sample that slow a loaded GPU."""
+    clock_causes: tuple[str, ...] = ()
+    """The causes a reduced clock is put down to (clock_events.causes_of): field 112's reasons,
+    and the power cap when the draw is at its limit (fields 155, 160)."""
     uncounted_pipes: tuple[str, ...] = ()
     """Compute pipes left out of achieved FLOP/s (unreported, or busy without a peak): with any,
     achieved FLOP/s and intensity are lower bounds, and unknown when the counted ones sum to 0."""
@@ -235,6 +240,10 @@ class EntityInference(NamedTuple):
     """The smoothed reading's verdict (what the debouncer looked at)."""
     raw_regime: CounterRegime | None = None
     """The raw reading's regime (what the time-in-regime counters integrated)."""
+    clock_reasons: tuple[str, ...] = ()
+    """The latest sample's field-112 reasons (a bitmask is not smoothed: the latest one stands)."""
+    clock_causes: tuple[str, ...] = ()
+    """The causes of a reduced clock by the latest sample (clock_events.causes_of)."""
 
     @property
     def estimate(self) -> Estimate | None:
@@ -242,7 +251,9 @@ class EntityInference(NamedTuple):
         use); None while the sample has no activity field."""
         if self.smoothing is None or self.profile is None or self.call is None or self.raw_regime is None:
             return None
-        return estimate_of(self.profile, self.smoothing, self.call, self.raw_regime)
+        return estimate_of(
+            self.profile, self.smoothing, self.call, self.raw_regime, self.clock_reasons, self.clock_causes
+        )
 
 
 def precision_on(card: Card, wanted: str) -> tuple[str, str | None]:
@@ -473,7 +484,7 @@ def step(
     thresholds = config.thresholds
     raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
     raw_pipes = pipe_utilizations(raw)
-    raw_regime = judge_counters(raw, thresholds, utilizations=raw_pipes).regime  # its lever is not kept
+    raw_regime = judge_counters(raw, thresholds).regime  # its lever is not kept
     reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
     call = judge_counters(
         reading,
@@ -483,6 +494,11 @@ def step(
         precision=precision,
         precisions=profile.precisions,
     )
+    reasons = clock_events.active_reasons(values.get(fields.CLOCKS_EVENT_REASONS))
+    causes = clock_events.causes_of(
+        reasons, values.get(fields.POWER_USAGE), values.get(fields.POWER_MGMT_LIMIT)
+    )
+    call = at_reduced_clock(call, reading, profile, precision, smoothed.get("sm_clock_mhz"), causes)
     exported = debounce(
         prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
     )
@@ -508,7 +524,30 @@ def step(
         profile=profile,
         call=call,
         raw_regime=raw_regime,
+        clock_reasons=reasons,
+        clock_causes=causes,
     )
+
+
+def at_reduced_clock(
+    call: CounterCall,
+    reading: Ratios,
+    profile: CardProfile,
+    precision: str | None,
+    sm_clock: float | None,
+    causes: tuple[str, ...],
+) -> CounterCall:
+    """A compute-bound call whose binding pipe runs below its peak's clock gets the lever that
+    names the cause and what the full clock gives back (clock_events.reduced_clock_lever)."""
+    if call.regime != "compute_bound" or call.pipe is None or sm_clock is None or profile.card is None:
+        return call
+    tensor = call.pipe == "tensor"
+    k = reading.clock_ratio if tensor else reading.vector_clock_ratio
+    basis = (
+        profile.card.peak_clock_mhz(precision) if tensor and precision is not None else profile.vector_clock
+    )
+    lever = clock_events.fitted_lever(call.regime, call.lever, k, sm_clock, basis, causes)
+    return call if lever is call.lever else call._replace(lever=lever)
 
 
 _UNIT_PEAKS: Mapping[str, float] = MappingProxyType({"tensor": 1.0, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0})
@@ -526,7 +565,12 @@ def _interval(previous: EntityInference | None, timestamp: float) -> tuple[float
 
 
 def estimate_of(
-    profile: CardProfile, smoothing: Smoothing, call: CounterCall, raw_regime: CounterRegime
+    profile: CardProfile,
+    smoothing: Smoothing,
+    call: CounterCall,
+    raw_regime: CounterRegime,
+    clock_reasons: tuple[str, ...] = (),
+    clock_causes: tuple[str, ...] = (),
 ) -> Estimate:
     """The Estimate of a smoothed reading: its numbers on the roof (roofline.counter_position) and
     its verdicts; the numbers that need a roof are None on an unknown card or profile."""
@@ -569,6 +613,8 @@ def estimate_of(
         lever=smoothing.lever,
         unknown_because=dcgm_names(call.missing),
         gr_engine_contradicted=call.gr_engine_contradicted,
+        clock_event_reasons=clock_reasons,
+        clock_causes=clock_causes,
         uncounted_pipes=at.uncounted_pipes if known else (),
     )
 

@@ -471,6 +471,21 @@ def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
     return found
 
 
+def pipe_activities(reading: Activity) -> dict[Pipe, float]:
+    """Each reported compute pipe's activity a: the fraction of cycles busy at the clock it runs.
+
+    The regime rules read these, not u = a · k: a pipe busy 90 % of cycles at a power-capped
+    1185 MHz is at its wall at that clock, so compute-bound against the roof at that clock, not
+    latency-bound (docs/model.md, "At a reduced clock").
+    """
+    found: dict[Pipe, float] = {}
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
+        if activity is not None:
+            found[pipe] = activity
+    return found
+
+
 GR_STUCK_SM_FACTOR = 2.0
 """SM_ACTIVE, a tensor or an FP pipe at this many times the GR idle floor contradicts an idle
 GR_ENGINE_ACTIVE: each is a part of the engine's own activity and cannot exceed it."""
@@ -613,22 +628,21 @@ def judge_counters(
     *,
     mig_instance: bool = False,
     fp64_tensor_faster: bool = True,
-    utilizations: Mapping[Pipe, float] | None = None,
     precision: str | None = None,
     precisions: Collection[str] = (),
 ) -> CounterCall:
     """The per-sample regime and its lever (docs/design.md, "The model": regimes).
 
     In order: GR_ENGINE_ACTIVE idle while busier evidence disagrees is set aside; idle; the side
-    of the ridge (the busiest pipe's u = a·k against DRAM_ACTIVE) picks the wall that could bind
+    of the ridge (the busiest pipe's activity a against DRAM_ACTIVE, both at the clock the GPU
+    runs: the roof at that clock has the same shape, scaled by k) picks the wall that could bind
     and θ says whether the GPU is near it; busy with neither wall near is latency-bound. A field
     the rule at hand needs that is not reported leaves the regime `unknown`, naming it: a partial
-    reading says only what its fields can say. `utilizations`: pipe_utilizations(reading), when
-    the caller has it already. `precision` and `precisions` (the card's) fit the lever to the
-    work (`precision_lever`); without them the general lever stands.
+    reading says only what its fields can say. `precision` and `precisions` (the card's) fit the
+    lever to the work (`precision_lever`); without them the general lever stands.
     """
     contradicted = gr_engine_contradicted(reading, thresholds)
-    pipes = pipe_utilizations(reading) if utilizations is None else utilizations
+    pipes = pipe_activities(reading)
     pipe = nearest_wall_pipe(pipes, thresholds)
     regime, lever, missing = _regime_rules(
         reading, thresholds, pipes, pipe, contradicted, mig_instance, fp64_tensor_faster
@@ -755,15 +769,29 @@ def achieved_flops(utilizations: Mapping[Pipe, float], peaks: Mapping[str, float
     return None if counted is None else counted[0]
 
 
-def compute_roof(peaks: Mapping[str, float], flops: float | None, busiest: float | None) -> float:
-    """The compute ceiling of this instruction mix: F / u*, the FLOP/s the same mix of pipes would
-    reach with its busiest pipe saturated (Williams et al. 2009: in-core ceilings below the peak).
+def compute_roof(
+    peaks: Mapping[str, float], flops: float | None, busiest: float | None, tensor_clock: float = 1.0
+) -> float:
+    """The compute ceiling of this instruction mix at the clock it runs: F / a*, the FLOP/s the
+    same mix of pipes reaches with its busiest pipe saturated at this clock (Williams et al. 2009:
+    in-core ceilings below the peak). `busiest` is a*, the busiest counted pipe's activity.
 
-    One pipe alone gives that pipe's peak; with nothing running it is the tensor peak.
+    One pipe alone gives that pipe's peak × its clock ratio; with nothing running it is the tensor
+    peak × the tensor clock ratio.
     """
     if flops is None or busiest is None or busiest <= 0.0 or flops <= 0.0:
-        return peaks["tensor"]
+        return peaks["tensor"] * tensor_clock
     return flops / busiest
+
+
+def busiest_counted_activity(reading: Activity, peaks: Mapping[str, float]) -> float | None:
+    """a*: the largest activity among the reported pipes that have a peak; None without one."""
+    best: float | None = None
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
+        if activity is not None and pipe in peaks and (best is None or activity > best):
+            best = activity
+    return best
 
 
 def counter_position(
@@ -773,18 +801,21 @@ def counter_position(
     *,
     utilizations: Mapping[Pipe, float] | None = None,
 ) -> CounterPosition:
-    """The counter form's numbers (docs/design.md): F = Σ u·P, Q = d·B, I = F / Q, P_c = F / u*.
+    """The counter form's numbers (docs/design.md): F = Σ a·k·P, Q = d·B, I = F / Q, and the
+    roof at the clock the GPU runs, P_c = F / a*.
 
-    position = I / (P_c / B) = u* / d; attainable = min(P_c, I·B); roofline efficiency = achieved
-    / attainable, which works out to max(u*, d). With d ≈ 0 the intensity is undefined: the
-    attainable roof is then the flat P_c and efficiency is u*. `peaks` maps "tensor" (required)
-    and any FP pipe with a known peak to FLOP/s; `utilizations` as for `judge_counters`.
+    position = I / (P_c / B) = a* / d; attainable = min(P_c, I·B); roofline efficiency = achieved
+    / attainable, which works out to max(a*, d). With d ≈ 0 the intensity is undefined: the
+    attainable roof is then the flat P_c and efficiency is a*. flop utilization u* = max a·k is
+    against the quoted peaks. `peaks` maps "tensor" (required) and any FP pipe with a known peak
+    to FLOP/s; `utilizations`: pipe_utilizations(reading), when the caller has it already.
     """
     if utilizations is None:
         utilizations = pipe_utilizations(reading)
     counted = counted_pipes(utilizations, peaks)
     flops, busiest = (None, None) if counted is None else counted
-    roof_c = compute_roof(peaks, flops, busiest)
+    active = busiest_counted_activity(reading, peaks)
+    roof_c = compute_roof(peaks, flops, active, reading.clock_ratio)
     dram = reading.dram_active
     bytes_ = None if dram is None else dram * bandwidth
     uncounted = uncounted_pipes(reading, peaks)
@@ -806,13 +837,13 @@ def counter_position(
     intensity: float | None = None
     position: float | None = None
     attainable: float | None = None
-    if flops is not None and dram is not None and bytes_ is not None and busiest is not None:
+    if flops is not None and dram is not None and bytes_ is not None and active is not None:
         if dram < DRAM_EPSILON or bytes_ <= 0.0:
             # d·B can underflow to 0 on an absurdly small (custom) bandwidth: undefined, like d ≈ 0
             attainable = roof_c
         else:
             intensity = flops / bytes_
-            position = busiest / dram
+            position = active / dram
             attainable = min(roof_c, intensity * bandwidth)
     efficiency = None
     if attainable is not None and attainable > 0 and flops is not None:

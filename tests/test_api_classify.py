@@ -415,3 +415,27 @@ def test_counter_form_on_a_subnormal_custom_roof_is_never_500(
     )
     assert response.status_code in (200, 422), response.text
     assert "NaN" not in response.text and "Infinity" not in response.text
+
+
+def test_a_power_capped_gemm_names_the_cause_and_what_the_clock_gives_back(client: TestClient) -> None:
+    body = {
+        "card": "h100",
+        "dram_active": 0.3,
+        "tensor_active": 0.85,
+        "gr_engine_active": 0.99,
+        "sm_clock_mhz": 1185,
+        "clock_event_reasons": 0x4 | 0x1,  # SW power cap; GPU idle is no cause
+        "power_usage_watts": 699.4,
+        "power_limit_watts": 700,
+    }
+    answer = post(client, body).json()
+    assert answer["regime"] == "compute_bound"  # at its wall at 1185 MHz, not latency-bound
+    assert answer["clock_event_reasons"] == ["sw_power_cap"] and answer["clock_causes"] == ["power cap"]
+    assert "gives back up to 54% more FLOP/s" in answer["lever"] and "nvidia-smi -pl" in answer["lever"]
+    # the draw at its limit names the power cap without field 112
+    no_bits = post(client, {k: v for k, v in body.items() if k != "clock_event_reasons"}).json()
+    assert no_bits["clock_causes"] == ["power cap"]
+    unknown = post(client, {k: v for k, v in body.items() if not k.startswith(("clock_", "power_"))}).json()
+    assert unknown["clock_causes"] == [] and "cause not reported" in unknown["lever"]
+    full = post(client, {**body, "sm_clock_mhz": 1830}).json()
+    assert "reduced clock" not in full["lever"]

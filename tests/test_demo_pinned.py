@@ -15,7 +15,12 @@ DRAM bytes are unchanged), and each Estimate carries vector_clock_ratio. The num
 once more when each Estimate gained uncounted_pipes (empty for every demo GPU: the demo reports
 all four pipes), its values unchanged; and the fp8 run's compute-bound lever now fits fp8 (the
 H100 has no fp4, so "lower the precision: fp8 doubles the tensor peak" became the lowest
-precision's lever), nothing else in either run.
+precision's lever), nothing else in either run. Then the walls moved to the clock the GPU runs
+(a pipe is judged by its activity, the clock scales the roof): position, compute roof and
+fraction of peak are at the running clock, and two latency-bound samples of GPU 6 in the fp8 run
+name fp32 as the pipe nearest its wall instead of tensor; regimes, totals and bytes unchanged.
+Each Estimate also carries clock_event_reasons and clock_causes (empty: the demo reports neither
+field 112 nor the power fields), the verdicts unchanged.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ PINNED = {
     "bf16 by the tensor pipes, smoothed": (
         DEFAULT,
         "dd43adde9af7982be8cafc7f5fc533b72fed4fb5de4b66449a669bde08c1d5ac",
-        "21fb921673d75e15554e7c681293392b8dabde7d31df91aa9da94b0db87d1dda",
+        "470eab04ac4bd8cdc684d9b6077ffdfce50031bf20d8fcf3db4d955d2a2a734a",
         ["compute_bound"] * 4 + ["memory_bound", "memory_bound", "latency_bound", "idle"],
         [
             3.835296903833333e17, 3.816714465151514e17, 3.8288055033030317e17, 3.837434672863634e17,
@@ -83,8 +88,8 @@ PINNED = {
     ),
     "fp8 fixed, no smoothing or dwell": (
         FP8_CRISP,
-        "0b928c024bb4d99a88d27e2d1d504b50e32673800cf0c8ee309f23bcce420359",
-        "2a59cb0ad36fa5fb4b16a43b6d3a1e5aaa034a4eabaf3dddeb62a5398584bc1d",
+        "25520b6fca2f0c8d18a4235f354b2215a7b45bed720cd08020e5fe75fd937fd7",
+        "276f335534fcb4b5a3a162084a6a0de55067969f6570612453b55ae6da0c0185",
         ["memory_bound", "compute_bound"] * 2 + ["memory_bound", "memory_bound", "latency_bound", "idle"],
         [
             7.610130558833343e17, 7.572391400151516e17, 7.596870978303025e17, 7.614554072863638e17,

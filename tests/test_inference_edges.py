@@ -86,6 +86,7 @@ def test_one_sample_gives_every_estimate_field_its_value() -> None:
     estimate = state.estimate._asdict()
     assert estimate.pop("unknown_because") == ()
     assert estimate.pop("uncounted_pipes") == ("fp64", "fp32", "fp16")  # unreported: F a lower bound
+    assert (estimate.pop("clock_event_reasons"), estimate.pop("clock_causes")) == ((), ())  # none reported
     assert estimate == pytest.approx(
         {
             "card": "h100-sxm",
@@ -105,13 +106,13 @@ def test_one_sample_gives_every_estimate_field_its_value() -> None:
             "fp32_active": None,
             "fp16_active": None,
             "pipe": "tensor",
-            "compute_roof_flop_per_second": peak,  # the tensor pipe alone: its own peak
+            "compute_roof_flop_per_second": 0.5 * peak,  # the tensor pipe alone: its peak at k = 0.5
             "intensity_flop_per_byte": 0.2 * peak / (0.5 * bandwidth),
-            "position": 0.4,
+            "position": 0.8,  # t / d: on the roof at the clock it runs
             "achieved_flop_per_second": 0.2 * peak,
             "achieved_bandwidth_bytes_per_second": 0.5 * bandwidth,
             "attainable_flop_per_second": 0.4 * peak,  # I·B on the memory side
-            "fraction_of_peak": 0.4,
+            "fraction_of_peak": 0.8,  # of the roof at this clock
             "roofline_efficiency": 0.5,  # max(t·k, d)
             "regime": "memory_bound",  # 0.5 / 0.8 = 0.625 of the memory wall
             "smoothed_regime": "memory_bound",

@@ -507,7 +507,9 @@ def test_achieved_flops_never_exceed_the_roof_at_the_reported_clock(
     estimate = state.estimate
     assert estimate is not None and estimate.precision is not None
     achieved = estimate.achieved_flop_per_second
-    assert achieved is not None
+    if achieved is None:  # the counted pipes read 0 while a pipe without a peak is busy: unknown
+        assert estimate.uncounted_pipes
+        return
     basis, vector_basis = card.peak_clock_mhz(estimate.precision), card.vector_clock_mhz()
     assert basis is not None and vector_basis is not None
     # each pipe's roof at this clock: its peak × min(1, clock / the clock that peak is quoted at)
@@ -516,9 +518,11 @@ def test_achieved_flops_never_exceed_the_roof_at_the_reported_clock(
         vector = card.vector_peak_flop_per_second(pipe)
         if vector is not None:
             roofs[pipe] = vector * min(1.0, clock / vector_basis)
-    assert achieved <= math.fsum(activities[p] * roof for p, roof in roofs.items()) * (1 + 1e-9)
+    assert achieved <= math.fsum(activities[p] * roof for p, roof in roofs.items()) * (1 + 1e-9) + 1.0
     # so never above the mix's roof at this clock with every pipe saturated
     assert achieved <= math.fsum(roofs.values()) * (1 + 1e-9)
+    assert estimate.compute_roof_flop_per_second is not None
+    assert achieved <= estimate.compute_roof_flop_per_second * (1 + 1e-9) + 1.0
     assert estimate.clock_ratio == pytest.approx(min(1.0, clock / basis))
 
 

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from exporter import roofline
+from exporter import clock_events, roofline
 from exporter.catalog import Card, Catalog, PrecisionSource, UnknownCard
 from exporter.classify.models import (
     MAX_BYTES,
@@ -359,6 +359,17 @@ def classify_counter_body(
         precision=precision,
         precisions=card.card.precisions if card.card is not None else (),
     )
+    reasons = clock_events.active_reasons(body.clock_event_reasons)
+    causes = clock_events.causes_of(reasons, body.power_usage_watts, body.power_limit_watts)
+    tensor = verdict.pipe == "tensor"
+    lever = clock_events.fitted_lever(
+        verdict.regime,
+        verdict.lever,
+        ratio if tensor else vector_ratio,
+        body.sm_clock_mhz,
+        tensor_basis if tensor else card.vector_clock_mhz(),
+        causes,
+    )
     out: dict[str, Any] = {
         "form": "counters",
         **_roof_fields(card, precision, roof),
@@ -375,7 +386,9 @@ def classify_counter_body(
             "regime": verdict.regime,
             "attainable_flop_per_second": verdict.attainable_flop_per_second,
             "fraction_of_peak": verdict.fraction_of_peak,
-            "lever": verdict.lever,
+            "lever": lever,
+            "clock_event_reasons": list(reasons),
+            "clock_causes": list(causes),
             "achieved_flop_per_second": verdict.achieved_flop_per_second,
             "achieved_bandwidth_bytes_per_second": verdict.achieved_bandwidth_bytes_per_second,
             "flop_utilization": verdict.flop_utilization,

@@ -41,6 +41,8 @@ _ESTIMATE_FIELDS: tuple[str, ...] = (
     "gr_engine_active",
     "gr_engine_contradicted",
     "uncounted_pipes",
+    "clock_event_reasons",
+    "clock_causes",
     "sm_active",
     "sm_occupancy",
     "fp64_active",
