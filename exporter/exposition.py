@@ -389,6 +389,26 @@ def _health_families(snapshot: Snapshot) -> list[Family]:
             ],
         )
     )
+    moved = health.data_advanced_wall_time
+    out.append(
+        Family(
+            name="ridgeline_last_data_advance_timestamp_seconds",
+            documentation="When a GPU's own sample timestamp last moved forward, seconds since the "
+            "epoch (wall clock): behind ridgeline_last_sample_timestamp_seconds while the source "
+            "answers with data that stands still.",
+            type="gauge",
+            rows=[]
+            if moved is None
+            else [
+                Row(
+                    sample="ridgeline_last_data_advance_timestamp_seconds",
+                    labels=_NO_LABELS,
+                    extra=(),
+                    value=moved,
+                )
+            ],
+        )
+    )
     out.append(
         Family(
             name="ridgeline_samples",
