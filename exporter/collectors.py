@@ -73,10 +73,11 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
             "ridgeline_card_peak_flop_per_second",
             "ridgeline_card_peak_bandwidth_bytes_per_second",
             "ridgeline_card_ridge_flop_per_byte",
+            "ridgeline_hpc_job_info",
         ),
         1,
-        "one ridgeline_gpu_info per GPU naming its card and precision, and the card constants once "
-        "per card and precision on the node",
+        "one ridgeline_gpu_info per GPU naming its card and precision, the card constants once "
+        "per card and precision on the node, and one ridgeline_hpc_job_info per HPC job on a GPU",
     ),
     CollectorSpec(
         "missing",

@@ -80,7 +80,7 @@ class Attributor(Protocol):
 class JobMapper(Protocol):
     """What the sampler needs from exporter.attribution.hpc.HpcJobMap."""
 
-    def lookup(self, gpu: int) -> str | None: ...
+    def lookup(self, gpu: int, gpu_instance: int | None) -> str | None: ...
 
 
 Opener = Callable[[str, SourceOptions], Source]
@@ -267,7 +267,7 @@ class Sampler:
                 message="the replay has played its last sample; serving the last state",
                 finished=True,
             )
-            log.info("replay finished; serving the last state until stopped")
+            log.info("replay finished: its last sample is played")
             self._publish()
             return True
         except SourceError as exc:
@@ -343,7 +343,7 @@ class Sampler:
                 attribution = attributor.lookup(entity.uuid, entity.gpu_instance)
             hpc_job = sample.hpc_job
             if hpc_job is None and job_mapper is not None:
-                hpc_job = job_mapper.lookup(entity.gpu)
+                hpc_job = job_mapper.lookup(entity.gpu, entity.gpu_instance)
             tracked = tracked_by_key.get(key)
             if tracked is None:
                 earlier = totals_by_key.get(key)
