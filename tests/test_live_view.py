@@ -108,11 +108,11 @@ def test_mig_instances_get_their_own_scaled_roof(catalog: Catalog) -> None:
     parent = verdict(2, mig_parent=True)
     specs, unplaced = charts_from_verdicts([verdict(0), instance, parent], catalog=catalog)
     assert [s.key for s in specs] == ["h100-sxm", "h100-sxm-instance"]
-    assert "MIG instance roof (43% of compute, 50% of bandwidth)" in specs[1].title
+    assert "MIG instance roof (45% of compute, 50% of bandwidth)" in specs[1].title
     assert specs[1].bandwidth_bytes_per_second == roof.bandwidth_bytes_per_second
     scaled = {r.label: r.flop_per_second for r in specs[1].roofs}
     assert scaled["bf16 · fp16"] == pytest.approx(roof.peak_flop_per_second)
-    assert scaled["fp8 · int8"] == pytest.approx(1979e12 * 3 / 7)
+    assert scaled["fp8 · int8"] == pytest.approx(1979e12 * 60 / 132, rel=1e-5)  # its 60 of 132 SMs
     assert [(u.key, u.reason.split(":")[0]) for u in unplaced] == [("2", "MIG-partitioned")]
 
 
