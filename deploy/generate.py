@@ -214,9 +214,10 @@ def render(root: Path = ROOT, names: Names | None = None) -> dict[str, str]:
 
 BASE_KUSTOMIZATION_COMMENT = """\
 # Ridgeline on a GPU-operator cluster: one pod per GPU node that reads the node's dcgm-exporter
-# (RIDGELINE_SOURCE=scrape) through a node-local Service, with the pod labels dcgm-exporter puts
-# on each GPU; Pod Security "restricted". See docs/deployment.md. No `namespace:` here: the
-# node-local Service lives in the GPU operator's namespace, every other object names ridgeline.
+# (RIDGELINE_SERVE_SOURCE=scrape) through a node-local Service, with the pod labels
+# dcgm-exporter puts on each GPU; Pod Security "restricted". See docs/deployment.md. No
+# `namespace:` here: the node-local Service lives in the GPU operator's namespace, every other
+# object names ridgeline.
 # generated/ is written by deploy/generate.py from rules/ and grafana/; the image name comes
 # from deploy/names.yaml and the tag from pyproject.toml's version.
 """

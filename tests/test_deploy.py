@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -199,10 +202,10 @@ def test_base_daemonset_scheduling_probes_and_resources(base: list[dict[str, Any
 
 def test_base_reads_the_nodes_dcgm_exporter(base: list[dict[str, Any]]) -> None:
     env = _env(_container(only(base, "DaemonSet")))
-    assert env["RIDGELINE_SOURCE"]["value"] == "scrape"
+    assert env["RIDGELINE_SERVE_SOURCE"]["value"] == "scrape"
     assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    url = env["RIDGELINE_SCRAPE_URL"]["value"]
+    url = env["RIDGELINE_SERVE_SCRAPE_URL"]["value"]
     assert url == "http://ridgeline-dcgm-exporter.gpu-operator.svc:9400/metrics"
     (service,) = [s for s in by_kind(base, "Service") if s["metadata"]["name"] == "ridgeline-dcgm-exporter"]
     assert service["metadata"]["namespace"] == "gpu-operator"
@@ -254,9 +257,9 @@ def test_standalone_has_exactly_the_gpu_privileges(standalone: list[dict[str, An
     assert pod["runtimeClassName"] == "nvidia"
     assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
     assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility,compute"
-    assert env["RIDGELINE_SOURCE"]["value"] == "nvml"
-    assert "RIDGELINE_SCRAPE_URL" not in env
-    assert env["RIDGELINE_KUBELET_SOCKET"]["value"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert env["RIDGELINE_SERVE_SOURCE"]["value"] == "nvml"
+    assert "RIDGELINE_SERVE_SCRAPE_URL" not in env
+    assert env["RIDGELINE_SERVE_KUBELET_SOCKET"]["value"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
     assert "nvidia.com/gpu" not in container["resources"].get("limits", {}), "must not take a GPU"
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -452,6 +455,114 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     unit.write_text(text.replace("/opt/ridgeline/bin/ridgeline serve", "/bin/true"))
     result = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+# -- environment: only the names serve reads today ------------------------------------------------
+
+Variable = tuple[str, str]
+"""(where it is set, the variable's name)."""
+
+
+@cache
+def serve_variables() -> frozenset[str]:
+    """Every RIDGELINE_* variable `ridgeline serve` reads under its current name, taken from its
+    own parser: each flag's help names the variable it reads (`[...; env RIDGELINE_SERVE_SOURCE]`),
+    the name add_flag, the collector and the log flags look up. The deprecated shared names
+    (RIDGELINE_SOURCE) are read too but named nowhere there, so they are not in the set."""
+    from exporter.cli import build_parser, command_parsers
+
+    serve = command_parsers(build_parser())["serve"]
+    return frozenset(
+        name for action in serve._actions for name in re.findall(r"\benv (RIDGELINE_\w+)", action.help or "")
+    )
+
+
+def container_variables(objects: list[dict[str, Any]]) -> list[Variable]:
+    """The RIDGELINE_* variables every container of the objects' pod templates sets."""
+    found = []
+    for obj in objects:
+        pod = obj.get("spec", {}).get("template", {}).get("spec", {})
+        for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            where = f"{obj['kind']}/{obj['metadata']['name']} container {container['name']}"
+            found += [
+                (where, e["name"]) for e in container.get("env", []) if e["name"].startswith("RIDGELINE_")
+            ]
+    return found
+
+
+def assignment_variables(path: Path) -> list[Variable]:
+    """The RIDGELINE_* variables a file assigns: its systemd Environment= lines, and every
+    NAME=value it shows (the environment-file examples in comments and docs)."""
+    found = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        where = f"{path.name}:{number}"
+        if line.strip().startswith("Environment="):
+            names = [word.partition("=")[0] for word in shlex.split(line.partition("=")[2])]
+        else:
+            names = re.findall(r"(RIDGELINE_[A-Z0-9_]+)=", line)
+        found += [(where, name) for name in names if name.startswith("RIDGELINE_")]
+    return found
+
+
+def assert_only_current_serve_variables(found: list[Variable]) -> None:
+    assert found, "sets no RIDGELINE_* variable at all: nothing checked"
+    wrong = [f"{where}: {name}" for where, name in found if name not in serve_variables()]
+    assert not wrong, (
+        "not a variable `ridgeline serve --help` names (an old shared name works but logs a "
+        f"deprecation warning at every start; use RIDGELINE_SERVE_<FLAG>): {'; '.join(wrong)}"
+    )
+
+
+def test_serve_variables_come_from_the_parser_without_the_deprecated_names() -> None:
+    names = serve_variables()
+    assert {"RIDGELINE_SERVE_SOURCE", "RIDGELINE_SERVE_WEB_CONFIG_FILE", "RIDGELINE_LOG_LEVEL"} <= names
+    assert not names & {"RIDGELINE_SOURCE", "RIDGELINE_LISTEN", "RIDGELINE_WEB_CONFIG"}
+
+
+def _with_component(folder: Path, component: Path) -> Path:
+    """The base plus one component, with the ConfigMap runbook-url takes its base from."""
+    local = {"config.kubernetes.io/local-config": "true"}
+    names = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ridgeline-names", "annotations": local},
+        "data": {"runbookUrlBase": "https://wiki.example.com/gpu/runbooks"},
+    }
+    (folder / "names.yaml").write_text(yaml.safe_dump(names))
+    fields = {
+        "resources": [os.path.relpath(KUBE / "base", folder), "names.yaml"],
+        "components": [os.path.relpath(component, folder)],
+    }
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(fields))
+    return folder
+
+
+COMPONENTS = sorted(p for p in (KUBE / "components").iterdir() if (p / "kustomization.yaml").is_file())
+
+
+@pytest.mark.parametrize("overlay", [KUBE / "base", *OVERLAYS], ids=lambda p: p.name)
+def test_kustomizations_set_only_variables_serve_reads_by_their_current_name(overlay: Path) -> None:
+    assert_only_current_serve_variables(container_variables(kustomize(overlay)))
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda p: p.name)
+def test_components_set_only_variables_serve_reads_by_their_current_name(
+    component: Path, tmp_path: Path
+) -> None:
+    assert_only_current_serve_variables(container_variables(kustomize(_with_component(tmp_path, component))))
+
+
+@pytest.mark.parametrize("path", [DEPLOY / "systemd" / "ridgeline.service", ROOT / "docs" / "deployment.md"],
+                         ids=lambda p: p.name)  # fmt: skip
+def test_unit_and_docs_set_only_variables_serve_reads_by_their_current_name(path: Path) -> None:
+    assert_only_current_serve_variables(assignment_variables(path))
+
+
+def test_the_unit_check_reads_environment_lines(tmp_path: Path) -> None:
+    unit = tmp_path / "ridgeline.service"
+    unit.write_text('[Service]\nEnvironment=RIDGELINE_SERVE_SOURCE=dcgm "RIDGELINE_SCRAPE_URL=http://a b"\n')
+    with pytest.raises(AssertionError, match=r"ridgeline\.service:2: RIDGELINE_SCRAPE_URL\b"):
+        assert_only_current_serve_variables(assignment_variables(unit))
 
 
 # -- names: one place for the image repository and the runbook URL base -------------------------

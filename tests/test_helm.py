@@ -22,7 +22,19 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pod_security
 import pytest
 import yaml
-from test_deploy import CHART, KUBE, NAMES, ROOT, by_kind, generate, kustomize, only, validate_all
+from test_deploy import (
+    CHART,
+    KUBE,
+    NAMES,
+    ROOT,
+    assert_only_current_serve_variables,
+    by_kind,
+    container_variables,
+    generate,
+    kustomize,
+    only,
+    validate_all,
+)
 
 KUBE_VERSION = "v1.31.0"
 EXAMPLES = CHART / "examples"
@@ -299,7 +311,7 @@ def test_comparison_notices_a_difference() -> None:
 def test_scrape_url_is_defined_after_the_variable_it_expands() -> None:
     """$(HOST_IP) expands only from variables earlier in the list (the comparison ignores order)."""
     names = [e["name"] for e in _container(render(SHAPES["nothing-optional"]))["env"]]
-    assert names.index("HOST_IP") < names.index("RIDGELINE_SCRAPE_URL")
+    assert names.index("HOST_IP") < names.index("RIDGELINE_SERVE_SCRAPE_URL")
 
 
 # -- reaching dcgm-exporter: the matrix of docs/deployment.md ------------------------------------
@@ -307,16 +319,16 @@ def test_scrape_url_is_defined_after_the_variable_it_expands() -> None:
 MATRIX: dict[str, dict[str, Any]] = {
     "gpu-operator.yaml": {
         "env": {
-            "RIDGELINE_SOURCE": "scrape",
-            "RIDGELINE_SCRAPE_URL": "http://ridgeline-dcgm-exporter.gpu-operator.svc:9400/metrics",
+            "RIDGELINE_SERVE_SOURCE": "scrape",
+            "RIDGELINE_SERVE_SCRAPE_URL": "http://ridgeline-dcgm-exporter.gpu-operator.svc:9400/metrics",
         },
         "service": ("gpu-operator", {"app": "nvidia-dcgm-exporter"}, 9400),
         "level": "restricted",
     },
     "dcgm-exporter-chart.yaml": {
         "env": {
-            "RIDGELINE_SOURCE": "scrape",
-            "RIDGELINE_SCRAPE_URL": "http://ridgeline-dcgm-exporter.dcgm-exporter.svc:9400/metrics",
+            "RIDGELINE_SERVE_SOURCE": "scrape",
+            "RIDGELINE_SERVE_SCRAPE_URL": "http://ridgeline-dcgm-exporter.dcgm-exporter.svc:9400/metrics",
         },
         "service": (
             "dcgm-exporter",
@@ -326,15 +338,18 @@ MATRIX: dict[str, dict[str, Any]] = {
         "level": "restricted",
     },
     "hostport-daemonset.yaml": {
-        "env": {"RIDGELINE_SOURCE": "scrape", "RIDGELINE_SCRAPE_URL": "http://$(HOST_IP):9400/metrics"},
+        "env": {
+            "RIDGELINE_SERVE_SOURCE": "scrape",
+            "RIDGELINE_SERVE_SCRAPE_URL": "http://$(HOST_IP):9400/metrics",
+        },
         "service": None,
         "level": "restricted",
     },
     "host-engine.yaml": {
         "env": {
-            "RIDGELINE_SOURCE": "dcgm",
-            "RIDGELINE_DCGM_ADDRESS": "nvidia-dcgm.gpu-operator.svc:5555",
-            "RIDGELINE_KUBELET_SOCKET": "/var/lib/kubelet/pod-resources/kubelet.sock",
+            "RIDGELINE_SERVE_SOURCE": "dcgm",
+            "RIDGELINE_SERVE_DCGM_ADDRESS": "nvidia-dcgm.gpu-operator.svc:5555",
+            "RIDGELINE_SERVE_KUBELET_SOCKET": "/var/lib/kubelet/pod-resources/kubelet.sock",
         },
         "service": None,
         "level": "privileged",
@@ -369,7 +384,7 @@ def test_matrix_row_renders_the_source_it_promises(example: str) -> None:
         assert service["spec"]["internalTrafficPolicy"] == "Local"
         assert service["spec"]["selector"] == selector
         assert service["spec"]["ports"][0]["port"] == port
-        url = env["RIDGELINE_SCRAPE_URL"]
+        url = env["RIDGELINE_SERVE_SCRAPE_URL"]
         assert url.startswith(f"http://{service['metadata']['name']}.{namespace}.svc:{port}/")
     assert pod_security.level(_pod(objects)) == expected["level"]
     assert (
@@ -382,6 +397,16 @@ def test_gpu_operator_row_matches_the_chart_defaults() -> None:
     """The default install is the GPU-operator row: no values needed."""
     values = yaml.safe_load((EXAMPLES / "gpu-operator.yaml").read_text())
     assert keyed(render(values)) == keyed(render())
+
+
+@pytest.mark.parametrize(
+    "values",
+    [*(yaml.safe_load((EXAMPLES / name).read_text()) for name in sorted(MATRIX)), *SHAPES.values()],
+    ids=[*(f"example-{name}" for name in sorted(MATRIX)), *SHAPES],
+)
+def test_chart_sets_only_variables_serve_reads_by_their_current_name(values: dict[str, Any]) -> None:
+    """Every example and shape: an old shared name would log a deprecation warning at each start."""
+    assert_only_current_serve_variables(container_variables(render(values)))
 
 
 # -- one selector for the Prometheus stack -------------------------------------------------------
@@ -585,7 +610,7 @@ def test_release_name_scopes_object_names_and_selectors() -> None:
     assert only(objects, "ServiceMonitor")["spec"]["selector"]["matchLabels"] == selector
     assert daemonset["spec"]["template"]["spec"]["serviceAccountName"] == "gpu-ridgeline"
     assert by_kind(objects, "Namespace") == [], "createNamespace defaults to false"
-    assert _env(objects)["RIDGELINE_SCRAPE_URL"] == (
+    assert _env(objects)["RIDGELINE_SERVE_SCRAPE_URL"] == (
         "http://gpu-ridgeline-dcgm-exporter.gpu-operator.svc:9400/metrics"
     )
 
@@ -613,7 +638,7 @@ def test_common_keys_reach_the_objects() -> None:
     objects = render(SHAPES["everything"])
     daemonset, pod, container = _daemonset(objects), _pod(objects), _container(objects)
     env = _env(objects)
-    assert env["RIDGELINE_WEB_CONFIG"] == "/etc/ridgeline/web-config/web-config.yml"
+    assert env["RIDGELINE_SERVE_WEB_CONFIG_FILE"] == "/etc/ridgeline/web-config/web-config.yml"
     assert env["RIDGELINE_LOG_LEVEL"] == "debug"
     assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"

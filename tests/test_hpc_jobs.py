@@ -302,7 +302,7 @@ def test_scraped_dcgm_exporter_repeating_series_per_job_becomes_one_gpu() -> Non
 
 
 def _slurm(script: str, directory: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {"PATH": os.environ["PATH"], "RIDGELINE_HPC_JOB_MAPPING_DIR": str(directory), **env}
+    environment = {"PATH": os.environ["PATH"], "RIDGELINE_SERVE_HPC_JOB_MAPPING_DIR": str(directory), **env}
     return subprocess.run(["sh", str(SLURM / script)], env=environment, capture_output=True, text=True,
                           timeout=30, check=False)  # fmt: skip
 
@@ -320,9 +320,18 @@ def test_prolog_writes_and_epilog_removes_the_mapping(tmp_path: Path) -> None:
     assert [p.name for p in directory.iterdir() if not p.name.startswith(".")] == []
 
 
+def test_the_scripts_still_read_serves_deprecated_variable(tmp_path: Path) -> None:
+    """A slurmd environment set up before RIDGELINE_SERVE_* keeps writing where serve reads."""
+    old = tmp_path / "old-name"
+    done = _slurm("prolog.sh", tmp_path / "unused", SLURM_JOB_ID="5", SLURM_JOB_GPUS="1",
+                  RIDGELINE_SERVE_HPC_JOB_MAPPING_DIR="", RIDGELINE_HPC_JOB_MAPPING_DIR=str(old))  # fmt: skip
+    assert done.returncode == 0
+    assert dict(read_mapping(old)[0]) == {(1, None): "5"}
+
+
 def test_prolog_writes_mig_instance_files_and_dcgm_exporters_variable(tmp_path: Path) -> None:
     directory = tmp_path / "dcgm-jobs"
-    environment = {"DCGM_HPC_JOB_MAPPING_DIR": str(directory), "RIDGELINE_HPC_JOB_MAPPING_DIR": ""}
+    environment = {"DCGM_HPC_JOB_MAPPING_DIR": str(directory), "RIDGELINE_SERVE_HPC_JOB_MAPPING_DIR": ""}
     done = _slurm(
         "prolog.sh",
         tmp_path / "unused",

@@ -1,7 +1,8 @@
 """The container image, for real: deploy/Dockerfile built with buildah (scripts/build-image) and run
 with podman the way a hardened node runs it — read-only root, every capability dropped, no new
 privileges, the image's own non-root user — on loopback. /metrics answers and promtool finds
-nothing to say about it; the image's HEALTHCHECK passes and follows --listen / RIDGELINE_LISTEN.
+nothing to say about it; the image's HEALTHCHECK passes and follows --web.listen-address /
+RIDGELINE_SERVE_WEB_LISTEN_ADDRESS (the name the deployment files use).
 It carries the daemon without the client tools' extras, the LICENSE and its OCI labels.
 
 Container storage lives in a temporary --root/--runroot, removed afterwards. Each build step's
@@ -143,19 +144,20 @@ def _wait_ready(podman: Podman, container: str, base: str, seconds: float = 60) 
 
 
 def _start_on_a_free_port(podman: Podman, *args: str, by_variable: bool = False) -> tuple[str, int]:
-    """Start serve on a loopback port it is told, as --listen (or RIDGELINE_LISTEN): the
-    HEALTHCHECK reads the port off serve's command line, so port 0 will not do. The port is
-    picked before serve binds it, so another process may take it first: serve then stops at
-    once with "in use", and a fresh port is tried (serve logs "serving on" only once bound)."""
+    """Start serve on a loopback port it is told, as --web.listen-address (or
+    RIDGELINE_SERVE_WEB_LISTEN_ADDRESS): the HEALTHCHECK reads the port off serve's command
+    line, so port 0 will not do. The port is picked before serve binds it, so another process
+    may take it first: serve then stops at once with "in use", and a fresh port is tried (serve
+    logs "serving on" only once bound)."""
     for _ in range(5):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = int(probe.getsockname()[1])
         listen = f"127.0.0.1:{port}"
         if by_variable:
-            container = podman.start(*args, env={"RIDGELINE_LISTEN": listen})
+            container = podman.start(*args, env={"RIDGELINE_SERVE_WEB_LISTEN_ADDRESS": listen})
         else:
-            container = podman.start(*args, "--listen", listen)
+            container = podman.start(*args, "--web.listen-address", listen)
         deadline = time.monotonic() + 60
         while True:
             logs = podman("logs", container, check=False)
@@ -203,7 +205,7 @@ def test_hardened_container_serves_clean_metrics_and_passes_its_healthcheck(podm
 
     health = _healthcheck(podman, container)
     assert health.returncode == 0, (
-        f"HEALTHCHECK failed on --listen 127.0.0.1:{port}: {health.stdout}{health.stderr}"
+        f"HEALTHCHECK failed on --web.listen-address 127.0.0.1:{port}: {health.stdout}{health.stderr}"
     )
 
     # The posture the flags asked for, seen from inside: uid 65532, no capabilities, no writes to /.
@@ -215,11 +217,13 @@ def test_hardened_container_serves_clean_metrics_and_passes_its_healthcheck(podm
     assert write.returncode != 0 and "Read-only file system" in write.stderr
 
 
-def test_healthcheck_follows_ridgeline_listen_and_reports_a_dead_endpoint(podman: Podman) -> None:
+def test_healthcheck_follows_the_listen_variable_and_reports_a_dead_endpoint(podman: Podman) -> None:
     container, port = _start_on_a_free_port(podman, "--replay", "demo", "--loop", by_variable=True)
     _wait_ready(podman, container, f"http://127.0.0.1:{port}")
     health = _healthcheck(podman, container)
-    assert health.returncode == 0, f"HEALTHCHECK failed on RIDGELINE_LISTEN: {health.stdout}{health.stderr}"
+    assert health.returncode == 0, (
+        f"HEALTHCHECK failed on RIDGELINE_SERVE_WEB_LISTEN_ADDRESS: {health.stdout}{health.stderr}"
+    )
 
     # The same check pointed at a port nothing listens on fails and says why.
     with closed_port() as dead:

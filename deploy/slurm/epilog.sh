@@ -2,7 +2,9 @@
 # Slurm Epilog (slurm.conf: Epilog=/etc/slurm/epilog.d/*): removes the job from each GPU's (or MIG
 # instance's) file that prolog.sh wrote, and the file with its last job, so `hpc_job` disappears
 # with the job. Never fails (a failing epilog drains the node); problems are a line on stderr.
-dir="${RIDGELINE_HPC_JOB_MAPPING_DIR:-${DCGM_HPC_JOB_MAPPING_DIR:-/run/ridgeline/hpc-jobs}}"
+# The directory serve reads: its variable, then the deprecated one, then dcgm-exporter's.
+dir="${RIDGELINE_SERVE_HPC_JOB_MAPPING_DIR:-${RIDGELINE_HPC_JOB_MAPPING_DIR:-}}"
+dir="${dir:-${DCGM_HPC_JOB_MAPPING_DIR:-/run/ridgeline/hpc-jobs}}"
 job="${SLURM_JOB_ID:-}"
 gpus="${RIDGELINE_HPC_JOB_GPUS:-${SLURM_JOB_GPUS:-}}"
 [ -n "$job" ] && [ -n "$gpus" ] && [ -d "$dir" ] || exit 0

@@ -7,7 +7,9 @@
 #
 # A failing prolog drains the node and requeues the job, so this script never fails: a problem
 # is a line on stderr (slurmd's log) and the job runs unlabelled.
-dir="${RIDGELINE_HPC_JOB_MAPPING_DIR:-${DCGM_HPC_JOB_MAPPING_DIR:-/run/ridgeline/hpc-jobs}}"
+# The directory serve reads: its variable, then the deprecated one, then dcgm-exporter's.
+dir="${RIDGELINE_SERVE_HPC_JOB_MAPPING_DIR:-${RIDGELINE_HPC_JOB_MAPPING_DIR:-}}"
+dir="${dir:-${DCGM_HPC_JOB_MAPPING_DIR:-/run/ridgeline/hpc-jobs}}"
 job="${SLURM_JOB_ID:-}"
 # SLURM_JOB_GPUS: the GPU indexes allocated to the job on this node (Prolog/Epilog environment);
 # with gres.conf AutoDetect=nvml they are the NVML indexes Ridgeline's gpu label shows. A site

@@ -30,8 +30,8 @@ TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 
 LEGACY_VARIABLE_COMMANDS = frozenset({"serve"})
-"""Commands that still read the variables every command once shared (RIDGELINE_<FLAG>): the
-deployment files (deploy/) and existing units set them for serve. Deprecated."""
+"""Commands that still read the variables every command once shared (RIDGELINE_<FLAG>): earlier
+deployment files and existing environment files set them for serve. Deprecated."""
 
 _deprecated_seen: list[tuple[str, str]] = []
 
