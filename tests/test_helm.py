@@ -314,6 +314,15 @@ def test_scrape_url_is_defined_after_the_variable_it_expands() -> None:
     assert names.index("HOST_IP") < names.index("RIDGELINE_SERVE_SCRAPE_URL")
 
 
+def test_a_container_port_other_than_the_default_is_where_serve_listens() -> None:
+    """The probes and the Service follow `containerPort`, so serve must listen there too."""
+    objects = render({"containerPort": 9501})
+    assert _env(objects)["RIDGELINE_SERVE_WEB_LISTEN_ADDRESS"] == ":9501"
+    (port,) = _container(objects)["ports"]
+    assert port["containerPort"] == 9501
+    assert "RIDGELINE_SERVE_WEB_LISTEN_ADDRESS" not in _env(render({}))
+
+
 # -- reaching dcgm-exporter: the matrix of docs/deployment.md ------------------------------------
 
 MATRIX: dict[str, dict[str, Any]] = {
