@@ -119,6 +119,8 @@ def collect_replay(
     accrued: dict[_LabelKey, _Accrued] = {}
     first_seen: dict[tuple[str, int | None], float] = {}
     last_seen: dict[tuple[str, int | None], float] = {}
+    shares: dict[tuple[str, int | None], float] = {}
+    """Each GPU's part of a physical GPU (a MIG instance's share; a parent's 0): its span counts so."""
     intervals: Counter[float] = Counter()
     recent: list[float] = []
     gaps: list[Window] = []
@@ -201,6 +203,7 @@ def collect_replay(
                     )
                 segment.latest = totals
                 last_seen[key] = gpu.inference.timestamp
+                shares[key] = gpu.gpu_share
             if progress is not None and batches % 10000 == 0:
                 progress(batches)
             if ts - (checkpoints[-1][0] if checkpoints else first_ts) >= checkpoint_every:
@@ -235,7 +238,7 @@ def collect_replay(
         card_gpu_seconds=fleet.card_gpu_seconds,
     )
     interval = _median(intervals) or options.interval_seconds
-    spans = sum(last_seen[k] - first_seen[k] for k in last_seen)
+    spans = sum((last_seen[k] - first_seen[k]) * shares[k] for k in last_seen)
     integrated = fleet.total_gpu_seconds
     notes = [
         f"{samples} samples in {batches} batches from {source.display_name} ({source.format}), "

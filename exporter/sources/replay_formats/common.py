@@ -158,7 +158,7 @@ class ParseContext:
     ) -> Entity:
         """One shared Entity per GPU, so the sampler sees the same identity batch after batch."""
         if uuid is None:
-            uuid = f"GPU-replay-{gpu}" if gpu_instance is None else f"MIG-replay-{gpu}-{gpu_instance}"
+            uuid = f"GPU-replay-{gpu}"  # a MIG instance carries its GPU's, as DCGM's do
         if gpu_instance is not None and profile is None:
             profile = hinted_profile(self.mig_profiles, gpu, gpu_instance)
         key = (gpu, uuid, model, gpu_instance, profile)
