@@ -314,3 +314,39 @@ def test_annotations_read_only_the_alerts_own_labels_and_value() -> None:
                 )
                 refs = set(re.findall(r"\$\w+", action))
                 assert refs <= {"$labels", "$value"}, f"{rule['alert']} {key}: {refs}"
+
+
+def _minutes(duration: str) -> int:
+    found = re.fullmatch(r"(\d+)m", duration)
+    assert found, f"durations here are whole minutes, not {duration!r}"
+    return int(found.group(1))
+
+
+def _lead_minutes(expr: str, records: dict[str, str]) -> int:
+    """How long an alert's condition needs data before it can hold: the longest range or offset
+    in its expression and in the instance_gpu: rules it reads (the staged frozen-counter rules)."""
+    lead = [int(m) for m in re.findall(r"(?:\[|offset )(\d+)m\b", expr)]
+    for name in _names_read(expr):
+        if name.startswith("instance_gpu:") and name in records:
+            lead.append(_lead_minutes(records[name], records))
+    return max(lead, default=0)
+
+
+def test_each_alerts_text_says_its_own_durations() -> None:
+    """The longest time an alert's text names is its `for:` (how long the condition has held when
+    it fires); any other is the window its condition reads; the seconds it names are thresholds in
+    its expression. One value, read from the rule, not retyped."""
+    records = {r["record"]: r["expr"] for r in _rules("record")}
+    for rule in _rules("alert"):
+        text = " ".join(rule["annotations"].values())
+        hold = _minutes(rule["for"])
+        lead = _lead_minutes(rule["expr"], records)
+        for seconds in re.findall(r"(\d+) s\b", text):
+            assert re.search(rf"\b{seconds}\b", rule["expr"]), (
+                f"{rule['alert']}: {seconds} s is not in its expr"
+            )
+        minutes = [int(m) for m in re.findall(r"(\d+) minutes?", text)]
+        if not minutes:  # RidgelineSamplesStale says how old the sample is, from its value
+            continue
+        assert max(minutes) == hold, f"{rule['alert']}: fires after {hold} min held, text says {minutes}"
+        assert set(minutes) <= {hold, lead} - {0}, f"{rule['alert']}: {minutes}"
