@@ -41,6 +41,9 @@ WORKLOADS = (
     ("free", None, None, "idle", 0.0, 0.0),
     ("hpc", None, None, "compute_bound", 0.64, 0.31),
 )
+HPC_IDLE_TAIL_SECONDS = 1800.0
+"""An HPC job's last half hour is idle (it holds its GPUs while it waits on its file system):
+idle while allocated, by a job no pod holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +135,11 @@ def make_fleet(
                 who = node if whole_nodes else f"{node}-{i}"
                 pod = f"{prefix}-{who}-{k}" if prefix else None
                 job = f"{4000 + n * 10 + (0 if whole_nodes else i)}" if kind == "hpc" else None
+                busy_until = stop - HPC_IDLE_TAIL_SECONDS if job is not None else stop
                 segments.append(
                     Segment(
                         start=t,
-                        end=stop,
+                        end=busy_until,
                         regime=regime,
                         tk=tk,
                         dram=dram,
@@ -144,6 +148,10 @@ def make_fleet(
                         hpc_job=job,
                     )
                 )
+                if busy_until < stop:
+                    segments.append(
+                        Segment(start=busy_until, end=stop, regime="idle", tk=0.0, dram=0.0, hpc_job=job)
+                    )
                 t = stop
                 k += 1
             shared = tuple(segments)
@@ -324,8 +332,9 @@ def write_recorded(
     milliseconds: bool = False,
 ) -> int:
     """namespace_pod:*, instance:* and cluster:* series as the recording rules would record them at each
-    evaluation in [start, end] (rates over the 5 minutes before it); without the # EOF."""
-    from exporter.report.series import CLUSTER, INSTANCE, NAMESPACE_POD
+    evaluation in [start, end] (rates over the 5 minutes before it), and the idle seconds of HPC
+    jobs' GPUs no pod holds; without the # EOF."""
+    from exporter.report.series import CLUSTER, HPC_JOB_IDLE_WITHOUT_POD, INSTANCE, NAMESPACE_POD
 
     window = 300.0
 
@@ -401,6 +410,19 @@ def write_recorded(
                     for row in rows:
                         out.write(f"{name}{{{text}}} {row}\n")
                         written += 1
+    jobs: dict[str, list[tuple[Gpu, Segment]]] = {}
+    for gpu in fleet.gpus:
+        for segment in gpu.segments:
+            if segment.hpc_job is not None and segment.pod is None:
+                jobs.setdefault(segment.hpc_job, []).append((gpu, segment))
+    out.write(f"# TYPE {HPC_JOB_IDLE_WITHOUT_POD} gauge\n")
+    for job, parts in sorted(jobs.items()):
+        text = _label_text({**cluster, "hpc_job": job})
+        for at in evals:
+            idle = rates(parts, at)[0]["idle"]
+            if idle > 0:  # the rule's input is absent while 0
+                out.write(f"{HPC_JOB_IDLE_WITHOUT_POD}{{{text}}} {idle!r} {stamp(at)}\n")
+                written += 1
     return written
 
 

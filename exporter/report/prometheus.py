@@ -42,6 +42,7 @@ from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_
 from exporter.report.series import (
     CLUSTER,
     GROUP_LEVELS,
+    HPC_JOB_IDLE_WITHOUT_POD,
     RATE_WINDOW_SECONDS,
     RAW_DRAM_BYTES,
     RAW_FLOP,
@@ -400,16 +401,23 @@ def collect(
         else:
             group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool)
         fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
+        without_pod_jobs = _idle_without_pod_jobs(client, group_stretches, step, matchers, pool)
         workloads = _usage(workload_jobs, workload_by)
         if derived:
             groups = merge_usage(replace(u, labels=_labels(u.labels, by)) for u in workloads)
         else:
             groups = workloads if group_jobs is workload_jobs else _usage(group_jobs, by)
         fleet, timeline = _fleet(fleet_jobs, step)
+        # allocation is the groups' property; what a pod-level grouping leaves out goes to the rest
+        without_pod = sum(value for _, future in without_pod_jobs for _, value in future.result())
+        fleet = replace(
+            fleet, idle_allocated_gpu_seconds=sum(g.idle_allocated_gpu_seconds for g in groups) + without_pod
+        )
     if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
         notes.append(
-            "groups come from pod-level series: GPUs held by no pod form the ungrouped remainder, "
-            "and their idle time (an HPC job's included) does not count as allocated"
+            "groups come from pod-level series: GPUs held by no pod form the ungrouped remainder; "
+            "its idle time while an HPC job holds the GPUs counts as allocated "
+            f"({HPC_JOB_IDLE_WITHOUT_POD})"
         )
     gaps = _gaps(timeline, start, end, step)
     series = _described(group_stretches, fleet_stretches)
@@ -564,6 +572,31 @@ def _usage_jobs(
                 else quantity
             )
             jobs.append((job, pool.submit(client.query, expr, stretch.end)))
+    return jobs
+
+
+def _idle_without_pod_jobs(
+    client: PrometheusClient,
+    stretches: Sequence[_Stretch],
+    step: int,
+    matchers: Sequence[promql.Matcher],
+    pool: ThreadPoolExecutor,
+) -> _Jobs:
+    """For each stretch grouped from pod-level series: the idle GPU-seconds of GPUs an HPC job holds
+    and no pod does (idle while allocated, outside every pod group). None where a matcher names a
+    label besides `cluster`: such GPUs are then outside the report (they have no pod labels)."""
+    if any(m.label != "cluster" for m in matchers):
+        return []
+    jobs: _Jobs = []
+    for stretch in stretches:
+        if stretch.level is None or not stretch.level.allocated_only:
+            continue
+        length = stretch.end - stretch.start
+        window = promql.idle_without_pod_expr(
+            length if stretch.edge else step, matchers, lookback=stretch.lookback
+        )
+        expr = window if stretch.edge else promql.stretch_total(window, length, step)
+        jobs.append(("idle_without_pod", pool.submit(client.query, expr, stretch.end)))
     return jobs
 
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.report.series import (
+    HPC_JOB_IDLE_WITHOUT_POD,
     RATE_WINDOW_SECONDS,
     RAW_DRAM_BYTES,
     RAW_FLOP,
@@ -166,6 +167,19 @@ def window_expr(
     if lookback is not None:
         reading = f"last_over_time({reading}[{round(lookback * 1000)}ms])"
     return f"sum by ({keys}) (sum_over_time({reading}[{open_range(step)}:{rate}])) * {RATE_WINDOW_SECONDS}"
+
+
+def idle_without_pod_expr(
+    step: float, matchers: Sequence[Matcher] = (), lookback: float | None = None
+) -> str:
+    """One window's idle GPU-seconds of GPUs an HPC job holds and no pod does, from the recorded
+    series (read as window_expr reads a level's): what a pod-level grouping leaves out of its
+    idle-while-allocated time."""
+    reading = f"{HPC_JOB_IDLE_WITHOUT_POD}{_selector(matchers)}"
+    if lookback is not None:
+        reading = f"last_over_time({reading}[{round(lookback * 1000)}ms])"
+    rate = duration(RATE_WINDOW_SECONDS)
+    return f"sum(sum_over_time({reading}[{open_range(step)}:{rate}])) * {RATE_WINDOW_SECONDS}"
 
 
 def stretch_total(expr: str, length: float, step: float) -> str:

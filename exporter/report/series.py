@@ -63,6 +63,10 @@ CLUSTER = RecordedLevel(
     allocated_only=False,
 )
 
+HPC_JOB_IDLE_WITHOUT_POD = "hpc_job:ridgeline_idle_seconds_without_pod:rate5m"
+"""Idle GPU-seconds per second of GPUs an HPC job holds and no pod does (labels cluster, hpc_job):
+idle while allocated, though outside the pod level a pod grouping reads."""
+
 GROUP_LEVELS: tuple[RecordedLevel, ...] = (NAMESPACE_POD, INSTANCE)
 """Levels a grouping may be read from, tried in this order."""
 LEVELS: tuple[RecordedLevel, ...] = (NAMESPACE_POD, INSTANCE, CLUSTER)
@@ -71,5 +75,10 @@ LEVELS: tuple[RecordedLevel, ...] = (NAMESPACE_POD, INSTANCE, CLUSTER)
 def recorded_names() -> list[str]:
     """Every recorded series name the report reads."""
     return [
-        name for level in LEVELS for name in (level.regime_seconds, level.flop, level.dram_bytes, level.gpus)
+        *(
+            name
+            for level in LEVELS
+            for name in (level.regime_seconds, level.flop, level.dram_bytes, level.gpus)
+        ),
+        HPC_JOB_IDLE_WITHOUT_POD,
     ]
