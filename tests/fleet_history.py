@@ -331,10 +331,10 @@ def write_recorded(
     eval_seconds: float = 60.0,
     milliseconds: bool = False,
 ) -> int:
-    """namespace_pod:*, instance:* and cluster:* series as the recording rules would record them at each
-    evaluation in [start, end] (rates over the 5 minutes before it), and the idle seconds of HPC
-    jobs' GPUs no pod holds; without the # EOF."""
-    from exporter.report.series import CLUSTER, HPC_JOB_IDLE_WITHOUT_POD, INSTANCE, NAMESPACE_POD
+    """namespace_pod:*, instance:*, hpc_job:* and cluster:* series as the recording rules would
+    record them at each evaluation in [start, end] (rates over the 5 minutes before it),
+    idle-while-allocated seconds included; without the # EOF."""
+    from exporter.report.series import CLUSTER, HPC_JOB, INSTANCE, NAMESPACE_POD
 
     window = 300.0
 
@@ -353,6 +353,11 @@ def write_recorded(
         for segment in gpu.segments:
             if segment.pod is not None and segment.namespace is not None:
                 pods.setdefault((segment.namespace, segment.pod), []).append((gpu, segment))
+    jobs: dict[str, list[tuple[Gpu, Segment]]] = {}
+    for gpu in fleet.gpus:
+        for segment in gpu.segments:
+            if segment.hpc_job is not None:
+                jobs.setdefault(segment.hpc_job, []).append((gpu, segment))
     cluster = {"cluster": fleet.cluster}
 
     def rates(
@@ -379,6 +384,7 @@ def write_recorded(
             [({"namespace": ns, "pod": pod, **cluster}, parts) for (ns, pod), parts in sorted(pods.items())],
         ),
         (INSTANCE, [(node_labels, parts) for node_labels, parts in _by_node(fleet)]),
+        (HPC_JOB, [({"hpc_job": job, **cluster}, parts) for job, parts in sorted(jobs.items())]),
         (CLUSTER, [(dict(cluster), [(gpu, s) for gpu in fleet.gpus for s in gpu.segments])]),
     )
     for level, groups in levels:
@@ -410,19 +416,17 @@ def write_recorded(
                     for row in rows:
                         out.write(f"{name}{{{text}}} {row}\n")
                         written += 1
-    jobs: dict[str, list[tuple[Gpu, Segment]]] = {}
-    for gpu in fleet.gpus:
-        for segment in gpu.segments:
-            if segment.hpc_job is not None and segment.pod is None:
-                jobs.setdefault(segment.hpc_job, []).append((gpu, segment))
-    out.write(f"# TYPE {HPC_JOB_IDLE_WITHOUT_POD} gauge\n")
-    for job, parts in sorted(jobs.items()):
-        text = _label_text({**cluster, "hpc_job": job})
-        for at in evals:
-            idle = rates(parts, at)[0]["idle"]
-            if idle > 0:  # the rule's input is absent while 0
-                out.write(f"{HPC_JOB_IDLE_WITHOUT_POD}{{{text}}} {idle!r} {stamp(at)}\n")
-                written += 1
+    for level, groups in ((INSTANCE, levels[1][1]), (CLUSTER, levels[3][1])):
+        name = level.idle_allocated
+        assert name is not None
+        out.write(f"# TYPE {name} gauge\n")
+        for labels, parts in groups:
+            held = [(gpu, s) for gpu, s in parts if s.pod is not None or s.hpc_job is not None]
+            for at in evals:
+                idle = rates(held, at)[0]["idle"]
+                if idle > 0:  # the rule's inputs are absent while 0
+                    out.write(f"{name}{{{_label_text(labels)}}} {idle!r} {stamp(at)}\n")
+                    written += 1
     return written
 
 

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.report.series import (
-    HPC_JOB_IDLE_WITHOUT_POD,
     RATE_WINDOW_SECONDS,
     RAW_DRAM_BYTES,
     RAW_FLOP,
@@ -152,34 +151,21 @@ def window_expr(
             )
             inner = f"{function}({metric}{_selector(matchers)}[{window}])"
         return f"sum by ({keys}) ({inner})"
-    if quantity == "idle_allocated" and not level.allocated_only:
+    if quantity == "idle_allocated" and not level.allocated_only and level.idle_allocated is None:
         raise ValueError(f"the {level.name} level does not tell allocated GPUs from the others")
     metric = {
         "regime": level.regime_seconds,
-        "idle_allocated": level.regime_seconds,
+        "idle_allocated": level.idle_allocated or level.regime_seconds,
         "flop": level.flop,
         "dram_bytes": level.dram_bytes,
         "cards": level.gpus,
     }[quantity]
-    extra = ('regime="idle"',) if quantity == "idle_allocated" else ()
+    extra = ('regime="idle"',) if quantity == "idle_allocated" and level.idle_allocated is None else ()
     rate = duration(RATE_WINDOW_SECONDS)
     reading = f"{metric}{_selector(matchers, *extra)}"
     if lookback is not None:
         reading = f"last_over_time({reading}[{round(lookback * 1000)}ms])"
     return f"sum by ({keys}) (sum_over_time({reading}[{open_range(step)}:{rate}])) * {RATE_WINDOW_SECONDS}"
-
-
-def idle_without_pod_expr(
-    step: float, matchers: Sequence[Matcher] = (), lookback: float | None = None
-) -> str:
-    """One window's idle GPU-seconds of GPUs an HPC job holds and no pod does, from the recorded
-    series (read as window_expr reads a level's): what a pod-level grouping leaves out of its
-    idle-while-allocated time."""
-    reading = f"{HPC_JOB_IDLE_WITHOUT_POD}{_selector(matchers)}"
-    if lookback is not None:
-        reading = f"last_over_time({reading}[{round(lookback * 1000)}ms])"
-    rate = duration(RATE_WINDOW_SECONDS)
-    return f"sum(sum_over_time({reading}[{open_range(step)}:{rate}])) * {RATE_WINDOW_SECONDS}"
 
 
 def stretch_total(expr: str, length: float, step: float) -> str:
