@@ -5,7 +5,8 @@ node_exporter's convention: `--collector.NAME` turns a collector on, `--no-colle
 shipped rules and dashboards read them (docs/rules-and-dashboards.md, "Series budget", says which
 alert or panel goes empty without which collector); a large fleet that wants only the fleet view
 can drop the per-GPU readings and keep the counters. The source-health families
-(ridgeline_source_up, ridgeline_last_sample_timestamp_seconds, ridgeline_samples_total,
+(ridgeline_source_up, ridgeline_last_sample_timestamp_seconds,
+ridgeline_last_data_advance_timestamp_seconds, ridgeline_samples_total,
 ridgeline_sample_errors_total, ridgeline_build_info) are always exported: the health alerts need
 them.
 
@@ -73,10 +74,11 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
             "ridgeline_card_peak_flop_per_second",
             "ridgeline_card_peak_bandwidth_bytes_per_second",
             "ridgeline_card_ridge_flop_per_byte",
+            "ridgeline_hpc_job_info",
         ),
         1,
-        "one ridgeline_gpu_info per GPU naming its card and precision, and the card constants once "
-        "per card and precision on the node",
+        "one ridgeline_gpu_info per GPU naming its card and precision, the card constants once "
+        "per card and precision on the node, and one ridgeline_hpc_job_info per HPC job on a GPU",
     ),
     CollectorSpec(
         "missing",

@@ -8,9 +8,11 @@ a dictionary lookup. Process metrics (CPU, RSS, fds) are encoded fresh and appen
 
 Labels: per-GPU series carry gpu, uuid, model, card; namespace/pod/container only when the GPU is
 attributed to a pod, gpu_instance only for MIG instances, hpc_job only while a Slurm (HPC) job
-mapping names the GPU's jobs (exporter/attribution/hpc.py). Series of one family may therefore have
-different label names, which both the text format and OpenMetrics allow; nothing is padded
-with empty values.
+mapping names exactly one job on the GPU (exporter/attribution/hpc.py). A GPU several jobs share
+is counted once, without hpc_job, and ridgeline_hpc_job_info has one series per job on it: every
+sum over per-GPU series counts each GPU once (docs/deployment.md, "Slurm and other HPC
+schedulers"). Series of one family may therefore have different label names, which both the
+text format and OpenMetrics allow; nothing is padded with empty values.
 
     # HELP ridgeline_dram_active_ratio Smoothed DCGM DRAM_ACTIVE: fraction of cycles ...
     # TYPE ridgeline_dram_active_ratio gauge
@@ -35,6 +37,8 @@ from exporter.roofline import REGIMES, Roof
 from exporter.state import GpuState, Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"
+HPC_JOB_SEPARATOR = ","
+"""How GpuState.hpc_job lists several jobs (exporter/sample.py, join_hpc_jobs)."""
 
 _go_float: Callable[[float], str] = floatToGoString
 """prometheus_client's number formatter (untyped upstream), so both encoders agree."""
@@ -97,7 +101,7 @@ _Labelled = list[tuple[GpuState, dict[str, str], Estimate | None]]
 
 def gpu_labels(gpu: GpuState) -> dict[str, str]:
     """gpu, uuid, model, card; + namespace/pod/container when attributed; + gpu_instance for MIG;
-    + hpc_job when an HPC job mapping names the GPU's jobs."""
+    + hpc_job when an HPC job mapping names one job on the GPU (several: ridgeline_hpc_job_info)."""
     entity = gpu.entity
     labels = {
         "gpu": str(entity.gpu),
@@ -111,7 +115,7 @@ def gpu_labels(gpu: GpuState) -> dict[str, str]:
         labels["namespace"] = gpu.attribution.namespace
         labels["pod"] = gpu.attribution.pod
         labels["container"] = gpu.attribution.container
-    if gpu.hpc_job is not None:
+    if gpu.hpc_job is not None and HPC_JOB_SEPARATOR not in gpu.hpc_job:
         labels["hpc_job"] = gpu.hpc_job
     return dict(sorted(labels.items()))  # sorted once, as the encoders write them
 
@@ -169,6 +173,7 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
         out.append(Family(name=name, documentation=documentation, type="gauge", rows=rows))
     if "card" in collectors:
         out.extend(_card_families(labelled))
+        out.append(_hpc_job_family(labelled))
     if "regime" in collectors:
         out.append(_regime_family(labelled))
         out.append(_share_family(labelled))
@@ -362,6 +367,27 @@ def _totals_families(labelled: _Labelled) -> list[Family]:
     ]
 
 
+def _hpc_job_family(labelled: _Labelled) -> Family:
+    """ridgeline_hpc_job_info: one series per HPC job on each GPU (or MIG instance), as
+    dcgm-exporter repeats its series per job, so a GPU several jobs share is found by each job id
+    while its readings stay one series each (see gpu_labels)."""
+    rows = []
+    for gpu, labels, _ in labelled:
+        if gpu.hpc_job is None:
+            continue
+        own = {name: value for name, value in labels.items() if name != "hpc_job"}
+        for job in gpu.hpc_job.split(HPC_JOB_SEPARATOR):
+            rows.append(Row("ridgeline_hpc_job_info", labels=own, extra=(("hpc_job", job),), value=1.0))
+    return Family(
+        name="ridgeline_hpc_job_info",
+        documentation="1 per HPC (Slurm) job on a GPU or MIG instance, from the job-mapping directory "
+        "or the scraped page; a GPU with several jobs has one series per job, and its readings carry "
+        "no hpc_job (join on uuid and gpu_instance).",
+        type="gauge",
+        rows=rows,
+    )
+
+
 def _health_families(snapshot: Snapshot) -> list[Family]:
     out: list[Family] = []
     health = snapshot.source
@@ -393,6 +419,26 @@ def _health_families(snapshot: Snapshot) -> list[Family]:
                     labels=_NO_LABELS,
                     extra=(),
                     value=newest,
+                )
+            ],
+        )
+    )
+    moved = health.data_advanced_wall_time
+    out.append(
+        Family(
+            name="ridgeline_last_data_advance_timestamp_seconds",
+            documentation="When a GPU's own sample timestamp last moved forward, seconds since the "
+            "epoch (wall clock): behind ridgeline_last_sample_timestamp_seconds while the source "
+            "answers with data that stands still.",
+            type="gauge",
+            rows=[]
+            if moved is None
+            else [
+                Row(
+                    sample="ridgeline_last_data_advance_timestamp_seconds",
+                    labels=_NO_LABELS,
+                    extra=(),
+                    value=moved,
                 )
             ],
         )

@@ -93,6 +93,8 @@ PROFILING_FIELDS: tuple[int, ...] = tuple(READING_FIELD_IDS.values())
 """DCGM 1001-1008: a GPU lacking one of these has `ridgeline_profiling_field_missing` for it."""
 
 _warned_models: set[str] = set()
+MAX_WARNED_MODELS = 256
+"""Unknown model names logged at most (names that churn must not grow this set, or the log)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,11 +254,14 @@ def precision_on(card: Card, wanted: str) -> tuple[str, str | None]:
 
 
 def integration_cap(config: InferenceConfig, recent: tuple[float, ...]) -> float:
-    """The longest interval still integrated: gap_factor × max(expected, shortest recent interval).
+    """The longest interval still integrated: gap_factor × max(expected, shortest recent interval),
+    where `recent` are the intervals *before* the one being judged (none: the expected interval).
 
     The shortest recent interval (not the mean) is used so that one long gap does not widen the
     cap for the next gap, while a source that legitimately samples slower than `--interval`
-    (a replay recorded every 10 s) is still integrated.
+    (a replay recorded every 10 s) is still integrated from its second interval on. The interval
+    being judged is never part of its own cap: a GPU's first interval after a page stamped one
+    second after the epoch would otherwise allow itself.
     """
     typical = min(recent) if recent else config.expected_interval_seconds
     return config.gap_factor * max(config.expected_interval_seconds, typical)
@@ -264,7 +269,7 @@ def integration_cap(config: InferenceConfig, recent: tuple[float, ...]) -> float
 
 def note_unknown_model(model: str) -> None:
     """Log once per model name that the catalog lacks it (the GPU is still served, card="unknown")."""
-    if model not in _warned_models:
+    if model not in _warned_models and len(_warned_models) < MAX_WARNED_MODELS:
         _warned_models.add(model)
         log.warning(
             "GPU model %r is not in the card catalog: exporting its ratios and regime with "
@@ -465,7 +470,8 @@ def step(
         prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
     )
 
-    cap_ok = dt is not None and integrate and dt <= integration_cap(config, recent)
+    before = previous.recent_intervals if previous is not None else ()
+    cap_ok = dt is not None and integrate and dt <= integration_cap(config, before)
     work = roof is not None and count_work
     dram = raw.dram_active
     new_totals = add_interval(
@@ -625,6 +631,8 @@ def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapp
 
 
 _profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, CardProfile]] = {}
+MAX_PROFILES = 1024
+"""Cached profiles at most: a node has a few cards and MIG profiles; a file may name any."""
 
 
 def card_profile(
@@ -668,5 +676,7 @@ def card_profile(
             instance=instance,
             mig_profile=mig_profile,
         )
+    if len(_profiles) >= MAX_PROFILES:
+        _profiles.clear()  # MIG profile names come from the input: a hostile one must not grow this
     _profiles[cache_key] = (card, profile)
     return profile

@@ -2,16 +2,16 @@
 
 `setup_logging` puts a single handler on the root logger; uvicorn runs with `log_config=None`
 (exporter/web/server.py) so its loggers propagate here instead of installing their own
-formatters. Two formats:
+formatters. Two formats, the Prometheus exporters' --log.format words:
 
-* text: ``2026-01-31T12:00:00.123Z INFO exporter.serve: serving on ...`` — one line per record;
+* logfmt: ``time=2026-01-31T12:00:00.123Z level=INFO logger=exporter.serve msg="serving on ..."``
+  (key=value, quoted where a value needs it; `text`, the old name, is logfmt too);
 * json: one object per line, keyed as Go's log/slog JSONHandler writes them (`time`, `level`,
   `msg`; the format Prometheus's own promslog emits) plus `logger`, so the same log pipeline
   parses Ridgeline and the Prometheus components beside it.
 
-A record's message never spans lines: newlines inside it are escaped in text, and a traceback
-(only ever a bug, never a client's fault: docs/daemon.md, "Logs") goes into `exc` in JSON and
-is indented under its line in text.
+A record never spans lines: newlines inside a message or a traceback (only ever a bug, never a
+client's fault: docs/daemon.md, "Logs") are escaped, and the traceback goes into `exc`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,21 @@ import sys
 import time
 from typing import Any, TextIO
 
-LOG_FORMATS: tuple[str, ...] = ("text", "json")
-LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
+LOG_FORMATS: tuple[str, ...] = ("logfmt", "json")
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warn", "error")
+"""The Prometheus exporters' --log.level and --log.format words (promslog)."""
+
+
+def log_level_word(text: str) -> str:
+    """A --log.level value: warning (the word Ridgeline used) is warn."""
+    word = str(text).strip().lower()
+    return "warn" if word == "warning" else word
+
+
+def log_format_word(text: str) -> str:
+    """A --log.format value: text (Ridgeline's old name for its line format) is logfmt."""
+    word = str(text).strip().lower()
+    return "logfmt" if word == "text" else word
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -32,16 +45,31 @@ def _timestamp(record: logging.LogRecord) -> str:
     return f"{seconds}.{int(record.msecs):03d}Z"
 
 
-class TextFormatter(logging.Formatter):
-    """``TIME LEVEL LOGGER: MESSAGE`` on one line; a traceback indented below it."""
+def _logfmt_value(value: str) -> str:
+    """A logfmt value, quoted (Go's strconv.Quote escapes) when bare would not parse back: empty,
+    or holding a space, '=', '"' or a control character."""
+    if value and not any(c in ' ="\\' or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return value
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    escaped = "".join(c if ord(c) >= 0x20 and ord(c) != 0x7F else f"\\u{ord(c):04x}" for c in escaped)
+    return f'"{escaped}"'
+
+
+class LogfmtFormatter(logging.Formatter):
+    """``time=... level=INFO logger=exporter.serve msg="serving on ..."``: one line per record,
+    the keys of the JSON format; a traceback goes in ``exc``, escaped onto the same line."""
 
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage().replace("\r", "\\r").replace("\n", "\\n")
-        line = f"{_timestamp(record)} {record.levelname} {record.name}: {message}"
+        pairs = [
+            ("time", _timestamp(record)),
+            ("level", record.levelname),
+            ("logger", record.name),
+            ("msg", record.getMessage()),
+        ]
         if record.exc_info:
-            trace = self.formatException(record.exc_info)
-            line += "\n" + "\n".join("    " + part for part in trace.splitlines())
-        return line
+            pairs.append(("exc", self.formatException(record.exc_info)))
+        return " ".join(f"{key}={_logfmt_value(value)}" for key, value in pairs)
 
 
 class JsonFormatter(logging.Formatter):
@@ -60,9 +88,10 @@ class JsonFormatter(logging.Formatter):
 
 
 def formatter_for(log_format: str) -> logging.Formatter:
+    log_format = log_format_word(log_format)
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format {log_format!r} is not one of {', '.join(LOG_FORMATS)}")
-    return JsonFormatter() if log_format == "json" else TextFormatter()
+    return JsonFormatter() if log_format == "json" else LogfmtFormatter()
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -81,7 +110,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def setup_logging(level: str = "info", log_format: str = "text", stream: TextIO | None = None) -> None:
+def setup_logging(level: str = "info", log_format: str = "logfmt", stream: TextIO | None = None) -> None:
     """Route every logger through one handler in `log_format` at `level` (stderr by default).
 
     A handler an earlier call installed is replaced, so calling it twice does not print twice;
@@ -95,7 +124,7 @@ def setup_logging(level: str = "info", log_format: str = "text", stream: TextIO 
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(getattr(logging, level.upper()))
+    root.setLevel(getattr(logging, log_level_word(level).upper()))  # logging.WARN is WARNING
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "asyncio"):
         named = logging.getLogger(name)
         named.handlers = []

@@ -89,12 +89,26 @@ def record(
     except KeyboardInterrupt:
         log.info("recording interrupted; %s holds %d samples", path, written)
     except OSError as exc:
-        raise RecordError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        out.close()
+        _close_quietly(out)
+        raise RecordError(f"cannot write {path}: {exc.strerror or exc} ({written} samples written)") from None
+    except BaseException:
+        _close_quietly(out)
+        raise
+    try:
+        out.close()  # flushes what is buffered: a full disk may say so only now
+    except OSError as exc:
+        raise RecordError(f"cannot write {path}: {exc.strerror or exc} ({written} samples written)") from None
     if errors:
         log.warning("recording %s: %d samples written, %d errors", path, written, errors)
     return written
+
+
+def _close_quietly(out: _LineSink) -> None:
+    """Close after a write already failed: that failure is the one to report, not a second."""
+    try:
+        out.close()
+    except OSError:
+        log.debug("closing the recording after a write error failed too", exc_info=True)
 
 
 class _LineSink(Protocol):

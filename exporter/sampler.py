@@ -14,6 +14,9 @@ Failure handling, as an SRE would expect of an exporter:
   they were and never go backwards; the interval spanning the dropout is not integrated.
 * End of a non-looping replay: the last state is kept, the source reads as down with reason
   "end_of_replay", and the thread idles until stopped.
+* A sample whose timestamp cannot be believed (exporter/sample_checks.py) is skipped and counted
+  under its reason; one that goes back restarts its GPU's timeline. The counters of GPUs that
+  left are kept for their return within a retention (DEPARTED_RETENTION_SECONDS, MAX_DEPARTED).
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ from exporter.catalog import Card, Catalog
 from exporter.inference import EntityInference, InferenceConfig, Totals, note_unknown_model, step
 from exporter.redaction import redact_credentials
 from exporter.sample import Attribution, Sample
+from exporter.sample_checks import (
+    STALLED_SECONDS,
+    TIMESTAMP_BACKWARDS,
+    SummaryLog,
+    timestamp_problem,
+    why_not_believed,
+)
 from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions
 from exporter.state import GpuState, Snapshot, SourceHealth
 
@@ -52,6 +62,14 @@ batch would cost more than the batch. Any source that waits between batches publ
 EntityKey = tuple[str, int | None]
 """(uuid, GPU instance): what identifies a GPU across reconnects (indexes may be renumbered)."""
 
+DEPARTED_RETENTION_SECONDS = 3600.0
+"""How long the counters of a GPU that left the batches are kept for its return."""
+MAX_DEPARTED = 1024
+"""Departed GPUs whose counters are kept at most (the oldest departure is forgotten first): a
+replay of 100,000 GPUs or UUIDs that churn must not keep every identity ever seen."""
+MAX_CARDS_KNOWN = 256
+"""Model names whose catalog lookup is cached; beyond this the cache starts over."""
+
 
 class Attributor(Protocol):
     """What the sampler needs from exporter.attribution.PodAttributor."""
@@ -62,7 +80,7 @@ class Attributor(Protocol):
 class JobMapper(Protocol):
     """What the sampler needs from exporter.attribution.hpc.HpcJobMap."""
 
-    def lookup(self, gpu: int) -> str | None: ...
+    def lookup(self, gpu: int, gpu_instance: int | None) -> str | None: ...
 
 
 Opener = Callable[[str, SourceOptions], Source]
@@ -126,9 +144,20 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._tracked: dict[EntityKey, _Tracked] = {}
         self._totals: dict[EntityKey, Totals] = {}
+        self._departed: dict[EntityKey, float] = {}
+        """GPUs dropped from the snapshot whose counters are still kept: key -> wall time it left
+        (oldest first)."""
+        self._notes = SummaryLog(log, time.monotonic)
+        """Per-sample and per-identity lines (bad timestamps, GPUs leaving and returning)."""
+        self._advanced_wall: float | None = None
+        """Wall time a GPU's sample timestamp last moved forward: the data's own freshness."""
         self._cards: dict[str, Card | None] = {}
         self._errors: dict[str, int] = {}
         self._skipped_errors: dict[str, int] = {}
+        self._skipped_closed = 0
+        """Records skipped by sources closed since (a reopened source counts from 0 again)."""
+        self._skipped_open = 0
+        """Records skipped by the source open now, as last collected."""
         self._samples_total = 0
         self._last_wall: float | None = None
         self._last_ok_wall: float | None = None
@@ -208,6 +237,7 @@ class Sampler:
                 self._stop.wait(max(0.0, self._options.interval_seconds - elapsed))
         if self._dirty:
             self._publish()
+        self._notes.flush()
 
     # -- one round ---------------------------------------------------------------------------
 
@@ -255,7 +285,7 @@ class Sampler:
             self._publish()
             return False
         try:
-            self._fold(batch)
+            self._fold(batch, live=not source.paced)
         except Exception as exc:  # a bad value or a failing attributor must not kill the thread
             log.exception("folding a batch from %s failed", self.source_name)
             self._record_error("internal_error", f"{type(exc).__name__}: {exc}")
@@ -271,13 +301,19 @@ class Sampler:
         return True
 
     def ingest(self, batch: list[Sample]) -> None:
-        """Fold one batch into the tracked GPUs and publish (public so tests can drive it)."""
-        self._fold(batch)
+        """Fold one batch into the tracked GPUs and publish (public so tests can drive it). Its
+        timestamps are taken as trace time: checked finite and in order, not against the clock."""
+        self._fold(batch, live=False)
         self._publish()
 
-    def _fold(self, batch: list[Sample]) -> None:
-        """Step every GPU of the batch through inference; count GPUs that missed it."""
+    def _fold(self, batch: list[Sample], *, live: bool) -> None:
+        """Step every GPU of the batch through inference; count GPUs that missed it.
+
+        live: the source's timestamps are meant to be the wall clock, so each must also lie
+        within a window of it (exporter/sample_checks.py)."""
         now = self._clock()
+        advanced = False
+        refused: str | None = None
         seen: set[EntityKey] = set()
         tracked_by_key = self._tracked
         totals_by_key = self._totals
@@ -289,6 +325,14 @@ class Sampler:
         for sample in batch:
             entity = sample.entity
             key = (entity.uuid, entity.gpu_instance)
+            problem = timestamp_problem(sample.timestamp, now, live=live)
+            if problem is not None:
+                self._skip_sample(
+                    problem,
+                    f"GPU {entity.uuid}: sample timestamp {sample.timestamp!r} {why_not_believed(problem)}",
+                )
+                refused = problem
+                continue  # the GPU misses this batch, as if the source had not listed it
             if key in seen:
                 continue  # one sample per entity per batch; a duplicate is the source's mistake
             seen.add(key)
@@ -301,13 +345,16 @@ class Sampler:
                 attribution = attributor.lookup(entity.uuid, entity.gpu_instance)
             hpc_job = sample.hpc_job
             if hpc_job is None and job_mapper is not None:
-                hpc_job = job_mapper.lookup(entity.gpu)
+                hpc_job = job_mapper.lookup(entity.gpu, entity.gpu_instance)
             tracked = tracked_by_key.get(key)
             if tracked is None:
                 earlier = totals_by_key.get(key)
                 if earlier is not None:
-                    log.info(
-                        "GPU %s is back in the batches; its series continue from where they were", key[0]
+                    self._departed.pop(key, None)
+                    self._notes.note(
+                        "gpu_back",
+                        f"GPU {key[0]} is back in the batches; its series continue from where they were",
+                        logging.INFO,
                     )
                 state = step(
                     None,
@@ -318,6 +365,7 @@ class Sampler:
                     count_work=not mig_parent,
                     time_weight=share,
                 )
+                advanced = True
                 tracked_by_key[key] = _Tracked(
                     state=state,
                     attribution=attribution,
@@ -328,15 +376,35 @@ class Sampler:
                 self._ordered = None
             else:
                 previous = tracked.state
-                state = step(
-                    previous,
-                    sample,
-                    card,
-                    config,
-                    integrate=tracked.missed_batches == 0,
-                    count_work=not mig_parent,
-                    time_weight=share,
-                )
+                if sample.timestamp < previous.timestamp:
+                    # the upstream's clock went back (or it restarted): start the GPU's timeline
+                    # again from this sample rather than ignore every sample until it catches up
+                    self._skip_sample(
+                        TIMESTAMP_BACKWARDS,
+                        f"GPU {entity.uuid}: sample timestamp {sample.timestamp!r} is older than its "
+                        f"previous {previous.timestamp!r}; its timeline starts again here (the interval "
+                        "is not integrated)",
+                    )
+                    state = step(
+                        None,
+                        sample,
+                        card,
+                        config,
+                        totals=previous.totals,
+                        count_work=not mig_parent,
+                        time_weight=share,
+                    )
+                else:
+                    state = step(
+                        previous,
+                        sample,
+                        card,
+                        config,
+                        integrate=tracked.missed_batches == 0,
+                        count_work=not mig_parent,
+                        time_weight=share,
+                    )
+                advanced = advanced or state is not previous
                 if state.entity is not previous.entity or tracked.mig_parent != mig_parent:
                     self._ordered = None  # the GPU index may have changed: sort again
                 tracked.state = state
@@ -353,15 +421,30 @@ class Sampler:
                 tracked = tracked_by_key[key]
                 tracked.missed_batches += 1
                 if tracked.missed_batches > self._grace:
-                    log.info("GPU %s left the batches; dropping its series", key[0])
+                    self._notes.note(
+                        "gpu_left", f"GPU {key[0]} left the batches; dropping its series", logging.INFO
+                    )
                     del tracked_by_key[key]
+                    self._depart(key, now)
                     self._ordered = None
         self._samples_total += 1
         self._last_wall = now
         self._last_ok_wall = now
+        if advanced:
+            self._advanced_wall = now
+        if self._departed:
+            self._prune_departed(now)
+        self._notes.tick()
+        if seen:
+            refused = None  # some sample was believed
         health = self._health
-        if not health.up or health.reason is not None or health.message is not None:
-            self._health = health._replace(up=True, reason=None, message=None)
+        if (
+            not health.up
+            or health.reason is not None
+            or health.message is not None
+            or health.refused != refused
+        ):
+            self._health = health._replace(up=True, reason=None, message=None, refused=refused)
         self._dirty = True
 
     # -- helpers -----------------------------------------------------------------------------
@@ -385,6 +468,9 @@ class Sampler:
         source, self._source = self._source, None
         if source is None:
             return
+        self._collect_skipped(source)
+        self._skipped_closed += self._skipped_open  # kept: corrupt_line never goes backwards
+        self._skipped_open = 0
         try:
             source.close()
         except Exception:  # closing a broken library handle may fail too; nothing to save
@@ -412,11 +498,45 @@ class Sampler:
                 grace_seconds,
                 len(self._tracked),
             )
+            now = self._clock()
+            for key in self._tracked:
+                self._depart(key, now)
             self._tracked.clear()
             self._ordered = None
 
+    def _skip_sample(self, reason: str, message: str) -> None:
+        """Count one sample not believed under `reason`, and say so (summarised once a minute)."""
+        self._errors[reason] = self._errors.get(reason, 0) + 1
+        self._errors_view = None
+        self._notes.note(reason, f"source {self.source_name}: {message}")
+
+    def _depart(self, key: EntityKey, now: float) -> None:
+        """Keep a dropped GPU's counters for its return, within the retention; forget the oldest."""
+        self._departed.pop(key, None)
+        self._departed[key] = now
+        self._prune_departed(now)
+
+    def _prune_departed(self, now: float) -> None:
+        """Forget the counters of GPUs gone longer than the retention, or beyond MAX_DEPARTED
+        (oldest first); O(1) when there is nothing to forget."""
+        departed = self._departed
+        while departed:
+            oldest, left_at = next(iter(departed.items()))
+            if len(departed) <= MAX_DEPARTED and now - left_at <= DEPARTED_RETENTION_SECONDS:
+                break
+            del departed[oldest]
+            self._totals.pop(oldest, None)
+
+    @property
+    def identities_kept(self) -> int:
+        """GPUs whose counters the sampler holds: those in the batches and those that left within
+        the retention (bounded by the batch size plus MAX_DEPARTED)."""
+        return len(self._totals)
+
     def _card_for(self, model: str) -> Card | None:
         if model not in self._cards:
+            if len(self._cards) >= MAX_CARDS_KNOWN:
+                self._cards.clear()
             card = self._catalog.find_by_nvml_name(model)
             if card is None:
                 note_unknown_model(model)
@@ -425,10 +545,17 @@ class Sampler:
 
     def _collect_skipped(self, source: Source) -> None:
         """Records the source skipped (a replay's corrupt lines, whatever the parser's reason)
-        become sample_errors_total{reason="corrupt_line"}."""
+        become sample_errors_total{reason="corrupt_line"}, added to what sources closed before it
+        had skipped, so the counter never goes backwards across reopens."""
         skipped = source.records_skipped
-        if skipped > 0 and self._skipped_errors.get(CORRUPT_LINE) != skipped:
-            self._skipped_errors = {CORRUPT_LINE: skipped}
+        if skipped == self._skipped_open:
+            return
+        if skipped < self._skipped_open:  # the same source object reopened: its count restarted
+            self._skipped_closed += self._skipped_open
+        self._skipped_open = skipped
+        total = self._skipped_closed + skipped
+        if total > 0:
+            self._skipped_errors = {CORRUPT_LINE: total}
             self._errors_view = None
 
     def _freshness_seconds(self) -> float:
@@ -444,7 +571,10 @@ class Sampler:
                 counted[reason] = counted.get(reason, 0) + n
             errors = self._errors_view = MappingProxyType(counted)
         health = self._health._replace(
-            samples_total=self._samples_total, errors_total=errors, last_sample_wall_time=self._last_wall
+            samples_total=self._samples_total,
+            errors_total=errors,
+            last_sample_wall_time=self._last_wall,
+            data_advanced_wall_time=self._advanced_wall,
         )
         ordered = self._ordered
         if ordered is None:
@@ -471,6 +601,7 @@ class Sampler:
             smoothing_seconds=config.smoothing_seconds,
             dwell_seconds=config.dwell_seconds,
             freshness_seconds=self._freshness_seconds(),
+            stalled_seconds=max(STALLED_SECONDS, self._freshness_seconds()),
             version=__version__,
         )
 

@@ -69,6 +69,12 @@ class SourceHealth(NamedTuple):
     """Errors per reason; the default is read-only, so SourceHealths can share it."""
     last_sample_wall_time: float | None = None
     """time.time() when the newest batch arrived (the sample's own timestamp may be trace time)."""
+    refused: str | None = None
+    """Why every sample of the newest batch was refused (a timestamp reason); None while any was
+    believed."""
+    data_advanced_wall_time: float | None = None
+    """time.time() when a GPU's own sample timestamp last moved forward: a source that answers
+    with the same (or refused) timestamps keeps arriving while its data stands still."""
     finished: bool = False
     """A non-looping replay has played its last sample; the last state is kept."""
 
@@ -85,6 +91,8 @@ class Snapshot(NamedTuple):
     freshness_seconds: float = 5.0
     """A batch older than this (wall clock) is stale: `/readyz` answers 503."""
     version: str = ""
+    stalled_seconds: float = 60.0
+    """No sample timestamp advanced for this long (wall clock): the data stopped moving, 503."""
 
     @property
     def last_sample_timestamp(self) -> float | None:
@@ -100,10 +108,24 @@ class Snapshot(NamedTuple):
             return False, f"source {health.name} is not up ({why}){detail}"
         if health.last_sample_wall_time is None:
             return False, f"source {health.name} has not produced a sample yet"
-        age = (time.time() if now is None else now) - health.last_sample_wall_time
+        if health.refused is not None:
+            return False, (
+                f"source {health.name} answers but every sample of its newest batch was refused "
+                f"({health.refused})"
+            )
+        now = time.time() if now is None else now
+        age = now - health.last_sample_wall_time
         if age > self.freshness_seconds:
             return False, (
                 f"newest sample is {age:.1f} s old (fresh means under {self.freshness_seconds:g} s)"
+            )
+        moved = health.data_advanced_wall_time
+        still = now - (moved if moved is not None else health.last_sample_wall_time)
+        if moved is None or still > self.stalled_seconds:
+            since = "since it started" if moved is None else f"for {still:.1f} s"
+            return False, (
+                f"source {health.name} answers but its data stopped moving: no GPU's sample timestamp "
+                f"advanced {since} (moving means within {self.stalled_seconds:g} s)"
             )
         return True, "ready"
 

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -14,6 +15,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,12 +44,32 @@ COUNTER_FIELDS = {
 }
 
 
-STEP_TIMES = pytest.StashKey[list[str]]()
-"""Lines like "image build: 13.5 s" that slow fixtures record; printed in the run's summary."""
+STEP_TIMES_VARIABLE = "PYTEST_RIDGELINE_STEP_TIMES"
+"""A file of lines like "image build: 13.5 s" that slow fixtures record (record_step_time),
+printed in the run's summary. A file, not the config's stash: under pytest-xdist the fixture
+runs in a worker and the summary in the controller, and the workers inherit its environment."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        fd, path = tempfile.mkstemp(prefix="ridgeline-step-times-", suffix=".txt")
+        os.close(fd)
+        os.environ[STEP_TIMES_VARIABLE] = path
+
+
+def record_step_time(line: str) -> None:
+    path = os.environ.get(STEP_TIMES_VARIABLE)
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    lines = config.stash.get(STEP_TIMES, [])
+    path = Path(os.environ.get(STEP_TIMES_VARIABLE, ""))
+    if hasattr(config, "workerinput") or not path.name or not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.unlink()
     if lines:
         terminalreporter.section("step times")
         for line in lines:
@@ -60,23 +82,84 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
-def free_port() -> int:
-    """A port the kernel says is free on 127.0.0.1 right now."""
+# -- ports: every server a test starts binds port 0 itself and the test reads back what it got,
+# so no port is picked before it is bound (a pick races: the next pick can hand out the same
+# port), and nothing needs a fixed port free (./scripts/demo may hold 10295 beside the suite).
+
+
+def loopback_listener() -> socket.socket:
+    """A listening socket on 127.0.0.1, on a port the kernel picked: hand it to the server."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on while the block runs: bound here and never listened
+    on, so a connection is refused, and no server (nor the kernel's pick for port 0) can take it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield int(sock.getsockname()[1])
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process `pid` listens on, from /proc (its socket inodes in the LISTEN
+    state): the port a server started on port 0 got, whatever it logs and at any log level."""
+    inodes = set()
+    try:
+        for fd in os.scandir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(fd.path)
+            except OSError:  # closed while we looked
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:[") : -1])
+    except OSError:  # the process is gone
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: TCP_LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def listening_port(process: subprocess.Popen[Any], what: str, timeout: float = 60.0) -> int:
+    """The one port `process` (started with port 0) listens on, once it listens."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise AssertionError(f"{what} exited with status {process.returncode} before it listened")
+        ports = listening_ports(process.pid)
+        if len(ports) == 1:
+            return ports.pop()
+        if len(ports) > 1:
+            raise AssertionError(f"{what} listens on several ports: {sorted(ports)}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not listen within {timeout:.0f} s")
+        time.sleep(0.02)
 
 
 @contextmanager
 def running_server(app: Any, **config: Any) -> Iterator[str]:
-    """Serve `app` with uvicorn in a thread on a free loopback port; yields the base URL."""
+    """Serve `app` with uvicorn in a thread on a loopback port of its own; yields the base URL."""
     import uvicorn
 
-    port = free_port()
+    sock = loopback_listener()
+    port = int(sock.getsockname()[1])
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **config)
     )
-    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -88,6 +171,7 @@ def running_server(app: Any, **config: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
 
 
 @dataclass
@@ -143,17 +227,20 @@ def serve_process(
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """`ridgeline serve ARGS` as its own process on a free loopback port, until /healthz answers;
     yields its base URL and the process, and stops it after."""
-    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{port}", *args],
+        [sys.executable, "-m", "exporter", "serve", "--web.listen-address", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **(env or {})},
         preexec_fn=preexec_fn,
     )
-    base = f"http://127.0.0.1:{port}"
     try:
+        try:
+            base = f"http://127.0.0.1:{listening_port(process, 'serve', timeout=30)}"
+        except AssertionError as exc:
+            output = process.stdout.read() if process.poll() is not None and process.stdout else ""
+            raise AssertionError(f"serve did not come up ({exc}):\n{output}") from None
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import free_port, stop_process
+from conftest import listening_port, stop_process
 from replay_lines import read_samples, write_samples
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +45,7 @@ BUILTINS = {"__rate_interval": "1m", "__interval": "1h", "__interval_ms": "36000
 
 REQUIRES_PROMETHEUS = [
     pytest.mark.slow,
+    pytest.mark.e2e,
     pytest.mark.skipif(
         PROMETHEUS is None, reason="prometheus binary not found (Debian package `prometheus`)"
     ),
@@ -65,6 +67,7 @@ class Stack:
     targets: dict[str, str] = field(default_factory=dict)
     processes: list[tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=list)
     rules_url: str = ""
+    held: list[socket.socket] = field(default_factory=list)
 
     def api(self, path: str, *, base: str | None = None, **params: str) -> Any:
         """GET a Prometheus API path; returns `data`, raising AssertionError with the error text."""
@@ -99,15 +102,15 @@ class Stack:
         return "\n".join(parts)
 
     def start_ridgeline(self, name: str, *args: str) -> str:
-        """Start `ridgeline serve ARGS --listen` on a free loopback port; returns HOST:PORT."""
-        address = f"127.0.0.1:{free_port()}"
+        """Start `ridgeline serve ARGS` on a loopback port of its own; returns HOST:PORT."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
         env["PYTHONUNBUFFERED"] = "1"
         log = self.tmp / f"{name}.log"
-        command = [sys.executable, "-m", "exporter", "serve", *args, "--listen", address]
+        command = [sys.executable, "-m", "exporter", "serve", *args, "--web.listen-address", "127.0.0.1:0"]
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.tmp)
         self.processes.append((f"ridgeline {name}", process, log))
+        address = f"127.0.0.1:{self.port_of(process, f'ridgeline {name}')}"
         self.targets[name] = address
         return address
 
@@ -118,6 +121,24 @@ class Stack:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=self.tmp)
         self.processes.append((name, process, log))
         return process
+
+    def start_listening(self, name: str, command: list[str]) -> str:
+        """Start a server whose command names port 0 (127.0.0.1:0); returns the URL of the port
+        it got."""
+        return f"http://127.0.0.1:{self.port_of(self.start(name, command), name)}"
+
+    def port_of(self, process: subprocess.Popen[bytes], name: str) -> int:
+        try:
+            return listening_port(process, name)
+        except AssertionError as exc:
+            pytest.fail(f"{exc}\n{self.logs()}")
+
+    def unreachable(self) -> str:
+        """HOST:PORT where nothing listens until the stack stops (a scrape target that is down)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: refused, and no one else gets it
+        self.held.append(sock)
+        return f"127.0.0.1:{sock.getsockname()[1]}"
 
     def wait_ready(self, url: str, what: str) -> None:
         """Wait until GET url answers 200 (a server's readiness endpoint)."""
@@ -156,13 +177,11 @@ class Stack:
         assert PROMETHEUS is not None
         config_file = self.tmp / f"{name}.yml"
         config_file.write_text(yaml.safe_dump(config))
-        port = free_port()
-        self.start(
+        url = self.start_listening(
             name,
             [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={self.tmp / f'{name}-tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+             "--web.listen-address=127.0.0.1:0", "--log.level=warn"],
         )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
         self.wait_ready(f"{url}/-/ready", name)
         return url
 
@@ -189,21 +208,19 @@ class Stack:
         }
         scrape_file = self.tmp / "victoriametrics-scrape.yml"
         scrape_file.write_text(yaml.safe_dump(scrape))
-        vm_url = f"http://127.0.0.1:{free_port()}"
-        self.start(
+        vm_url = self.start_listening(
             "victoria-metrics",
             [VICTORIA_METRICS, f"-storageDataPath={self.tmp / 'victoriametrics'}",
-             f"-httpListenAddr={vm_url.removeprefix('http://')}", f"-promscrape.config={scrape_file}",
+             "-httpListenAddr=127.0.0.1:0", f"-promscrape.config={scrape_file}",
              # samples are queryable 1 s after the scrape (default 30 s), nothing is cached
              "-search.latencyOffset=1s", "-search.disableCache", "-loggerLevel=WARN"],
         )  # fmt: skip
         self.wait_ready(f"{vm_url}/health", "VictoriaMetrics")
-        vmalert_url = f"http://127.0.0.1:{free_port()}"
-        self.start(
+        vmalert_url = self.start_listening(
             "vmalert",
             [VMALERT, *(f"-rule={p}" for p in rule_files), f"-datasource.url={vm_url}",
-             f"-remoteWrite.url={vm_url}", f"-notifier.url=http://127.0.0.1:{free_port()}",
-             "-evaluationInterval=1s", f"-httpListenAddr={vmalert_url.removeprefix('http://')}",
+             f"-remoteWrite.url={vm_url}", f"-notifier.url=http://{self.unreachable()}",
+             "-evaluationInterval=1s", "-httpListenAddr=127.0.0.1:0",
              "-loggerLevel=ERROR"],
         )  # fmt: skip
         self.wait_ready(f"{vmalert_url}/health", "vmalert")
@@ -219,6 +236,8 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
     finally:
         for _name, process, _log in reversed(stack.processes):
             stop_process(process, timeout=10)
+        for sock in stack.held:
+            sock.close()
 
 
 def recording_levels(rule_files: list[Path]) -> list[list[dict[str, Any]]]:

@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import free_port
 from prometheus_stack import REQUIRES_PROMETHEUS, Stack, alert_key, rebased_trace, running_stack, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +101,7 @@ class Webhooks:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, name="webhooks", daemon=True)
         self.thread.start()
@@ -165,14 +164,14 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Routed]:
         with running_stack(tmp) as stack:
             config = tmp / "alertmanager.yml"
             config.write_text(yaml.safe_dump(_alertmanager_config(webhooks), sort_keys=False))
-            address = f"127.0.0.1:{free_port()}"
-            stack.start(
+            alertmanager_url = stack.start_listening(
                 "alertmanager",
                 [_binary(ALERTMANAGER, "prometheus-alertmanager"), f"--config.file={config}",
-                 f"--storage.path={tmp / 'alertmanager'}", f"--web.listen-address={address}",
+                 f"--storage.path={tmp / 'alertmanager'}", "--web.listen-address=127.0.0.1:0",
                  "--cluster.listen-address=", "--log.level=warn"],
             )  # fmt: skip
-            stack.wait_ready(f"http://{address}/-/ready", "Alertmanager")
+            address = alertmanager_url.removeprefix("http://")
+            stack.wait_ready(f"{alertmanager_url}/-/ready", "Alertmanager")
             now = time.time()
             static_configs: list[dict[str, Any]] = []
             for node in ("decode-serving", "input-starved"):
@@ -182,7 +181,7 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Routed]:
                     node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", "1"
                 )  # fmt: skip: rates in wall-clock units
                 static_configs.append({"targets": [target], "labels": {"cluster": "am", "node": node}})
-            unreachable = f"127.0.0.1:{free_port()}"
+            unreachable = stack.unreachable()
             static_configs.append(
                 {"targets": [unreachable], "labels": {"cluster": "am", "node": "unreachable"}}
             )

@@ -139,10 +139,10 @@ def test_threshold_flags_reach_the_counter_form(capsys: pytest.CaptureFixture[st
 def test_flags_also_come_from_the_environment(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("RIDGELINE_CARD", "h200")
-    monkeypatch.setenv("RIDGELINE_FLOPS", "1e12")
-    monkeypatch.setenv("RIDGELINE_BYTES", "1e9")
-    monkeypatch.setenv("RIDGELINE_JSON", "yes")
+    monkeypatch.setenv("RIDGELINE_CLASSIFY_CARD", "h200")
+    monkeypatch.setenv("RIDGELINE_CLASSIFY_FLOPS", "1e12")
+    monkeypatch.setenv("RIDGELINE_CLASSIFY_BYTES", "1e9")
+    monkeypatch.setenv("RIDGELINE_CLASSIFY_JSON", "yes")
     status, out, _ = run_cli(capsys, "classify")
     assert status == 0
     assert json.loads(out)["card"] == "h200"
@@ -256,7 +256,12 @@ def test_counter_form_on_a_subnormal_custom_roof_is_one_line(capsys: pytest.Capt
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("RIDGELINE_PRECISION", "BF16"), ("RIDGELINE_SOURCE", "bogus"), ("RIDGELINE_OP", "conv")],
+    [
+        ("RIDGELINE_SERVE_PRECISION", "BF16"),
+        ("RIDGELINE_PRECISION", "BF16"),  # serve's deprecated name, checked as well
+        ("RIDGELINE_SERVE_SOURCE", "bogus"),
+        ("RIDGELINE_CLASSIFY_OP", "conv"),
+    ],
 )
 def test_environment_values_outside_a_flags_choices_are_refused_naming_the_variable(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, variable: str, value: str
@@ -266,7 +271,7 @@ def test_environment_values_outside_a_flags_choices_are_refused_naming_the_varia
     from exporter.cli import build_parser
 
     monkeypatch.setenv(variable, value)
-    command = "classify" if variable == "RIDGELINE_OP" else "serve"
+    command = "classify" if variable.startswith("RIDGELINE_CLASSIFY_") else "serve"
     with pytest.raises(SystemExit) as caught:
         build_parser().parse_args([command])
     assert caught.value.code == 2
@@ -279,7 +284,8 @@ def test_an_empty_environment_variable_counts_as_unset(
 ) -> None:
     # `RIDGELINE_X=` in an EnvironmentFile or a pod spec: the flag keeps its default, as
     # kingpin-based exporters treat it, rather than failing to parse "" as a number
-    for variable in ("RIDGELINE_DRAM_ACTIVE", "RIDGELINE_CARD", "RIDGELINE_PRECISION", "RIDGELINE_JSON"):
+    for name in ("DRAM_ACTIVE", "CARD", "PRECISION", "JSON"):
+        variable = f"RIDGELINE_CLASSIFY_{name}"
         monkeypatch.setenv(variable, "")
     status, out, err = run_cli(capsys, "classify", "--card", "h100", "--flops", "1", "--bytes", "1")
     assert (status, err) == (0, "")

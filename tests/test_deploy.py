@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 KUBE = DEPLOY / "kubernetes"
 OVERLAYS = sorted(p for p in (KUBE / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
-KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+KUBERNETES_VERSIONS = (*(f"1.{minor}.0" for minor in range(25, 32)), kubernetes_validate.latest_version())
+"""Every version the chart's kubeVersion admits up to 1.31 (1.25: the oldest schemas
+kubernetes-validate ships), and the newest."""
 
 sys.path.insert(0, str(DEPLOY))
 import generate  # noqa: E402
@@ -174,10 +176,10 @@ def test_base_daemonset_security_posture(base: list[dict[str, Any]]) -> None:
     assert not security.get("privileged", False)
     assert pod["automountServiceAccountToken"] is False
     host_paths = [v["hostPath"]["path"] for v in pod.get("volumes", []) if "hostPath" in v]
-    assert host_paths == ["/var/lib/kubelet/pod-resources"], "the kubelet directory is the only host path"
-    mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert mounts["pod-resources"]["readOnly"] is True
+    assert host_paths == [], "the base mounts no host path (Pod Security restricted)"
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
+    namespace = only(base, "Namespace")["metadata"]["labels"]
+    assert namespace["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_base_daemonset_scheduling_probes_and_resources(base: list[dict[str, Any]]) -> None:
@@ -201,14 +203,17 @@ def test_base_reads_the_nodes_dcgm_exporter(base: list[dict[str, Any]]) -> None:
     assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     url = env["RIDGELINE_SCRAPE_URL"]["value"]
-    assert url == "http://$(HOST_IP):9400/metrics"
-    # $(VAR) expansion only sees variables defined earlier in the list.
-    names = list(env)
-    assert names.index("HOST_IP") < names.index("RIDGELINE_SCRAPE_URL")
+    assert url == "http://ridgeline-dcgm-exporter.gpu-operator.svc:9400/metrics"
+    (service,) = [s for s in by_kind(base, "Service") if s["metadata"]["name"] == "ridgeline-dcgm-exporter"]
+    assert service["metadata"]["namespace"] == "gpu-operator"
+    assert service["spec"]["internalTrafficPolicy"] == "Local"
+    # The GPU operator's dcgm-exporter pods: label app=nvidia-dcgm-exporter, container port 9400.
+    assert service["spec"]["selector"] == {"app": "nvidia-dcgm-exporter"}
+    assert service["spec"]["ports"][0]["targetPort"] == 9400
 
 
 def test_service_is_headless_and_monitor_labels_node(base: list[dict[str, Any]]) -> None:
-    service = only(base, "Service")
+    (service,) = [s for s in by_kind(base, "Service") if s["metadata"]["name"] == "ridgeline"]
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["ports"][0]["name"] == "metrics"
     assert service["spec"]["ports"][0]["port"] == 10295
@@ -258,6 +263,7 @@ def test_standalone_has_exactly_the_gpu_privileges(standalone: list[dict[str, An
     assert volumes["pod-resources"]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
     namespace = only(standalone, "Namespace")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert not [s for s in by_kind(standalone, "Service") if s["metadata"]["namespace"] == "gpu-operator"]
 
 
 # -- generated copies of rules/ and grafana/ -----------------------------------------------------

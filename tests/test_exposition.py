@@ -340,6 +340,7 @@ def test_the_collectors_table_names_what_each_collector_writes() -> None:
     assert health == {
         "ridgeline_source_up",
         "ridgeline_last_sample_timestamp_seconds",
+        "ridgeline_last_data_advance_timestamp_seconds",
         "ridgeline_samples",
         "ridgeline_sample_errors",
         "ridgeline_build_info",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import free_port, serve_process
+from conftest import closed_port, serve_process
 
 from exporter.commands.healthcheck import serve_argv, url_for
 
@@ -33,6 +33,9 @@ def test_url_follows_flag_then_environment_then_default(tmp_path: Path) -> None:
     cwd = str(tmp_path)
     assert url_for(["serve"], {}, cwd) == "http://127.0.0.1:10295/healthz"
     assert url_for(["serve"], {"RIDGELINE_LISTEN": "127.0.0.2:9000"}, cwd) == "http://127.0.0.2:9000/healthz"
+    new = {"RIDGELINE_SERVE_WEB_LISTEN_ADDRESS": "127.0.0.3:9000", "RIDGELINE_LISTEN": "127.0.0.2:9000"}
+    assert url_for(["serve"], new, cwd) == "http://127.0.0.3:9000/healthz"  # the new name wins
+    assert url_for(["serve", "--web.listen-address", ":9300"], {}, cwd) == "http://127.0.0.1:9300/healthz"
     flagged = url_for(["serve", "--listen", ":9100"], {"RIDGELINE_LISTEN": "127.0.0.2:9000"}, cwd)
     assert flagged == "http://127.0.0.1:9100/healthz", "the flag wins, and all interfaces mean loopback"
     assert url_for(["serve", "--listen=[::]:9200"], {}, cwd) == "http://[::1]:9200/healthz"
@@ -54,7 +57,8 @@ def test_healthcheck_against_a_real_serve_and_a_dead_port() -> None:
         ok = subprocess.run(command, env={"RIDGELINE_HEALTHCHECK_URL": base + "/healthz"},
                             capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
         assert ok.returncode == 0, ok.stderr
-    dead = f"http://127.0.0.1:{free_port()}/healthz"
-    failed = subprocess.run(command, env={"RIDGELINE_HEALTHCHECK_URL": dead}, capture_output=True, text=True,
-                            timeout=30, check=False)  # fmt: skip
+    with closed_port() as port:
+        dead = f"http://127.0.0.1:{port}/healthz"
+        failed = subprocess.run(command, env={"RIDGELINE_HEALTHCHECK_URL": dead}, capture_output=True,
+                                text=True, timeout=30, check=False)  # fmt: skip
     assert failed.returncode == 1 and dead in failed.stderr

@@ -2,6 +2,7 @@
 with podman the way a hardened node runs it — read-only root, every capability dropped, no new
 privileges, the image's own non-root user — on loopback. /metrics answers and promtool finds
 nothing to say about it; the image's HEALTHCHECK passes and follows --listen / RIDGELINE_LISTEN.
+It carries the daemon without the client tools' extras, the LICENSE and its OCI labels.
 
 Container storage lives in a temporary --root/--runroot, removed afterwards. Each build step's
 time is printed in pytest's summary ("image steps").
@@ -12,22 +13,26 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
+import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import STEP_TIMES, free_port, http_get
+from conftest import closed_port, http_get, record_step_time
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.image]
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {name: shutil.which(name) for name in ("buildah", "podman", "debootstrap", "runc", "promtool")}
 missing = [name for name, path in TOOLS.items() if path is None]
 if missing:
     pytestmark = [
-        pytestmark,
+        *pytestmark,
         pytest.mark.skip(reason=f"not installed: {', '.join(missing)} (scripts/bootstrap --test)"),
     ]
 
@@ -92,8 +97,10 @@ class Podman:
 
 
 @pytest.fixture(scope="module")
-def podman(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Podman]:
-    storage = tmp_path_factory.mktemp("podman")
+def podman() -> Iterator[Podman]:
+    # Not tmp_path_factory: under pytest-xdist its paths gain a popen-gwN level, and podman
+    # refuses a runroot longer than 50 characters.
+    storage = Path(tempfile.mkdtemp(prefix="ridgeline-podman-"))
     build = subprocess.run(
         [
             str(ROOT / "scripts" / "build-image"),
@@ -110,7 +117,7 @@ def podman(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         check=False,
     )
     for step, seconds in re.findall(r"^build-image: (\w+) ([\d.]+) s$", build.stderr, flags=re.MULTILINE):
-        request.config.stash.setdefault(STEP_TIMES, []).append(f"image {step}: {seconds} s")
+        record_step_time(f"image {step}: {seconds} s")
     assert build.returncode == 0, f"scripts/build-image failed:\n{build.stderr[-4000:]}"
     runner = Podman(storage)
     try:
@@ -135,6 +142,34 @@ def _wait_ready(podman: Podman, container: str, base: str, seconds: float = 60) 
         time.sleep(0.2)
 
 
+def _start_on_a_free_port(podman: Podman, *args: str, by_variable: bool = False) -> tuple[str, int]:
+    """Start serve on a loopback port it is told, as --listen (or RIDGELINE_LISTEN): the
+    HEALTHCHECK reads the port off serve's command line, so port 0 will not do. The port is
+    picked before serve binds it, so another process may take it first: serve then stops at
+    once with "in use", and a fresh port is tried (serve logs "serving on" only once bound)."""
+    for _ in range(5):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        listen = f"127.0.0.1:{port}"
+        if by_variable:
+            container = podman.start(*args, env={"RIDGELINE_LISTEN": listen})
+        else:
+            container = podman.start(*args, "--listen", listen)
+        deadline = time.monotonic() + 60
+        while True:
+            logs = podman("logs", container, check=False)
+            text = logs.stdout + logs.stderr
+            if "serving on" in text:
+                return container, port
+            if "in use" in text:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"container {container[:12]} never served:\n{text}")
+            time.sleep(0.2)
+    raise AssertionError("five loopback ports in a row were taken before serve could bind them")
+
+
 def _healthcheck(podman: Podman, container: str) -> subprocess.CompletedProcess[str]:
     return podman("healthcheck", "run", container, check=False, timeout=30)
 
@@ -149,8 +184,7 @@ def test_image_metadata_keeps_healthcheck_user_and_entrypoint(podman: Podman) ->
 
 
 def test_hardened_container_serves_clean_metrics_and_passes_its_healthcheck(podman: Podman) -> None:
-    port = free_port()
-    container = podman.start("--replay", "demo", "--loop", "--listen", f"127.0.0.1:{port}")
+    container, port = _start_on_a_free_port(podman, "--replay", "demo", "--loop")
     base = f"http://127.0.0.1:{port}"
     _wait_ready(podman, container, base)
 
@@ -182,22 +216,66 @@ def test_hardened_container_serves_clean_metrics_and_passes_its_healthcheck(podm
 
 
 def test_healthcheck_follows_ridgeline_listen_and_reports_a_dead_endpoint(podman: Podman) -> None:
-    port = free_port()
-    container = podman.start("--replay", "demo", "--loop", env={"RIDGELINE_LISTEN": f"127.0.0.1:{port}"})
+    container, port = _start_on_a_free_port(podman, "--replay", "demo", "--loop", by_variable=True)
     _wait_ready(podman, container, f"http://127.0.0.1:{port}")
     health = _healthcheck(podman, container)
     assert health.returncode == 0, f"HEALTHCHECK failed on RIDGELINE_LISTEN: {health.stdout}{health.stderr}"
 
     # The same check pointed at a port nothing listens on fails and says why.
-    dead = free_port()
-    failed = podman(
-        "exec",
-        "--env",
-        f"RIDGELINE_HEALTHCHECK_URL=http://127.0.0.1:{dead}/healthz",
-        container,
-        "ridgeline",
-        "healthcheck",
-        check=False,
+    with closed_port() as dead:
+        failed = podman(
+            "exec",
+            "--env",
+            f"RIDGELINE_HEALTHCHECK_URL=http://127.0.0.1:{dead}/healthz",
+            container,
+            "ridgeline",
+            "healthcheck",
+            check=False,
+        )
+        assert failed.returncode == 1
+        assert f"127.0.0.1:{dead}" in failed.stderr and "refused" in failed.stderr.lower()
+
+
+def _in_image(podman: Podman, *command: str) -> subprocess.CompletedProcess[str]:
+    """Run one command in a throwaway container of the image, hardened like the others."""
+    entrypoint, *args = command
+    return podman("run", "--rm", *RUN_FLAGS, "--entrypoint", entrypoint, IMAGE, *args)
+
+
+def test_image_has_the_daemon_without_the_client_tools(podman: Podman) -> None:
+    """Issue 18.7: the node image installs neither extra (`top`'s textual, `report`'s matplotlib),
+    and keeps grpc, which kubelet attribution needs."""
+    names = "('textual', 'rich', 'matplotlib', 'grpc')"
+    probe = f"import importlib.util as u; print(*[m for m in {names} if u.find_spec(m)])"
+    assert _in_image(podman, "python", "-c", probe).stdout.split() == ["grpc"]
+    refused = podman("run", "--rm", *RUN_FLAGS, "--entrypoint", "ridgeline", IMAGE, "top", check=False)
+    # `top` without a terminal would say so too: the extra is checked first, so this line is it
+    assert refused.returncode == 2
+    assert "needs the 'top' extra" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_image_ships_the_license_and_its_oci_labels(podman: Podman) -> None:
+    """Issue 18.8: Apache-2.0 section 4(a) wants the License with every copy; the labels say what
+    the image is, from which commit (scripts/build-image's build args)."""
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert _in_image(podman, "cat", "/usr/share/licenses/ridgeline/LICENSE").stdout == license_text
+    wheel_copy = (
+        "import importlib.metadata as m; "
+        "print(m.distribution('ridgeline').read_text('licenses/LICENSE'), end='')"
     )
-    assert failed.returncode == 1
-    assert f"127.0.0.1:{dead}" in failed.stderr and "refused" in failed.stderr.lower()
+    assert _in_image(podman, "python", "-c", wheel_copy).stdout == license_text
+
+    (image,) = json.loads(podman("image", "inspect", IMAGE).stdout)
+    labels = image["Labels"]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    revision = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    oci = "org.opencontainers.image."
+    assert labels[oci + "title"] == "ridgeline"
+    assert labels[oci + "licenses"] == "Apache-2.0"
+    assert labels[oci + "description"]
+    assert labels[oci + "version"] == version
+    assert labels[oci + "revision"] == revision.strip()
+    created = datetime.fromisoformat(labels[oci + "created"])
+    assert created.tzinfo is not None and created.utcoffset() == timedelta(0), labels[oci + "created"]

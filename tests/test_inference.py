@@ -188,9 +188,20 @@ def test_a_gap_longer_than_the_cap_is_not_integrated() -> None:
     assert state.totals.integrated_seconds == pytest.approx(3.0)
 
 
-def test_a_slow_but_steady_source_is_integrated() -> None:
+def test_a_slow_but_steady_source_is_integrated_from_its_second_interval() -> None:
+    """Its first 10 s interval has only --interval (1 s) to be judged by and is a gap; from then
+    on the shortest recent interval (10 s) sets the cap."""
     state = feed([sample(float(ts), 0.5, 0.5) for ts in range(0, 100, 10)])
-    assert state.totals.integrated_seconds == pytest.approx(90.0)
+    assert state.totals.integrated_seconds == pytest.approx(80.0)
+
+
+def test_a_first_interval_is_never_integrated_past_the_cap() -> None:
+    """A first page stamped one second after the epoch, then one stamped now: 1.8e9 s that no
+    interval before it vouches for (the cap once took the interval itself into account)."""
+    now = 1.8e9
+    state = feed([sample(1.0, 0.5, 0.5), sample(now, 0.5, 0.5), sample(now + 1, 0.5, 0.5)])
+    assert state.totals.integrated_seconds == pytest.approx(1.0)
+    assert state.totals.flop_total is not None and state.totals.flop_total < 1e16
 
 
 def test_integrate_false_skips_the_interval_but_updates_the_state() -> None:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.attribution import PodAttributor, parse_device_id
 from exporter.attribution import podresources_pb2 as pb
 from exporter.attribution import podresources_pb2_grpc as pb_grpc
-from exporter.attribution.devices import is_gpu_resource
+from exporter.attribution.devices import is_gpu_resource, parse_device_id
+from exporter.attribution.kubelet import PodAttributor
 from exporter.sample import Attribution
 
 GPU_A = "GPU-8e5c3a1f-2b4d-4c6e-9f80-1a2b3c4d5e6f"

@@ -23,7 +23,7 @@ import pytest
 from browser import chromium, console_errors, foreign_requests, requested_urls
 from conftest import serve_process, stop_process
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 PIXEL_TOLERANCE = 1.5
 """CSS pixels between where a dot is drawn and where /classify's numbers put it on the ticks."""

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port, stop_process
+from conftest import listening_port, stop_process
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.e2e,
     pytest.mark.skipif(
         not Path(PROMETHEUS).exists(), reason="prometheus binary (Debian package prometheus) not installed"
     ),
@@ -37,7 +38,6 @@ def query(prometheus: str, expr: str) -> list[dict[str, Any]]:
 
 
 def test_prometheus_scrapes_regime_and_flop_series(tmp_path: Path) -> None:
-    ridgeline_port = free_port()
     serve = subprocess.Popen(
         [
             sys.executable,
@@ -50,12 +50,16 @@ def test_prometheus_scrapes_regime_and_flop_series(tmp_path: Path) -> None:
             "--speed",
             "5",
             "--listen",
-            f"127.0.0.1:{ridgeline_port}",
+            "127.0.0.1:0",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    prometheus_port = free_port()
+    try:
+        ridgeline_port = listening_port(serve, "serve")
+    except AssertionError:
+        stop_process(serve)
+        raise
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -69,13 +73,13 @@ def test_prometheus_scrapes_regime_and_flop_series(tmp_path: Path) -> None:
             PROMETHEUS,
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{prometheus_port}",
+            "--web.listen-address=127.0.0.1:0",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    base = f"http://127.0.0.1:{prometheus_port}"
     try:
+        base = f"http://127.0.0.1:{listening_port(prometheus, 'prometheus')}"
         deadline = time.monotonic() + 90
         regimes: list[dict[str, Any]] = []
         flops: list[dict[str, Any]] = []

@@ -68,24 +68,27 @@ def test_csv_unterminated_quote_is_one_skip_and_names_its_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "cut.csv"
+    """The quote never closes: its line is skipped with a message naming the quote and its line,
+    and the lines after it are read (csv alone would read the rest of the file into one cell)."""
     path.write_text('ts,gpu,model,1005\n1,0,m,0.5\n2,"0,m,0.5\n3,0,m,0.5\n4,0,m,0.6\n')
     source = replay_source(path)
     with caplog.at_level(logging.WARNING, logger="exporter.sources.replay"):
         batches = play_all(source)
-    assert [b[0].values for b in batches] == [{DRAM_ACTIVE: 0.5}]
-    assert sum(source.replay_stats.skipped_by_reason.values()) == 1
-    assert "cut.csv:3:" in caplog.text
+    assert [b[0].values for b in batches] == [{DRAM_ACTIVE: 0.5}, {DRAM_ACTIVE: 0.5}, {DRAM_ACTIVE: 0.6}]
+    assert source.replay_stats.skipped_by_reason == {"unterminated_quote": 1}
+    assert 'cut.csv:3: the quote (") at column 3 is never closed' in caplog.text
 
 
 def test_csv_cell_over_the_field_limit_is_refused_not_held(tmp_path: Path) -> None:
-    """A quoted cell of 160,000 characters (csv's limit is 131,072): the record is refused
-    instead of growing without bound; what came before it plays."""
+    """A quoted cell of 160,000 characters over 80,000 lines (csv's limit is 131,072): its quote
+    is refused as unterminated after 64 lines instead of growing without bound; what came before
+    it plays, and its lines are read (and skipped) one by one."""
     path = tmp_path / "big.csv"
     path.write_text('ts,gpu,model,1005\n1,0,m,0.5\n2,0,"' + "x\n" * 80_000 + '",0.5\n')
     source = replay_source(path)
     batches = play_all(source)
     assert [b[0].values for b in batches] == [{DRAM_ACTIVE: 0.5}]
-    assert "bad_csv" in source.replay_stats.skipped_by_reason
+    assert source.replay_stats.skipped_by_reason["unterminated_quote"] >= 1
 
 
 def test_csv_profile_column_and_4_6_and_4_7_names(tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 from browser import NETWORK_SCHEMES, chromium, console_errors, requested_urls
-from conftest import free_port
+from conftest import closed_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,12 @@ def test_the_report_opens_offline_without_errors(report_page: Path, tmp_path: Pa
 
 
 def test_the_checks_see_a_request_and_a_console_error(report_page: Path, tmp_path: Path) -> None:
-    pixel = f"http://127.0.0.1:{free_port()}/pixel.png"  # loopback, nothing listens
+    with closed_port() as port:
+        pixel = f"http://127.0.0.1:{port}/pixel.png"  # loopback, nothing listens
+        _spoiled_page_is_caught(report_page, tmp_path, pixel)
+
+
+def _spoiled_page_is_caught(report_page: Path, tmp_path: Path, pixel: str) -> None:
     spoiled = tmp_path / "spoiled.html"
     spoiled.write_text(
         report_page.read_text().replace(

@@ -32,7 +32,6 @@ from typing import Any
 import fleet_history
 import pytest
 import yaml
-from conftest import free_port
 from prometheus_stack import (
     PROMETHEUS,
     REQUIRES_PROMETHEUS,
@@ -160,14 +159,13 @@ def _start_prometheus(stack: Stack, tmp: Path, tsdb: Path, name: str, *flags: st
     assert PROMETHEUS is not None
     config = tmp / "prometheus.yml"
     config.write_text("global: {scrape_interval: 15s, evaluation_interval: 1m}\n")
-    port = free_port()
     process = stack.start(
         name,
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d", "--log.level=error",
+         "--web.listen-address=127.0.0.1:0", "--storage.tsdb.retention.time=30d", "--log.level=error",
          *flags],
     )  # fmt: skip
-    stack.prometheus_url = f"http://127.0.0.1:{port}"
+    stack.prometheus_url = f"http://127.0.0.1:{stack.port_of(process, name)}"
     stack.wait_ready(f"{stack.prometheus_url}/-/ready", name)
     return process
 
@@ -177,11 +175,10 @@ def _start_victoriametrics(stack: Stack, tmp: Path, fleet: fleet_history.Fleet, 
         pytest.fail(
             "victoria-metrics not found (Debian package victoria-metrics): run scripts/bootstrap --test"
         )
-    url = f"http://127.0.0.1:{free_port()}"
-    stack.start(
+    url = stack.start_listening(
         "victoria-metrics",
         [VICTORIA_METRICS, f"-storageDataPath={tmp / 'victoriametrics'}",
-         f"-httpListenAddr={url.removeprefix('http://')}", "-search.disableCache",
+         "-httpListenAddr=127.0.0.1:0", "-search.disableCache",
          "-search.latencyOffset=1s", "-retentionPeriod=2", "-loggerLevel=ERROR"],
     )  # fmt: skip
     stack.wait_ready(f"{url}/health", "VictoriaMetrics")

@@ -23,7 +23,6 @@ from typing import Any
 import bcrypt
 import pytest
 import yaml
-from conftest import free_port
 from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, running_stack
 from test_webconfig import OPENSSL, _make_ca, _make_leaf
 
@@ -87,13 +86,11 @@ def test_report_over_the_last_minute_of_a_live_prometheus(tmp_path: Path) -> Non
                 }
             )
         )
-        port = free_port()
-        url = f"https://127.0.0.1:{port}"
-        stack.start(
+        url = stack.start_listening(
             "prometheus",
             [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web}", "--log.level=warn"],
-        )  # fmt: skip
+             "--web.listen-address=127.0.0.1:0", f"--web.config.file={web}", "--log.level=warn"],
+        ).replace("http://", "https://")  # fmt: skip
         readings: list[tuple[float, dict[str, tuple[str, dict[str, float]]]]] = []
         deadline = time.monotonic() + 30
         while True:  # Prometheus ready (through TLS and basic auth)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
-from conftest import free_port
+from conftest import closed_port
 
 from exporter.report import promql
 from exporter.report.prometheus import (
@@ -133,7 +133,7 @@ class _Recorder(BaseHTTPRequestHandler):
 def server() -> Iterator[str]:
     _Recorder.seen = []
     _Recorder.answers = {}
-    httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), _Recorder)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -189,9 +189,10 @@ def test_errors_name_the_problem(server: str) -> None:
     del _Recorder.answers["/api/v1/query"]
     with pytest.raises(QueryError, match="404"):
         client.query("up", 1.0)
-    closed = PrometheusClient(ClientSettings(url=f"http://127.0.0.1:{free_port()}"))
-    with pytest.raises(QueryError, match="cannot reach"):
-        closed.query("up", 1.0)
+    with closed_port() as port:
+        closed = PrometheusClient(ClientSettings(url=f"http://127.0.0.1:{port}"))
+        with pytest.raises(QueryError, match="cannot reach"):
+            closed.query("up", 1.0)
     with pytest.raises(QueryError, match="not both"):
         PrometheusClient(ClientSettings(url=server, user="a", bearer_token="b"))
 

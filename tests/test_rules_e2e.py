@@ -27,7 +27,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import free_port
 from prometheus_stack import (
     DASHBOARDS,
     PROMETHEUS,
@@ -104,7 +103,7 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack
                 node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", str(SPEED), *hpc
             )
             static_configs.append({"targets": [address], "labels": {"cluster": "e2e", "node": node}})
-        unreachable = f"127.0.0.1:{free_port()}"  # nothing listens: RidgelineExporterDown
+        unreachable = stack.unreachable()  # nothing listens: RidgelineExporterDown
         stack.targets["unreachable"] = unreachable
         static_configs.append({"targets": [unreachable], "labels": {"cluster": "e2e", "node": "unreachable"}})
         stack.start_prometheus(static_configs)

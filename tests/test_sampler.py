@@ -62,6 +62,8 @@ def make_sampler(source: ScriptedSource, **kw: object) -> Sampler:
         source.open()
         return source
 
+    kw.setdefault("wall_clock", lambda: 100.0)  # the scripts stamp their samples 0 s to 10 s
+
     sampler = Sampler(
         "scripted",
         SourceOptions(interval_seconds=1.0),

@@ -6,10 +6,12 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -46,16 +48,16 @@ def poll(base: str, path: str, want: int, seconds: float = 20.0) -> str:
     [
         (("--replay", "/nonexistent/trace.jsonl"), "/nonexistent/trace.jsonl"),
         (("--replay", "demo", "--model", "H100 typo"), "--model"),
-        (("--replay", "demo", "--listen", "nonsense"), "--listen"),
+        (("--replay", "demo", "--listen", "nonsense"), "--web.listen-address"),
         (("--source", "scrape"), "--scrape-url"),
         (("--replay", "demo", "--cards", "/nonexistent/cards.yaml"), "/nonexistent/cards.yaml"),
         (("--replay", "demo", "--web-config", "/nonexistent/web.yml"), "/nonexistent/web.yml"),
     ],
 )
 def test_user_mistakes_fail_at_start_up_with_one_line_and_exit_2(args: tuple[str, ...], needle: str) -> None:
-    result = run_cli("serve", *args)
+    result = run_cli("serve", "--listen", "127.0.0.1:0", *args)  # serve binds before it opens the source
     assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip() and " INFO " not in line]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and " level=INFO " not in line]
     assert len(lines) == 1, result.stderr
     assert needle in lines[0]
     assert "Traceback" not in result.stderr
@@ -64,7 +66,7 @@ def test_user_mistakes_fail_at_start_up_with_one_line_and_exit_2(args: tuple[str
 def test_wrong_replay_format_fails_at_start_up(tmp_path: Path) -> None:
     trace = tmp_path / "trace.txt"
     trace.write_text("this is not a trace\nat all\n")
-    result = run_cli("serve", "--replay", str(trace))
+    result = run_cli("serve", "--listen", "127.0.0.1:0", "--replay", str(trace))
     assert result.returncode == 2
     assert str(trace) in result.stderr and "Traceback" not in result.stderr
 
@@ -304,7 +306,7 @@ def test_a_flood_past_the_descriptor_limit_keeps_metrics_answering_and_the_log_s
     assert len(log.splitlines()) < 25, log
 
 
-def test_one_log_format_for_every_line_json_and_text() -> None:
+def test_one_log_format_for_every_line_json_and_logfmt() -> None:
     with serve_process("--replay", "demo", "--loop", env={"RIDGELINE_LOG_FORMAT": "json"}) as (base, process):
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a uvicorn line too
@@ -316,12 +318,14 @@ def test_one_log_format_for_every_line_json_and_text() -> None:
     loggers = {r["logger"] for r in records}
     assert "exporter.serve" in loggers and "uvicorn.error" in loggers and "exporter.web" in loggers
 
-    with serve_process("--replay", "demo", "--loop", "--log-format", "text") as (_, process):
+    with serve_process("--replay", "demo", "--loop", "--log.format", "logfmt") as (_, process):
         pass
     text = [line for line in output_of(process).splitlines() if line.strip()]
-    pattern = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) [\w.]+: "
+    pattern = (
+        r"^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=(DEBUG|INFO|WARNING|ERROR) logger=[\w.]+ msg="
+    )
     assert text and all(re.match(pattern, line) for line in text), text
-    assert any(" uvicorn.error: " in line for line in text)
+    assert any(" logger=uvicorn.error " in line for line in text)
 
 
 def test_log_level_flag_and_variable() -> None:
@@ -330,4 +334,69 @@ def test_log_level_flag_and_variable() -> None:
     assert "serving on" not in output_of(process)
     with serve_process("--replay", "demo", "--loop", env={"RIDGELINE_LOG_LEVEL": "debug"}) as (_, process):
         pass
-    assert " DEBUG " in output_of(process)
+    assert " level=DEBUG " in output_of(process)
+    with serve_process("--replay", "demo", "--loop", "--log.level", "warn") as (_, process):
+        pass
+    assert "serving on" not in output_of(process)
+
+
+# -- where serve listens: the default, and a port of the kernel's choosing (issue 23) ----------------
+
+DEFAULT_PORT_CHECK = textwrap.dedent(
+    """
+    import subprocess, sys, time, urllib.request
+    serve = subprocess.Popen([sys.executable, "-m", "exporter", "serve", "--replay", "demo", "--loop"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:10295/healthz", timeout=2) as answer:
+                    print("healthz", answer.status)
+                    break
+            except OSError:
+                if serve.poll() is not None or time.monotonic() > deadline:
+                    serve.kill()
+                    print(serve.communicate()[0])
+                    sys.exit(1)
+                time.sleep(0.05)
+        for line in open(f"/proc/{serve.pid}/net/tcp").read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":
+                print("listening", fields[1])
+    finally:
+        serve.terminate()
+        serve.wait(20)
+    """
+)
+
+
+def test_without_listen_serve_listens_on_all_interfaces_port_10295() -> None:
+    """The default address, for real, in a network namespace of its own: a `./scripts/demo` (or
+    anything else) holding 10295 on the machine cannot make it fail, and it holds nothing there."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare (util-linux) not installed")
+    namespace = [unshare, "--net"] if os.geteuid() == 0 else [unshare, "--map-root-user", "--net"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+    command = [
+        *namespace,
+        "sh",
+        "-c",
+        'ip link set lo up && exec "$0" -c "$1"',
+        sys.executable,
+        DEFAULT_PORT_CHECK,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False, env=env)
+    if result.returncode != 0 and "healthz" not in result.stdout and "unshare" in result.stderr:
+        pytest.skip(f"no network namespace here: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "healthz 200" in result.stdout
+    assert result.stdout.split("listening ")[1:] == [f"00000000:{10295:04X}\n"], result.stdout  # 0.0.0.0
+
+
+def test_listen_on_port_0_serves_on_the_port_the_kernel_picked_and_logs_it() -> None:
+    with serve_process("--replay", "demo", "--loop") as (base, process):  # --listen 127.0.0.1:0
+        port = int(base.rsplit(":", 1)[1])
+        assert port != 0 and http_get(base + "/healthz")[0] == 200
+    assert f"serving on 127.0.0.1:{port} " in output_of(process)

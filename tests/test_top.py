@@ -16,7 +16,7 @@ from typing import Any
 
 import bcrypt
 import pytest
-from conftest import free_port, http_get, serve_process
+from conftest import closed_port, http_get, listening_port, serve_process
 from test_webconfig import OPENSSL, Pki, _make_ca, _make_leaf
 
 from exporter.top.client import ClientSetupError, NodeClient, classify_url, display_name, parse_answer
@@ -164,8 +164,9 @@ def test_once_into_a_reader_that_leaves_ends_quietly(demo: str) -> None:
 
 
 def test_a_node_that_does_not_answer_is_named_and_the_others_still_print(demo: str) -> None:
-    dead = f"http://127.0.0.1:{free_port()}"
-    result = top("--once", "--url", demo, "--url", dead, "--timeout", "2")
+    with closed_port() as port:
+        dead = f"http://127.0.0.1:{port}"
+        result = top("--once", "--url", demo, "--url", dead, "--timeout", "2")
     assert result.returncode == 1
     assert f"ridgeline top: {dead}: not answering:" in result.stderr and "refused" in result.stderr
     assert len(gpu_column(result.stdout)) == 8 and result.stdout.split()[0] == "NODE"
@@ -225,15 +226,15 @@ def test_top_over_tls_with_a_client_certificate_and_basic_auth(pki: Pki, tmp_pat
     )
     password = tmp_path / "password"
     password.write_text("s3cret\n")
-    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{port}", "--replay", "demo",
+        [sys.executable, "-m", "exporter", "serve", "--listen", "127.0.0.1:0", "--replay", "demo",
          "--loop", "--web-config", str(config)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    url = f"https://127.0.0.1:{port}"
     tls = ("--ca-file", str(pki.ca_cert), "--cert", str(pki.client_cert), "--key", str(pki.client_key))
     try:
+        port = listening_port(process, "serve")
+        url = f"https://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while True:
             result = top("--once", "--url", url, *tls, "--user", "viewer", "--password-file", str(password))
@@ -264,41 +265,42 @@ def test_interactive_view_sorts_and_shows_a_silent_node(demo: str) -> None:
 
     from exporter.top.tui import TopApp
 
-    dead = f"http://127.0.0.1:{free_port()}"
-    app = TopApp([NodeClient(demo), NodeClient(dead, timeout=1.0)], interval=0.5)
+    with closed_port() as port:
+        dead = f"http://127.0.0.1:{port}"
+        app = TopApp([NodeClient(demo), NodeClient(dead, timeout=1.0)], interval=0.5)
 
-    def table_order() -> list[str]:
-        table = app.query_one("#gpus", DataTable)
-        return [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        def table_order() -> list[str]:
+            table = app.query_one("#gpus", DataTable)
+            return [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
 
-    async def drive() -> None:
-        async with app.run_test(size=(160, 50)) as pilot:
-            deadline = time.monotonic() + 20
-            while app.polls < 1 or app.query_one("#gpus", DataTable).row_count < 8:
-                assert time.monotonic() < deadline, "no rows"
-                await pilot.pause(0.1)
-            assert sorted(table_order()) == sorted(DEMO_GPUS)
-            status = str(app.query_one("#status").render())
-            assert f"{dead}  not answering since" in status and "refused" in status
-            assert "8 GPUs" in status
-            await pilot.press("s")  # node -> gpu
-            assert app.sort_key == "gpu"
-            await pilot.press("s")  # gpu -> regime
-            assert app.sort_key == "regime"
-            expected = [r.key for r in sort_rows(app.rows, "regime")]
-            assert table_order() == expected
-            await pilot.press("r")
-            assert app.reverse and table_order() == [r.key for r in sort_rows(app.rows, "regime", True)]
-            await pilot.press("down")
-            chart = str(app.query_one("#chart").render())
-            assert "FLOP/byte" in chart and "bf16" in chart and any(k in chart for k in DEMO_GPUS)
-            await pilot.press("p")
-            paused_at = app.polls
-            await pilot.pause(1.5)
-            assert app.polls == paused_at and "paused" in str(app.query_one("#status").render())
-            await pilot.press("q")
+        async def drive() -> None:
+            async with app.run_test(size=(160, 50)) as pilot:
+                deadline = time.monotonic() + 20
+                while app.polls < 1 or app.query_one("#gpus", DataTable).row_count < 8:
+                    assert time.monotonic() < deadline, "no rows"
+                    await pilot.pause(0.1)
+                assert sorted(table_order()) == sorted(DEMO_GPUS)
+                status = str(app.query_one("#status").render())
+                assert f"{dead}  not answering since" in status and "refused" in status
+                assert "8 GPUs" in status
+                await pilot.press("s")  # node -> gpu
+                assert app.sort_key == "gpu"
+                await pilot.press("s")  # gpu -> regime
+                assert app.sort_key == "regime"
+                expected = [r.key for r in sort_rows(app.rows, "regime")]
+                assert table_order() == expected
+                await pilot.press("r")
+                assert app.reverse and table_order() == [r.key for r in sort_rows(app.rows, "regime", True)]
+                await pilot.press("down")
+                chart = str(app.query_one("#chart").render())
+                assert "FLOP/byte" in chart and "bf16" in chart and any(k in chart for k in DEMO_GPUS)
+                await pilot.press("p")
+                paused_at = app.polls
+                await pilot.pause(1.5)
+                assert app.polls == paused_at and "paused" in str(app.query_one("#status").render())
+                await pilot.press("q")
 
-    asyncio.run(drive())
+        asyncio.run(drive())
 
 
 def test_interactive_view_keeps_the_last_rows_of_a_node_that_stops_answering() -> None:

@@ -1,20 +1,26 @@
 """HPC job attribution: dcgm-exporter's job-mapping directory becomes the `hpc_job` label.
 
 The convention is dcgm-exporter's (`--hpc-job-mapping-dir`, env DCGM_HPC_JOB_MAPPING_DIR;
-NVIDIA/dcgm-exporter internal/pkg/transformation/hpc.go): a directory holding one file per GPU,
-named by the GPU's index (`0`, `1`, ...), each line of which is the id of a job using that GPU.
-A Slurm prolog writes the files when a job starts and the epilog removes them when it ends
-(docs/deployment.md has both scripts). One file may list several jobs (Slurm `shard` GRES, MPS,
-oversubscription). dcgm-exporter then repeats every series once per job; Ridgeline keeps one
-series per GPU whose `hpc_job` is the ids joined by commas ("412,415"), because repeated copies
-of one GPU's counters double its FLOPs and GPU-seconds in every sum. The file of a GPU index
-names all MIG instances of that GPU, as in dcgm-exporter.
+NVIDIA/dcgm-exporter internal/pkg/transformation/hpc.go and hpc_test.go): a directory holding one
+file per GPU, named by the GPU's index (`0`, `1`, ...), or per MIG instance, named
+`<gpu>.<instance>` by the GPU index and the GPU-instance id (`3.0`); each line of a file is the id
+of a job using that GPU. A MIG instance reads its `<gpu>.<instance>` file only, the GPU's own
+series its `<gpu>` file, as dcgm-exporter keys them. A Slurm prolog writes the files when a job
+starts and the epilog removes them when it ends (deploy/slurm, docs/deployment.md).
+
+One file may list several jobs (Slurm `shard` GRES, MPS, oversubscription): the map keeps them
+all, joined by commas (sample.join_hpc_jobs); exposition.py turns them into one series per job
+(docs/deployment.md, "Slurm and other HPC schedulers", says how that differs from
+dcgm-exporter and why).
 
 The directory is read on a background thread every `refresh_seconds`, never on the scrape path
 or in the sampler's round (a slow or hung filesystem must not stall sampling), and at bounded
-cost: at most MAX_FILES entries, MAX_FILE_BYTES per file and MAX_JOBS_PER_GPU ids per GPU; ids
-that are not printable job-id text are skipped. A missing or unreadable directory is one log
-line (and another when it comes back), not a crash: the first prolog may create it.
+cost: at most MAX_FILES entries, MAX_FILE_BYTES per file and MAX_JOBS_PER_GPU ids per GPU. An
+entry that is not a mapping file (a name that is not a GPU index, a directory, a file that
+cannot be read, lines that are not job ids) is skipped with a note, and each note is logged
+once while it lasts, at most MAX_NOTES_LOGGED a refresh; hidden names (`.lock`) are the writers'
+own and skipped silently. A missing or unreadable directory is one log line (and another when
+it comes back), not a crash: the first prolog may create it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,77 +39,125 @@ from exporter.sample import join_hpc_jobs
 log = logging.getLogger(__name__)
 
 MAX_FILES = 256
-"""Directory entries considered per refresh (a node has at most a few dozen GPUs)."""
+"""Directory entries considered per refresh (a node has at most a few dozen GPUs and instances)."""
 MAX_FILE_BYTES = 4096
 MAX_JOBS_PER_GPU = 16
+MAX_NOTES_LOGGED = 8
+"""New notes logged per refresh; the rest are counted in one more line."""
+
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}")
 """Slurm ids are digits, array tasks `1234_7`, heterogeneous components `1234+0`; other
 schedulers use letters and dots. Anything else (spaces, quotes, control characters) is skipped."""
+FILE_NAME = re.compile(r"(0|[1-9][0-9]{0,3})(?:\.(0|[1-9][0-9]{0,3}))?", re.ASCII)
+"""`<gpu>` or `<gpu>.<instance>` in ASCII digits without leading zeros: the names dcgm-exporter
+matches against its `gpu` and `GPU_I_ID` labels (`²` is a digit to str.isdigit, not here)."""
 
-_EMPTY: Mapping[int, str] = MappingProxyType({})
+MappingKey = tuple[int, int | None]
+"""(GPU index, GPU-instance id for a `<gpu>.<instance>` file or None for a `<gpu>` file)."""
+
+_EMPTY: Mapping[MappingKey, str] = MappingProxyType({})
 
 
-def read_mapping(directory: Path) -> tuple[Mapping[int, str], list[str]]:
-    """GPU index -> hpc_job label value, and a note for each entry that was skipped.
+def read_mapping(directory: Path) -> tuple[Mapping[MappingKey, str], list[str]]:
+    """(GPU index, instance) -> hpc_job label value, and a note for each entry that was skipped.
 
     Raises OSError when the directory itself cannot be listed.
     """
-    jobs: dict[int, str] = {}
+    jobs: dict[MappingKey, str] = {}
     skipped: list[str] = []
     with os.scandir(directory) as entries:
         for count, entry in enumerate(entries):
             if count >= MAX_FILES:
                 skipped.append(f"more than {MAX_FILES} entries; the rest are ignored")
                 break
-            if not entry.name.isdigit() or not entry.is_file():
-                continue  # dcgm-exporter's convention: only files named by a GPU index
-            try:
-                with open(entry.path, "rb") as handle:
-                    raw = handle.read(MAX_FILE_BYTES + 1)
-            except OSError as error:  # removed by the epilog between listing and reading
-                skipped.append(f"{entry.name}: {error.strerror or error}")
+            name = entry.name
+            if name.startswith("."):
+                continue  # the writers' lock and temporary files
+            match = FILE_NAME.fullmatch(name)
+            if match is None:
+                skipped.append(f"{name!a}: not named <gpu> or <gpu>.<instance>")
                 continue
-            if len(raw) > MAX_FILE_BYTES:
-                skipped.append(f"{entry.name}: longer than {MAX_FILE_BYTES} bytes; read its start only")
-                raw = raw[:MAX_FILE_BYTES].rsplit(b"\n", 1)[0]
-            ids: list[str] = []
-            for line in raw.decode("utf-8", "replace").splitlines():
-                job = line.strip()
-                if not job or job in ids:
-                    continue
-                if JOB_ID.fullmatch(job) is None:
-                    skipped.append(f"{entry.name}: {job[:40]!r} is not a job id")
-                    continue
-                if len(ids) == MAX_JOBS_PER_GPU:
-                    skipped.append(f"{entry.name}: more than {MAX_JOBS_PER_GPU} jobs; the rest are ignored")
-                    break
-                ids.append(job)
+            ids = _read_jobs(entry.path, name, skipped)
             if ids:
-                jobs[int(entry.name)] = join_hpc_jobs(ids) or ""
+                instance = match.group(2)
+                jobs[(int(match.group(1)), None if instance is None else int(instance))] = (
+                    join_hpc_jobs(ids) or ""
+                )
     return MappingProxyType(jobs), skipped
 
 
+def _read_jobs(path: str, name: str, skipped: list[str]) -> list[str]:
+    """The job ids one mapping file lists, noting in `skipped` what it could not use."""
+    try:
+        # O_NONBLOCK: a FIFO put in the directory must not hang the refresh on open; O_NOFOLLOW:
+        # the writers make plain files, and a link could point the log's excerpt at any file
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as error:  # unreadable, or removed by the epilog between listing and reading
+        skipped.append(f"{name}: {error.strerror or error}")
+        return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            skipped.append(f"{name}: not a regular file")
+            return []
+        raw = _read_at_most(fd, MAX_FILE_BYTES + 1)
+    except OSError as error:
+        skipped.append(f"{name}: {error.strerror or error}")
+        return []
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_FILE_BYTES:
+        skipped.append(f"{name}: longer than {MAX_FILE_BYTES} bytes; read its start only")
+        raw = raw[:MAX_FILE_BYTES].rsplit(b"\n", 1)[0]
+    ids: list[str] = []
+    bad: list[str] = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        job = line.strip()
+        if not job or job in ids:
+            continue
+        if JOB_ID.fullmatch(job) is None:
+            bad.append(job)
+            continue
+        if len(ids) == MAX_JOBS_PER_GPU:
+            skipped.append(f"{name}: more than {MAX_JOBS_PER_GPU} jobs; the rest are ignored")
+            break
+        ids.append(job)
+    if bad:  # one note per file, however much binary junk it holds
+        skipped.append(f"{name}: {len(bad)} line(s) not a job id, e.g. {bad[0][:40]!a}")
+    return ids
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to `limit` bytes: one os.read may return fewer than asked before the end."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit and (chunk := os.read(fd, limit - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 class HpcJobMap:
-    """Keeps GPU index -> hpc_job fresh from a job-mapping directory; lookups read a snapshot."""
+    """Keeps (GPU index, instance) -> hpc_job fresh from a job-mapping directory; lookups read a
+    snapshot."""
 
     def __init__(self, directory: str | Path, refresh_seconds: float = 5.0) -> None:
         if refresh_seconds <= 0:
             raise ValueError(f"refresh_seconds must be > 0, got {refresh_seconds}")
         self.directory = Path(directory)
         self.refresh_seconds = refresh_seconds
-        self._jobs: Mapping[int, str] = _EMPTY
+        self._jobs: Mapping[MappingKey, str] = _EMPTY
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
         self._notes: frozenset[str] = frozenset()
         self._refreshed = False
 
-    def lookup(self, gpu: int) -> str | None:
-        """The job id(s) on this GPU index, comma-separated, or None."""
-        return self._jobs.get(gpu)
+    def lookup(self, gpu: int, gpu_instance: int | None = None) -> str | None:
+        """The job id(s) on this GPU index (or its MIG instance), comma-separated, or None."""
+        return self._jobs.get((gpu, gpu_instance))
 
     @property
-    def jobs(self) -> Mapping[int, str]:
+    def jobs(self) -> Mapping[MappingKey, str]:
         return self._jobs
 
     def refresh_once(self) -> None:
@@ -121,11 +176,15 @@ class HpcJobMap:
             self._jobs = _EMPTY
             return
         if self.last_error is not None or not self._refreshed:
-            log.info("HPC job mapping from %s: %d GPU(s) with jobs", self.directory, len(jobs))
+            log.info("HPC job mapping from %s: %d GPU(s) or instances with jobs", self.directory, len(jobs))
         self.last_error = None
         self._refreshed = True
-        for note in sorted(set(notes) - self._notes):
-            log.warning("HPC job mapping %s: %s", self.directory, note)
+        new = sorted(set(notes) - self._notes)
+        for note in new[:MAX_NOTES_LOGGED]:
+            log.warning("HPC job mapping %s: skipped %s", self.directory, note)
+        if len(new) > MAX_NOTES_LOGGED:
+            more = len(new) - MAX_NOTES_LOGGED
+            log.warning("HPC job mapping %s: skipped %d more entries", self.directory, more)
         self._notes = frozenset(notes)
         self._jobs = jobs
 

@@ -179,6 +179,8 @@ def cli_message(exc: Any) -> str:
         return f"flags of two forms: {listed}; classify one form at a time"
     flag = flag_name(exc.field)
     first = exc.detail[0]["message"] if exc.detail else exc.message
+    if flag and first == "Field required" and len(exc.detail) <= 1:  # pydantic's words for a body
+        return f"{flag} is missing: the flags given need it too (`ridgeline classify --help` lists each form)"
     if flag and exc.message.endswith(first) and len(exc.detail) == 1 and "ambiguous" not in exc.message:
         return f"{flag}: {first}"
     return f"{flag + ': ' if flag else ''}{exc.message}"

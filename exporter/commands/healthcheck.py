@@ -3,12 +3,13 @@
 Docker and podman run a HEALTHCHECK as a separate process in the container: it sees the
 container's environment but not the arguments `serve` was started with (`docker run IMAGE
 --listen :9000`). So it finds the serve process in /proc (PID 1, or the first `ridgeline serve`
-when an init such as tini runs first), parses that process's argv with serve's own --listen/--web-config flags
-under that process's environment, and so resolves --listen, RIDGELINE_LISTEN and the default exactly as
-serve did. It then connects over loopback when serve listens on all interfaces, with https when
-serve's --web-config turns TLS on (certificate not verified: a liveness probe, not a client).
-RIDGELINE_HEALTHCHECK_URL overrides all of it. Exit 0 when /healthz answers 200, else 1 with one
-line saying why (docker inspect shows it).
+when an init such as tini runs first), parses that process's argv with serve's own
+--web.listen-address/--web.config.file flags under that process's environment, and so resolves
+the flag (or its old name --listen), RIDGELINE_SERVE_WEB_LISTEN_ADDRESS (or the deprecated
+RIDGELINE_LISTEN) and the default exactly as serve did. It then connects over loopback when serve
+listens on all interfaces, with https when serve's web config turns TLS on (certificate not
+verified: a liveness probe, not a client). RIDGELINE_HEALTHCHECK_URL overrides all of it. Exit 0
+when /healthz answers 200, else 1 with one line saying why (docker inspect shows it).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def url_for(argv: Sequence[str], environment: dict[str, str] | None, cwd: str) -
         os.environ.clear()
         os.environ.update(environment)
     try:
-        parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+        parser = argparse.ArgumentParser(prog="ridgeline serve", add_help=False, exit_on_error=False)
         add_listen_flags(parser)
         args, _ = parser.parse_known_args(list(argv))
     except (SystemExit, argparse.ArgumentError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,26 +29,84 @@ class UserError(Exception):
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 
+LEGACY_VARIABLE_COMMANDS = frozenset({"serve"})
+"""Commands that still read the variables every command once shared (RIDGELINE_<FLAG>): the
+deployment files (deploy/) and existing units set them for serve. Deprecated."""
 
-def env_name(flag: str) -> str:
-    """--scrape-url -> RIDGELINE_SCRAPE_URL."""
-    return "RIDGELINE_" + flag.lstrip("-").replace("-", "_").upper()
+_deprecated_seen: list[tuple[str, str]] = []
 
 
-def add_flag(parser: argparse.ArgumentParser | Any, flag: str, *, help: str, **kwargs: Any) -> None:
-    """add_argument whose default comes from RIDGELINE_<FLAG> when that variable is set.
+def env_name(flag: str, command: str | None = None) -> str:
+    """serve's --scrape-url -> RIDGELINE_SERVE_SCRAPE_URL; the top-level --log.level ->
+    RIDGELINE_LOG_LEVEL. Each command has its own variables, so RIDGELINE_TOP_INTERVAL (polling)
+    never changes serve's RIDGELINE_SERVE_INTERVAL (sampling)."""
+    stem = re.sub(r"[^A-Za-z0-9]+", "_", flag.lstrip("-")).upper()
+    return f"RIDGELINE_{command.upper()}_{stem}" if command else f"RIDGELINE_{stem}"
 
-    The help text names the variable, so `--help` documents both spellings. Boolean flags
-    (action="store_true") accept 1/true/yes/on and 0/false/no/off. An empty variable counts as
-    unset (as kingpin-based exporters treat it). argparse checks `choices` only on the command
-    line, so a variable's value is checked against them here.
-    """
-    variable = env_name(flag)
+
+def command_of(parser: argparse.ArgumentParser | Any) -> str | None:
+    """The subcommand a parser belongs to ("ridgeline serve" -> "serve"); None at the top level."""
+    words = str(getattr(parser, "prog", "")).split()
+    return words[1] if len(words) == 2 and words[0] == "ridgeline" else None
+
+
+def deprecated_variables() -> list[tuple[str, str]]:
+    """(old variable, new variable) for each deprecated name that set a flag in this process."""
+    return list(_deprecated_seen)
+
+
+def _variable_value(flag: str, aliases: tuple[str, ...], command: str | None) -> tuple[str, str | None]:
+    """(the variable's name, its value or None): the command's own variable, else (for serve) a
+    deprecated shared one, noted for serve to warn about."""
+    variable = env_name(flag, command)
     raw = os.environ.get(variable)
     if raw is not None and raw.strip():
+        return variable, raw
+    if command in LEGACY_VARIABLE_COMMANDS:
+        for old in [env_name(alias) for alias in aliases] or [env_name(flag)]:
+            raw = os.environ.get(old)
+            if raw is not None and raw.strip():
+                if (old, variable) not in _deprecated_seen:
+                    _deprecated_seen.append((old, variable))
+                return old, raw
+    return variable, None
+
+
+def _shown_default(value: Any) -> str | None:
+    """A default as --help shows it; None when there is nothing to show."""
+    if value is None or value is False or value == argparse.SUPPRESS or value in ([], ()):
+        return None
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def add_flag(
+    parser: argparse.ArgumentParser | Any, flag: str, *aliases: str, help: str, **kwargs: Any
+) -> None:
+    """add_argument whose default comes from the command's RIDGELINE_<COMMAND>_<FLAG> variable.
+
+    `aliases` are older spellings of the flag, kept working ("deprecated" in --help). The help
+    text names the variable and the default, so `--help` documents both. Boolean flags
+    (action="store_true") accept 1/true/yes/on and 0/false/no/off. An empty variable counts as
+    unset (as kingpin-based exporters treat it). argparse checks `choices` only on the command
+    line, so a variable's value is checked against them here (after the flag's type, which may
+    map an old word to its new one).
+    """
+    command = command_of(parser)
+    variable, raw = _variable_value(flag, aliases, command)
+    if raw is not None:
         choices = kwargs.get("choices")
-        if choices is not None and raw not in choices:
-            parser.error(f"{variable}={raw!r}: expected one of {', '.join(map(str, choices))}")
+        if choices is not None:
+            convert = kwargs.get("type", str)
+            try:
+                checked = convert(raw)
+            except (argparse.ArgumentTypeError, ValueError):
+                checked = None
+            if checked not in choices:
+                parser.error(f"{variable}={raw!r}: expected one of {', '.join(map(str, choices))}")
         if kwargs.get("action") == "store_true":
             word = raw.strip().lower()
             if word not in TRUE_WORDS | FALSE_WORDS:
@@ -56,31 +115,55 @@ def add_flag(parser: argparse.ArgumentParser | Any, flag: str, *, help: str, **k
         elif kwargs.get("action") == "append" or kwargs.get("nargs") in ("*", "+"):
             kwargs["default"] = [item for item in raw.split(",") if item]
         else:
+            convert = kwargs.get("type")
+            if convert is not None:  # else argparse would name the flag, not the variable
+                try:
+                    convert(raw)
+                except (argparse.ArgumentTypeError, ValueError) as exc:
+                    parser.error(f"{variable}={raw!r}: {exc}")
             kwargs["default"] = raw
-    parser.add_argument(flag, help=f"{help} [env {variable}]", **kwargs)
+    notes = []
+    shown = _shown_default(kwargs.get("default"))
+    if shown is not None and "default" not in help:
+        notes.append(f"default {shown}")
+    notes.append(f"env {env_name(flag, command)}")
+    if aliases:
+        notes.append(f"deprecated: {', '.join(aliases)}")
+    if aliases and "dest" not in kwargs:
+        kwargs["dest"] = aliases[-1].lstrip("-").replace("-", "_").replace(".", "_")
+    parser.add_argument(flag, *aliases, help=f"{help} [{'; '.join(notes)}]", **kwargs)
 
 
 def add_log_flags(parser: argparse.ArgumentParser | Any, *, top: bool) -> None:
-    """--log-level and --log-format, on the top-level parser (with their RIDGELINE_* defaults)
-    and again on every command, so `ridgeline serve --log-level debug` works as well as
-    `ridgeline --log-level debug serve`. On a command they default to SUPPRESS: a command that
+    """--log.level and --log.format (the Prometheus exporters' names; --log-level and
+    --log-format still work), on the top-level parser (with their RIDGELINE_LOG_* defaults)
+    and again on every command, so `ridgeline serve --log.level debug` works as well as
+    `ridgeline --log.level debug serve`. On a command they default to SUPPRESS: a command that
     is not given the flag keeps the top-level value instead of overwriting it."""
-    from exporter.logs import LOG_FORMATS, LOG_LEVELS
+    from exporter.logs import LOG_FORMATS, LOG_LEVELS, log_format_word, log_level_word
 
+    level_help = "log verbosity (warning: the same as warn)"
+    format_help = "logfmt (key=value, one line per record) or json (one object per line); text: logfmt"
     if top:
-        add_flag(parser, "--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
-        add_flag(
-            parser,
-            "--log-format",
-            default="text",
-            choices=LOG_FORMATS,
-            help="text (one line per record) or json (one object per line)",
-        )
+        add_flag(parser, "--log.level", "--log-level", default="info", type=log_level_word,
+                 choices=LOG_LEVELS, help=level_help)  # fmt: skip
+        add_flag(parser, "--log.format", "--log-format", default="logfmt", type=log_format_word,
+                 choices=LOG_FORMATS, help=format_help)  # fmt: skip
         return
-    parser.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="log verbosity")
+
+    def notes(default: str, variable: str, old: str) -> str:
+        return f"[default {default}, or as given before the command; env {variable}; deprecated: {old}]"
+
+    level = f"{level_help} {notes('info', 'RIDGELINE_LOG_LEVEL', '--log-level')}"
+    shape = f"{format_help} {notes('logfmt', 'RIDGELINE_LOG_FORMAT', '--log-format')}"
     parser.add_argument(
-        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help="text or json log lines"
-    )
+        "--log.level", "--log-level", dest="log_level", type=log_level_word, choices=LOG_LEVELS,
+        default=argparse.SUPPRESS, help=level,
+    )  # fmt: skip
+    parser.add_argument(
+        "--log.format", "--log-format", dest="log_format", type=log_format_word, choices=LOG_FORMATS,
+        default=argparse.SUPPRESS, help=shape,
+    )  # fmt: skip
 
 
 # -- flag value parsers ---------------------------------------------------------------------
@@ -363,18 +446,24 @@ H100's ridge)."""
 
 
 def add_listen_flags(parser: argparse.ArgumentParser) -> None:
-    """--listen and --web-config: serve takes them, and the healthcheck re-reads them off serve's
+    """--web.listen-address and --web.config.file (the exporter-toolkit names; --listen and
+    --web-config still work): serve takes them, and the healthcheck re-reads them off serve's
     command line to find it."""
-    add_flag(parser, "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help="address to serve on")
-    add_flag(parser, "--web-config", metavar="FILE", help="exporter-toolkit web config (TLS, basic auth)")
+    add_flag(parser, "--web.listen-address", "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+             help="address to serve on (:PORT: every interface)")  # fmt: skip
+    add_flag(parser, "--web.config.file", "--web-config", metavar="FILE",
+             help="exporter-toolkit web config (TLS, basic auth)")  # fmt: skip
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port)."""
+    """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port). Port 0 lets the kernel
+    pick a free port (serve logs the one it got): how tests run beside a serve on the default."""
     raw = text.strip()
     host, sep, port_text = raw.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise UserError(f"--listen {text!r}: expected HOST:PORT or :PORT, e.g. :10295 or 127.0.0.1:10295")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise UserError(
+            f"--web.listen-address {text!r}: expected HOST:PORT or :PORT, e.g. :10295 or 127.0.0.1:10295"
+        )
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return (host or "0.0.0.0"), int(port_text)

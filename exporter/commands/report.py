@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from exporter.commands.extras import require_extra
 from exporter.commands.options import (
     UserError,
     add_flag,
@@ -212,6 +213,8 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.cards)
     config = inference_config(args)
     html_path = _writable(args.out, "--out")
+    if html_path is not None:
+        require_extra("report", "matplotlib", "--out (the HTML report's charts)")
     json_path = None if args.json in (None, "-") else _writable(args.json, "--json")
     started = time.monotonic()
     if args.prometheus:
@@ -238,12 +241,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             json_path.write_text(text, encoding="utf-8")
     if html_path is not None:
-        try:
-            from exporter.report.render import render_html
-        except ImportError as exc:  # matplotlib is the `report` extra
-            raise UserError(
-                f"the HTML report needs matplotlib ({exc}): pip install 'ridgeline[report]', or use --json"
-            ) from None
+        from exporter.report.render import render_html
+
         html_path.write_text(render_html(doc), encoding="utf-8")
     log.info(
         "report over %s to %s by %s: %d groups, %.1f GPU-hours, written in %.1f s",

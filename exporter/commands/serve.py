@@ -24,6 +24,7 @@ from exporter.commands.options import (
     add_listen_flags,
     add_source_flags,
     collector_choice,
+    deprecated_variables,
     inference_config,
     parse_listen,
     positive_int,
@@ -36,11 +37,18 @@ log = logging.getLogger("exporter.serve")
 # -- flags ----------------------------------------------------------------------------------
 
 
+HPC_JOB_MAPPING_DIR_ENV = "DCGM_HPC_JOB_MAPPING_DIR"
+"""dcgm-exporter's variable for the same directory: a node set up for it needs no new setting."""
+
+
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "serve",
         help="run the exporter daemon (Prometheus /metrics, /classify, /readyz)",
         description="Sample GPU profiling counters, place each GPU on its roofline, serve the verdicts.",
+        epilog="Each flag also reads RIDGELINE_SERVE_<FLAG> (named below); the names every command "
+        "once shared, RIDGELINE_<FLAG> (RIDGELINE_LISTEN, RIDGELINE_WEB_CONFIG for the two renamed "
+        "flags), still work for serve, deprecated: it logs a warning naming the new ones.",
     )
     add_source_flags(parser)
     add_listen_flags(parser)
@@ -56,8 +64,9 @@ def register(subparsers: Any) -> None:
         parser,
         "--hpc-job-mapping-dir",
         metavar="DIR",
-        help="dcgm-exporter's HPC job mapping directory (one file per GPU index listing its job ids, "
-        "written by a Slurm prolog): adds an hpc_job label",
+        help="dcgm-exporter's HPC job mapping directory (files <gpu> and <gpu>.<instance> listing "
+        "job ids, written by a Slurm prolog): adds an hpc_job label; dcgm-exporter's "
+        f"{HPC_JOB_MAPPING_DIR_ENV} when neither this flag nor its variable is set",
     )
     add_flag(
         parser,
@@ -119,6 +128,12 @@ def run(args: argparse.Namespace) -> int:
     )
     from exporter.web.view_routes import view_router
 
+    old_variables = deprecated_variables()
+    if old_variables:
+        log.warning(
+            "deprecated environment variables (every command once read them): %s",
+            ", ".join(f"{old} (now {new})" for old, new in old_variables),
+        )
     host, port = parse_listen(args.listen)
     catalog = load_catalog(args.cards)
     if args.model:
@@ -158,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         listener = bind_listener(host, port, backlog)
     except ListenError as exc:
-        raise UserError(f"--listen {args.listen}: {exc}") from None
+        raise UserError(f"--web.listen-address {args.listen}: {exc}") from None
 
     try:
         name, options = source_choice(args)
@@ -169,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     attributor = _start_attributor(args.kubelet_socket)
     from exporter.attribution.hpc import start_job_map
 
-    job_map = start_job_map(args.hpc_job_mapping_dir)
+    job_map = start_job_map(args.hpc_job_mapping_dir or os.environ.get(HPC_JOB_MAPPING_DIR_ENV))
     trails = Trails()  # the live page's trails: fed as snapshots are published, not per scrape
     sampler = Sampler(
         name,
@@ -210,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         log.info(
             "serving on %s:%d (source %s, interval %g s)%s%s",
             host,
-            port,
+            listener.getsockname()[1],  # the kernel's pick for --listen HOST:0
             source.name,
             args.interval,
             ", TLS" if watcher is not None and watcher.tls else "",
@@ -264,7 +279,7 @@ def _start_attributor(socket_path: str | None) -> Any:
             os.getuid(),
         )
         return None
-    from exporter.attribution import PodAttributor
+    from exporter.attribution.kubelet import PodAttributor
 
     attributor = PodAttributor(socket_path)
     attributor.start()

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from exporter.commands.extras import require_extra
 from exporter.commands.options import UserError, add_flag, positive_seconds
 
 DEFAULT_URL = "http://127.0.0.1:10295"
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     clients = clients_for(args)
     if args.once:
         return print_once(clients, args.sort)
+    require_extra("top", "textual", "the interactive view")
     if not sys.stdout.isatty():
         raise UserError("the interactive view needs a terminal; use --once for a pipe or a file")
     from exporter.top.tui import TopApp

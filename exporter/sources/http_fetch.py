@@ -211,6 +211,13 @@ def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
             except http.client.HTTPException as exc:
                 raise FetchError("parse_error", f"sent a malformed body ({type(exc).__name__})") from None
             if not chunk:
+                missing = response.length
+                if missing:
+                    # http.client ends a Content-Length body short of its length quietly (it says
+                    # so in its source): a page cut mid-number must not pass for a whole one
+                    raise FetchError(
+                        "connection", f"the connection closed {missing} bytes short of the Content-Length"
+                    )
                 return
             yield chunk
     except TimeoutError:

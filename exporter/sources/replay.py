@@ -5,7 +5,9 @@ far as that batch needs, so memory stays flat for a file of any size and a 1 GB 
 1 MB one does. open() reads the first lines to tell the format and parses up to the first batch,
 so a file that cannot play fails at start-up with one clear line. Looping reads the file again
 and shifts timestamps by whole trace periods so that they stay monotonic, as a live source's
-would; what was skipped is counted (and logged) on the first pass only.
+would; what was skipped is counted (and logged) on the first pass only. A looping replay whose
+file has no sample on a later pass (truncated to 0 bytes, being rewritten) is down with
+`replay_empty`, not finished: the sampler reopens it with backoff until the file plays again.
 """
 
 from __future__ import annotations
@@ -249,8 +251,16 @@ class ReplaySource:
                 if self._first_pass:
                     self._end_first_pass()
                 elif self._batches_this_pass == 0:
-                    self._ended = True  # the file was emptied between loops
-                    break
+                    # the file was emptied or truncated between loops: not the end of a looping
+                    # replay, a source that is down until the file has samples again
+                    self._batches = PARSERS[self.format](
+                        read_lines(self._opener, self.display_name), self._context(quiet=True)
+                    )
+                    raise SourceError(
+                        "replay_empty",
+                        f"replay file {self.display_name} had no sample to play on loop {self._loop} "
+                        "(emptied or truncated?); reading it again",
+                    ) from None
                 if not self._options.loop:
                     self._ended = True
                     break

@@ -152,6 +152,10 @@ class PageReader:
         self._tail = lines.pop()
         for line in lines:
             self._line_number += 1
+            if len(line) > MAX_LINE_BYTES:  # whole, but too long: the limit is on the line
+                if line.startswith(b"DCGM_FI_"):
+                    self._skip("line_too_long", f"line {self._line_number} is over {MAX_LINE_BYTES} bytes")
+                continue
             self._line(line)
         if len(self._tail) > MAX_LINE_BYTES:
             self._line_number += 1
@@ -193,6 +197,9 @@ class PageReader:
                     self._saw_exposition = True
             return
         self._saw_exposition = True
+        if len(self._series) >= MAX_ENTITIES and not self._names_a_known_entity(raw):
+            self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
+            return
         try:
             text = raw.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError:
@@ -253,6 +260,21 @@ class PageReader:
         if entry.values.get(fid) is None:
             scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
             entry.values[fid] = fields.clean_value(fid, scaled)
+
+    def _names_a_known_entity(self, raw: bytes) -> bool:
+        """Whether a line may belong to a GPU already kept, from its gpu and GPU_I_ID labels found
+        by a byte search alone: once the entity cap is reached, a line for a GPU beyond it costs
+        this, not a decode and a label parse (a 10,000-GPU page is served within the deadline). A
+        line whose labels this cannot read (`device="nvidiaN"`, spaces) takes the full path."""
+        gpu = _label_bytes(raw, b'gpu="')
+        if gpu is None:
+            return True
+        index = _index_bytes(gpu)
+        instance = _label_bytes(raw, b'GPU_I_ID="')
+        instance_index = None if instance is None else _index_bytes(instance)
+        if index is None or (instance is not None and instance_index is None):
+            return True  # not an index: the full parse says what is wrong
+        return (index, instance_index) in self._series
 
     def _known_entry(self, labels_text: str) -> _Series | None:
         """The entity's record when this label set names a GPU already known (and brings no pod
@@ -347,6 +369,24 @@ class PageReader:
             entry.values[fields.GPU_UTIL] = fields.clean_value(
                 fields.GPU_UTIL, value if percent else value * 100.0
             )
+
+
+def _label_bytes(raw: bytes, opening: bytes) -> bytes | None:
+    """The value of the label `opening` (`gpu="`) as dcgm-exporter writes it (after `{` or `,`),
+    found with bytes.find; None when it is not there in that shape."""
+    at = raw.find(opening)
+    if at <= 0 or raw[at - 1] not in b"{,":
+        return None
+    start = at + len(opening)
+    end = raw.find(b'"', start)
+    return raw[start:end] if end > 0 else None
+
+
+def _index_bytes(text: bytes) -> int | None:
+    """_index of a label value still in bytes."""
+    if text.isdigit() and len(text) <= MAX_INDEX_DIGITS:
+        return int(text)
+    return None
 
 
 def _index(text: str) -> int | None:

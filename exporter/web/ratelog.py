@@ -56,20 +56,32 @@ class EveryMinute:
                 state.last_message = message
                 if state.timer is None:
                     delay = max(0.0, self._window - (now - state.logged_at))
-                    state.timer = threading.Timer(delay, self._summarise, args=(kind, level))
+                    state.timer = threading.Timer(delay, self._summarise, args=(kind, level, state))
                     state.timer.daemon = True
                     state.timer.start()
                 return
+            held = None
+            if state is not None and state.suppressed:
+                # the window is over but its timer has not fired yet: summarise here, or the
+                # events it held would be lost when the new window replaces them
+                if state.timer is not None:
+                    state.timer.cancel()
+                held = (state.suppressed, state.last_message)
             self._kinds[kind] = _Kind(logged_at=now)
+        if held is not None:
+            self._log_summary(kind, level, *held)
         self._logger.log(level, "%s (further %s events summarised once a minute)", message, kind)
 
-    def _summarise(self, kind: str, level: int) -> None:
+    def _summarise(self, kind: str, level: int, scheduled_for: _Kind) -> None:
         with self._lock:
             state = self._kinds.get(kind)
-            if state is None or state.suppressed == 0:
-                return
+            if state is not scheduled_for or state.suppressed == 0:
+                return  # summarised already by a note() that came after the window
             count, message = state.suppressed, state.last_message
             self._kinds[kind] = _Kind(logged_at=self._clock())
+        self._log_summary(kind, level, count, message)
+
+    def _log_summary(self, kind: str, level: int, count: int, message: str) -> None:
         self._logger.log(
             level, "%s events: %d more in the last %.0f s, the latest: %s", kind, count, self._window, message
         )

@@ -13,6 +13,7 @@ repeats) and spaced by the sample interval.
 from __future__ import annotations
 
 import csv
+from collections import deque
 from collections.abc import Iterator
 
 from exporter.sample import Sample
@@ -54,6 +55,34 @@ _ENTITY_COLUMNS = {
 """Header spellings (lower case) of the entity columns -> the role they play."""
 
 
+MAX_QUOTED_LINES = 64
+"""Physical lines one quoted cell may span; a quote still open after them is unterminated."""
+MAX_QUOTED_CHARS = csv.field_size_limit()
+"""Characters one quoted cell may span (csv's own limit on a cell, 131,072): the lines held while
+looking for its closing quote stay within it."""
+
+
+def _quote_open_after(text: str, in_quote: bool) -> tuple[bool, int]:
+    """Whether csv (the default dialect, as csv.reader reads it) is inside a quoted cell at the end
+    of this line, given whether it was at its start; and the 1-based column of the quote that
+    opened the cell still open (0 when none opened on this line)."""
+    state = "quoted" if in_quote else "start"
+    opened = 0
+    for column, char in enumerate(text, 1):
+        if state == "quoted":
+            if char == '"':
+                state = "quote_in_quoted"
+        elif state == "quote_in_quoted":
+            state = "quoted" if char == '"' else ("start" if char == "," else "field")
+        elif char == ",":
+            state = "start"
+        elif state == "start" and char == '"':
+            state, opened = "quoted", column
+        else:
+            state = "field"
+    return state == "quoted", opened if state == "quoted" else 0
+
+
 class _Records:
     """The file's physical lines fed to csv.reader (with their line breaks, so quoted breaks
     survive), and the physical line each record starts on."""
@@ -63,9 +92,47 @@ class _Records:
         self._ctx = ctx
         self._reader = csv.reader(self._texts())
         self.too_long: list[int] = []
+        self.unterminated: list[tuple[int, int]] = []
+        """(line, column) of quotes never closed within MAX_QUOTED_LINES; those lines were left
+        out and reading went on from the next."""
+        self._number = 0
+        """The physical number of the last line handed to csv (a run of blank lines is handed
+        over as one, so csv's own line_num is not the file's)."""
+
+    def _balanced(self) -> Iterator[Line]:
+        """The lines, less any whose quote is not closed within MAX_QUOTED_LINES lines (or by the
+        end of the file): csv would read the rest of the file into one cell. The lines held
+        while looking for the closing quote are read again as if the quote had not been there."""
+        lines = self._lines
+        again: deque[Line] = deque()
+        while True:
+            line = again.popleft() if again else next(lines, None)
+            if line is None:
+                return
+            number, text = line
+            if text is None or '"' not in text:
+                yield line
+                continue
+            open_, column = _quote_open_after(text, False)
+            held = [line]
+            chars = len(text)
+            while open_ and len(held) <= MAX_QUOTED_LINES and chars <= MAX_QUOTED_CHARS:
+                following = again.popleft() if again else next(lines, None)
+                if following is None:
+                    break
+                held.append(following)
+                chars += len(following[1] or "")
+                if following[1] is not None and '"' in following[1]:
+                    open_ = _quote_open_after(following[1], True)[0]
+            if not open_:
+                yield from held
+                continue
+            self.unterminated.append((number, column))
+            again.extendleft(reversed(held[1:]))
 
     def _texts(self) -> Iterator[str]:
-        for number, text in self._lines:
+        for number, text in self._balanced():
+            self._number = number
             if text is None:
                 self.too_long.append(number)
                 yield "\n"
@@ -76,7 +143,7 @@ class _Records:
         """(first line, cells) per record, or (first line, error text) where csv refused one."""
         reader = self._reader
         while True:
-            start = reader.line_num + 1
+            start = self._number + 1
             try:
                 cells = next(reader)
             except StopIteration:
@@ -104,9 +171,7 @@ def iter_csv(lines: Iterator[Line], ctx: ParseContext) -> Iterator[Batch]:
     batcher_by_time = TimeBatcher(ctx) if table.ts_col is not None else None
     batcher_by_repeat = RepeatBatcher(ctx)
     for start, cells in records:
-        while source.too_long:
-            ctx.lines_read += 1
-            ctx.skip(source.too_long.pop(0), "line_too_long", f"line is longer than {MAX_LINE_BYTES} bytes")
+        _report_dropped(source, ctx)
         if isinstance(cells, str):
             ctx.lines_read += 1
             ctx.skip(start, "bad_csv", f"not a CSV record ({cells})")
@@ -124,11 +189,29 @@ def iter_csv(lines: Iterator[Line], ctx: ParseContext) -> Iterator[Batch]:
             closed = batcher_by_repeat.add(start, sample.entity, dict(sample.values), sample.attribution)
             if closed is not None:
                 yield closed
+    _report_dropped(source, ctx)
     if batcher_by_time is not None:
         yield from batcher_by_time.finish()
     last = batcher_by_repeat.close()
     if last is not None:
         yield last
+
+
+def _report_dropped(source: _Records, ctx: ParseContext) -> None:
+    """Count and log the lines the record reader left out (too long, an unterminated quote)."""
+    while source.too_long:
+        ctx.lines_read += 1
+        ctx.skip(source.too_long.pop(0), "line_too_long", f"line is longer than {MAX_LINE_BYTES} bytes")
+    while source.unterminated:
+        line, column = source.unterminated.pop(0)
+        ctx.lines_read += 1
+        ctx.skip(
+            line,
+            "unterminated_quote",
+            f'the quote (") at column {column} is never closed (not within {MAX_QUOTED_LINES} lines '
+            f"or {MAX_QUOTED_CHARS} characters, nor by the end of the file)",
+            outcome="line skipped, reading on from the next line",
+        )
 
 
 def _is_content(cells: list[str]) -> bool:

@@ -4,12 +4,15 @@ Memory stays flat whatever the file's size: the file is read 64 KiB at a time, g
 inflated as it streams (several members, as `ridgeline record` writes, and a stream cut short
 by a crash keeps what it holds), and a line longer than MAX_LINE_BYTES is passed over without
 being kept. Lines are numbered as an editor numbers them: only "\\n" ends one, so U+2028 or
-U+0085 inside a JSON string, or "\\r" before the "\\n", never shifts the count.
+U+0085 inside a JSON string, or "\\r" before the "\\n", never shifts the count. A run of empty
+lines is handed out as one (numbered by its last line), found by one regular-expression match:
+31 MB of blank lines must not cost 31 million trips through every parser.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -20,6 +23,11 @@ READ_BYTES = 64 * 1024
 MAX_LINE_BYTES = 1024 * 1024
 """A longer line is skipped as `line_too_long` (a replay line is a few hundred bytes)."""
 
+_BLANK_RUN = re.compile(rb"[\r\n]+")
+"""Line ends one after another: empty lines (CRLF ones too) up to the last "\\n" in the match
+(a character class, which the regular-expression engine repeats in C; `(?:\\r?\\n)+` took 2.5 ms
+per 64 KiB)."""
+_BLANK_STARTS = (b"\n", b"\r")
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
@@ -93,7 +101,10 @@ def _inflate(first: bytes, handle: BinaryIO, name: str) -> Iterator[bytes]:
 
 
 def physical_lines(chunks: Iterator[bytes]) -> Iterator[Line]:
-    """(number, text) for every line; text decoded as UTF-8 (bad bytes become U+FFFD), BOM dropped."""
+    """(number, text) for every line; text decoded as UTF-8 (bad bytes become U+FFFD), BOM dropped.
+
+    A run of empty lines within a chunk comes out as one empty line, numbered by the run's last:
+    every parser skips blank lines, and the numbers of the lines after it stay right."""
     number = 0
     tail = b""
     skipping = False
@@ -105,6 +116,13 @@ def physical_lines(chunks: Iterator[bytes]) -> Iterator[Line]:
                 chunk = chunk[len(_BOM) :]
         start = 0
         while True:
+            if not tail and not skipping and chunk[start : start + 1] in _BLANK_STARTS:
+                run = _BLANK_RUN.match(chunk, start)
+                end = chunk.rfind(b"\n", start, run.end()) + 1 if run is not None else 0
+                if end - start > 2:
+                    number += chunk.count(b"\n", start, end)
+                    yield number, ""
+                    start = end
             newline = chunk.find(b"\n", start)
             if newline < 0:
                 if skipping:
