@@ -11,6 +11,12 @@ keep-alive timeout); attackers run in their own processes, so their work never s
 scraper's interpreter. Each section prints scrape p50/p99 and its p50 as a ratio of the idle p50
 measured in the same run, plus the server's CPU share and RSS over the section.
 
+Issue 20's floods have their own servers (so the figures do not mix): cold-start guessers (from
+other loopback addresses, and from the scraper's own), a web-config reload every second under a
+flood, idle sockets and partial ClientHellos on a TLS port, and slow clients reconnecting at once
+past a small connection cap. Each reports how many authorised scrapes were refused, the first
+(cold) scrape, p50 as a ratio to the same server's idle p50, and the server's peak RSS (VmHWM).
+
 Sections are functions in SECTIONS, run in order; each takes the Context and returns its rows.
 `--src DIR` runs the server from another checkout (e.g. /work/main) for a before/after figure.
 Other sections (peak RSS for a 64 MiB upstream page and a 1 GB replay) go in the same list.
@@ -27,10 +33,12 @@ import os
 import resource
 import selectors
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,10 +62,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / CLOCK_TICKS
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -77,11 +85,15 @@ class Context:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def authorised_scrape(port: int, timeout: float = 30) -> float:
+def authorised_scrape(port: int, timeout: float = 30, tls: ssl.SSLContext | None = None) -> float:
     """Seconds for one authorised GET /metrics on a fresh connection (raises on a non-200)."""
     token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn = (
+        http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=tls)
+        if tls is not None
+        else http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    )
     conn.request("GET", "/metrics", headers={"Authorization": f"Basic {token}"})
     response = conn.getresponse()
     response.read()
@@ -91,16 +103,24 @@ def authorised_scrape(port: int, timeout: float = 30) -> float:
     return time.perf_counter() - started
 
 
-def measure(ctx: Context, name: str, port: int | None = None, pid: int | None = None) -> dict[str, Any]:
+def measure(
+    ctx: Context,
+    name: str,
+    port: int | None = None,
+    pid: int | None = None,
+    tls: ssl.SSLContext | None = None,
+    idle_p50_ms: float | None = None,
+) -> dict[str, Any]:
     """`ctx.scrapes` authorised scrapes, 10 ms apart; latency of those answered, how many were
-    not (error or no answer within 5 s), the server's CPU and RSS over them."""
+    not (error or no answer within 5 s), the server's CPU and RSS over them. The p50 ratio is to
+    `idle_p50_ms` when given (another server's idle), else to the main server's."""
     port, pid = port or ctx.port, pid or ctx.pid
     cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
     latencies, failed, tried = [], 0, 0
     for _ in range(ctx.scrapes):
         tried += 1
         try:
-            latencies.append(authorised_scrape(port, timeout=5))
+            latencies.append(authorised_scrape(port, timeout=5, tls=tls))
         except (OSError, RuntimeError, http.client.HTTPException):
             failed += 1
             if failed >= 10 and not latencies:
@@ -115,7 +135,7 @@ def measure(ctx: Context, name: str, port: int | None = None, pid: int | None = 
         row["p99_ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
         if ctx.idle_p50_ms is None:
             ctx.idle_p50_ms = p50
-        row["p50_vs_idle"] = p50 / ctx.idle_p50_ms
+        row["p50_vs_idle"] = p50 / (idle_p50_ms or ctx.idle_p50_ms)
     row["server_cpu_pct"] = 100 * (cpu_seconds(pid) - cpu_before) / wall
     row["server_rss_mib"] = rss_mib(pid)
     row["server_fds"] = open_fds(pid)
@@ -164,17 +184,21 @@ def hold_slow_connections(port: int, count: int, ready: Any, stop_event: Any) ->
         key.fileobj.close()  # type: ignore[union-attr]
 
 
-def guess_passwords(port: int, concurrency: int, counts: Any, stop_event: Any) -> None:
-    """`concurrency` clients sending wrong passwords back to back; counts answers by status."""
+def guess_passwords(
+    port: int, concurrency: int, counts: Any, stop_event: Any, sources: tuple[str, ...] = ("127.0.0.1",)
+) -> None:
+    """`concurrency` clients sending wrong passwords back to back, from the `sources` addresses
+    in turn; counts answers by status."""
     import asyncio
 
     async def guesser(index: int) -> None:
         attempt = 0
+        source = sources[index % len(sources)]
         while not stop_event.is_set():
             attempt += 1
             token = base64.b64encode(f"{USER}:guess-{index}-{attempt}".encode()).decode()
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
                 writer.write(
                     f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n"
                     "Connection: close\r\n\r\n".encode()
@@ -277,30 +301,310 @@ def section_past_the_fd_limit(ctx: Context) -> list[dict[str, Any]]:
     return [row, after]
 
 
-SECTIONS: list[tuple[str, Callable[[Context], list[dict[str, Any]]]]] = [
-    ("idle", section_idle),
-    ("slow", section_slow_connections),
-    ("flood", section_guessing_flood),
-    ("fdlimit", section_past_the_fd_limit),
-]
+# -- issue 20's floods: each on a server of its own ------------------------------------------------
+
+GUESSERS_SOURCES = tuple(f"127.0.0.{n}" for n in range(2, 10))
+"""Loopback addresses standing in for the guessers' hosts (Linux routes all of 127/8 locally)."""
+PARTIAL_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+"""A TLS record header and the start of a ClientHello that promises 512 bytes and sends 11."""
+TLS_SOCKETS = 3000
+RECONNECT_CAP = 100
+"""The connection cap of the reconnecting-slow-clients server (`--max-connections`)."""
 
 
-# -- main -----------------------------------------------------------------------------------------
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1 (the scraper does not verify it)."""
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
 
 
-def start_server(
-    port: int, directory: Path, src: str | None, stderr: Any = subprocess.DEVNULL, fd_limit: int | None = None
-) -> subprocess.Popen[bytes]:
-    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
-    config = directory / "web.yml"
-    config.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
+def client_tls() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def hold_connections(port: int, count: int, payload: bytes, ready: Any, stop_event: Any) -> None:
+    """Keep `count` connections open that send `payload` and then nothing; reopen each one the
+    server closes at once (a client that reconnects as soon as it is dropped)."""
+    selector = selectors.DefaultSelector()
+
+    def open_one() -> None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if payload:
+                sock.sendall(payload)
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+        except OSError:
+            time.sleep(0.01)
+
+    for _ in range(count):
+        open_one()
+    ready.set()
+    while not stop_event.is_set():
+        for key, _ in selector.select(timeout=0.2):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            try:
+                data = sock.recv(4096)
+            except OSError:
+                data = b""
+            if not data:
+                selector.unregister(sock)
+                sock.close()
+                open_one()
+    for key in list(selector.get_map().values()):
+        key.fileobj.close()  # type: ignore[union-attr]
+
+
+@contextlib.contextmanager
+def own_server(ctx: Context, *, tls: bool = False, extra: tuple[str, ...] = ()) -> Any:
+    """A fresh server for one section (its own port, pid, peak RSS); yields (port, pid, idle p50)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server(port, Path(tmp), ctx.extra.get("src"), tls=tls, extra=extra)
+        try:
+            context = client_tls() if tls else None
+            for _ in range(20):
+                authorised_scrape(port, tls=context)
+            idle = measure(ctx, "  (its idle)", port=port, pid=server.pid, tls=context)
+            yield port, server.pid, idle.get("p50_ms"), Path(tmp) / "web.yml"
+        finally:
+            stop(server)
+
+
+@contextlib.contextmanager
+def guessers_running(port: int, count: int, sources: tuple[str, ...]) -> Any:
+    counts = multiprocessing.Array("l", 3)
+    stop_event = multiprocessing.Event()
+    attacker = multiprocessing.Process(
+        target=guess_passwords, args=(port, count, counts, stop_event, sources)
+    )
+    attacker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while counts[1] < count and time.monotonic() < deadline:  # until the bcrypt queue is full
+            time.sleep(0.1)
+        yield counts
+    finally:
+        stop_event.set()
+        attacker.join(60)
+        if attacker.is_alive():
+            attacker.terminate()
+
+
+def _cold_guessing(ctx: Context, name: str, sources: tuple[str, ...]) -> list[dict[str, Any]]:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_web_config(Path(tmp))
+        server = start_server_cold(port, Path(tmp), ctx.extra.get("src"))
+        try:
+            with guessers_running(port, ctx.guessers, sources) as counts:
+                try:
+                    first_ms = authorised_scrape(port, timeout=30) * 1000
+                except (OSError, RuntimeError, http.client.HTTPException) as exc:
+                    first_ms = float("nan")
+                    print(f"  first scrape failed: {exc}")
+                row = measure(ctx, name, port=port, pid=server.pid)
+                row["first_scrape_ms"] = first_ms
+                row["guesses_429"] = counts[1]
+            row["server_peak_rss_mib"] = rss_mib(server.pid, "VmHWM")
+        finally:
+            stop(server)
+    return [row]
+
+
+def start_server_cold(port: int, directory: Path, src: str | None) -> subprocess.Popen[bytes]:
+    """`ridgeline serve` on the web config already in `directory`, waited for on /healthz only,
+    so no authorised scrape has been verified when the section starts."""
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = src
     process = subprocess.Popen(
         [
             *(sys.executable, "-m", "exporter", "--log-level", "warning", "serve", "--replay", "demo"),
-            *("--loop", "--listen", f"127.0.0.1:{port}", "--web-config", str(config)),
+            *("--loop", "--listen", f"127.0.0.1:{port}", "--web-config", str(directory / "web.yml")),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=src or None,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if sock.recv(12).startswith(b"HTTP/1.1 200"):
+                    return process
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(process)
+            raise SystemExit("ridgeline serve did not come up") from None
+        time.sleep(0.1)
+
+
+def section_cold_guessers_other_hosts(ctx: Context) -> list[dict[str, Any]]:
+    return _cold_guessing(ctx, f"cold, {ctx.guessers} guessers, other hosts", GUESSERS_SOURCES)
+
+
+def section_cold_guessers_same_host(ctx: Context) -> list[dict[str, Any]]:
+    return _cold_guessing(ctx, f"cold, {ctx.guessers} guessers, same host", ("127.0.0.1",))
+
+
+def section_reload_under_flood(ctx: Context) -> list[dict[str, Any]]:
+    """The web config rewritten every second (a user added each time) while guessers run."""
+    with own_server(ctx) as (port, pid, idle_p50, config):
+        done = threading.Event()
+
+        def rewrite() -> None:
+            base, n = config.read_text(), 0
+            while not done.wait(1.0):
+                n += 1
+                config.write_text(
+                    base + f"  user{n}: '{bcrypt.hashpw(b'x', bcrypt.gensalt(rounds=4)).decode()}'\n"
+                )
+
+        writer = threading.Thread(target=rewrite, daemon=True)
+        with guessers_running(port, ctx.guessers, ("127.0.0.1",)):
+            writer.start()
+            try:
+                row = measure(ctx, f"reload each 1 s, {ctx.guessers} guessers", port=port, pid=pid,
+                              idle_p50_ms=idle_p50)  # fmt: skip
+            finally:
+                done.set()
+                writer.join()
+        row["server_peak_rss_mib"] = rss_mib(pid, "VmHWM")
+    return [row]
+
+
+def _tls_flood(ctx: Context, name: str, payload: bytes) -> list[dict[str, Any]]:
+    with own_server(ctx, tls=True, extra=("--request-timeout", "60")) as (port, pid, idle_p50, _):
+        before = rss_mib(pid)
+        ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
+        attacker = multiprocessing.Process(
+            target=hold_connections, args=(port, TLS_SOCKETS, payload, ready, stop_event)
+        )
+        attacker.start()
+        try:
+            ready.wait(120)
+            time.sleep(2.0)
+            held = rss_mib(pid)
+            row = measure(ctx, name, port=port, pid=pid, tls=client_tls(), idle_p50_ms=idle_p50)
+        finally:
+            stop_event.set()
+            attacker.join(30)
+        row["rss_before_mib"] = before
+        row["kib_per_socket"] = (held - before) * 1024 / TLS_SOCKETS
+        row["server_peak_rss_mib"] = rss_mib(pid, "VmHWM")
+    return [row]
+
+
+def section_tls_idle_sockets(ctx: Context) -> list[dict[str, Any]]:
+    return _tls_flood(ctx, f"TLS: {TLS_SOCKETS} idle sockets", b"")
+
+
+def section_tls_partial_hellos(ctx: Context) -> list[dict[str, Any]]:
+    return _tls_flood(ctx, f"TLS: {TLS_SOCKETS} partial ClientHellos", PARTIAL_HELLO)
+
+
+def section_plain_idle_sockets(ctx: Context) -> list[dict[str, Any]]:
+    """The same idle sockets on a plain port: what a TLS one should cost at most."""
+    with own_server(ctx, extra=("--request-timeout", "60")) as (port, pid, _, _):
+        before = rss_mib(pid)
+        ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
+        attacker = multiprocessing.Process(target=hold_connections, args=(port, 1000, b"", ready, stop_event))
+        attacker.start()
+        try:
+            ready.wait(120)
+            time.sleep(2.0)
+            row = {
+                "section": "plain: 1000 idle sockets",
+                "kib_per_socket": (rss_mib(pid) - before) * 1024 / 1000,
+            }
+        finally:
+            stop_event.set()
+            attacker.join(30)
+    return [row]
+
+
+def section_reconnecting_past_the_cap(ctx: Context) -> list[dict[str, Any]]:
+    """Slow clients (a head that never ends) four times the cap, each reconnecting at once."""
+    cap = ("--max-connections", str(RECONNECT_CAP))
+    with own_server(ctx, extra=cap) as (port, pid, idle_p50, _):
+        ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
+        attacker = multiprocessing.Process(
+            target=hold_connections, args=(port, 4 * RECONNECT_CAP, PARTIAL_HEAD, ready, stop_event)
+        )
+        attacker.start()
+        try:
+            ready.wait(120)
+            time.sleep(1.0)
+            row = measure(ctx, f"{4 * RECONNECT_CAP} slow reconnecting, cap {RECONNECT_CAP}", port=port,
+                          pid=pid, idle_p50_ms=idle_p50)  # fmt: skip
+        finally:
+            stop_event.set()
+            attacker.join(30)
+        row["server_peak_rss_mib"] = rss_mib(pid, "VmHWM")
+    return [row]
+
+
+SECTIONS: list[tuple[str, Callable[[Context], list[dict[str, Any]]]]] = [
+    ("idle", section_idle),
+    ("slow", section_slow_connections),
+    ("flood", section_guessing_flood),
+    ("fdlimit", section_past_the_fd_limit),
+    ("coldother", section_cold_guessers_other_hosts),
+    ("coldsame", section_cold_guessers_same_host),
+    ("reload", section_reload_under_flood),
+    ("plainidle", section_plain_idle_sockets),
+    ("tlsidle", section_tls_idle_sockets),
+    ("tlshello", section_tls_partial_hellos),
+    ("reconnect", section_reconnecting_past_the_cap),
+]
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def write_web_config(directory: Path, *, tls: bool = False) -> Path:
+    """One basic-auth user at bcrypt cost 10 (as `htpasswd -nBC 10` writes it), TLS if asked."""
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    config = directory / "web.yml"
+    text = f"basic_auth_users:\n  {USER}: '{hashed}'\n"
+    if tls:
+        cert, key = self_signed(directory)
+        text += f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+    config.write_text(text)
+    return config
+
+
+def start_server(
+    port: int,
+    directory: Path,
+    src: str | None,
+    stderr: Any = subprocess.DEVNULL,
+    fd_limit: int | None = None,
+    *,
+    tls: bool = False,
+    extra: tuple[str, ...] = (),
+) -> subprocess.Popen[bytes]:
+    config = write_web_config(directory, tls=tls)
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "exporter", "--log-level", "warning", "serve", "--replay", "demo"),
+            *("--loop", "--listen", f"127.0.0.1:{port}", "--web-config", str(config), *extra),
         ],
         stdout=subprocess.DEVNULL,
         stderr=stderr,
@@ -313,7 +617,7 @@ def start_server(
     deadline = time.monotonic() + 60
     while True:
         try:
-            authorised_scrape(port)
+            authorised_scrape(port, tls=client_tls() if tls else None)
             return process
         except (OSError, RuntimeError):
             if process.poll() is not None or time.monotonic() > deadline:

@@ -14,7 +14,7 @@ import difflib
 import functools
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
@@ -59,6 +59,9 @@ PIPE_FP64_ACTIVE, PIPE_FP32_ACTIVE, PIPE_FP16_ACTIVE."""
 
 MIG_PROFILE_KEY = r"^[1-9][0-9]*g\.[1-9][0-9]*gb$"
 """A GPU instance profile as the MIG user guide names it: compute slices `g`, memory `gb`."""
+
+MIG_SM_KEY = r"^(?:[1-9][0-9]*c\.)?[1-9][0-9]*g\.[1-9][0-9]*gb$"
+"""A `mig_sms` key: a GPU instance profile, or a compute instance of one (`1c.3g.20gb`)."""
 
 _MIG_PROFILE_TEXT = re.compile(
     r"^(?:mig\s+)?(?:(?P<ci>[1-9][0-9]*)c\.)?(?P<gi>[1-9][0-9]*g\.[1-9][0-9]*gb)(?:[+-].*)?$"
@@ -122,6 +125,10 @@ class MigSlices:
     compute_total: int
     memory: int
     memory_total: int
+    sms: int | None = None
+    """The instance's SMs as `nvidia-smi mig -lgip`/`-lcip` print them; None where unpublished."""
+    sm_total: int | None = None
+    """The whole card's SMs (Card.sm_count)."""
 
     def __post_init__(self) -> None:
         for part, total, what in (
@@ -133,7 +140,18 @@ class MigSlices:
 
     @property
     def compute_fraction(self) -> float:
+        """Compute slices over the total: what the profile's name says, not what it computes with."""
         return self.compute / self.compute_total
+
+    @property
+    def sm_fraction(self) -> float | None:
+        """The instance's SMs over the card's: its share of the compute peak (None: unknown).
+
+        Slices are not a seventh of the SMs each: an A100's 7g profile holds 98 of its 108 SMs, an
+        H100 SXM's 1g.20gb 26 of 132 (docs/model.md, "MIG roofs")."""
+        if self.sms is None or self.sm_total is None:
+            return None
+        return self.sms / self.sm_total
 
     @property
     def memory_fraction(self) -> float:
@@ -190,8 +208,13 @@ class MigGeometry(BaseModel):
                 raise ValueError(f"profile {name!r} names {named} compute slices but lists {compute}")
         return self
 
-    def slices(self, profile: str) -> MigSlices | None:
-        """The slices a printed profile holds; None for a profile this card does not list."""
+    def slices(
+        self, profile: str, sms: Mapping[str, int] | None = None, sm_total: int | None = None
+    ) -> MigSlices | None:
+        """The slices a printed profile holds; None for a profile this card does not list.
+
+        `sms` is the card's SM table (Card.mig_sms) and `sm_total` its SM count: the instance's
+        SMs come from there, a compute instance's under its own `Nc.` key."""
         parsed = parse_mig_profile(profile)
         if parsed is None:
             return None
@@ -200,16 +223,61 @@ class MigGeometry(BaseModel):
         if counts is None:
             return None
         compute, memory = counts
+        key = gpu_instance
         if compute_instance is not None:
             if compute_instance > compute:
                 return None
+            if compute_instance < compute:
+                key = f"{compute_instance}c.{gpu_instance}"
             compute = compute_instance  # a compute instance shares its GPU instance's memory
         return MigSlices(
             compute=compute,
             compute_total=self.compute_slices,
             memory=memory,
             memory_total=self.memory_slices,
+            sms=None if sms is None else sms.get(key),
+            sm_total=sm_total,
         )
+
+
+CUDA_CORE_PRECISIONS: frozenset[str] = frozenset({"fp64", "fp32"})
+"""peak_tflops rows that are CUDA-core (not tensor-core) figures: the datasheets' FP64 and FP32."""
+
+
+class ClockBasis(BaseModel):
+    """The SM clocks a card's peaks are quoted at: a datasheet peak is SMs × FLOP/clock × a clock.
+
+    H100 SXM's dense BF16 989.5 TFLOP/s is 132 SMs × 4096 FLOP/clock × 1830 MHz, its FP32 67 is
+    132 × 256 × 1980 MHz: the tensor and CUDA-core figures have their own clocks, and a precision
+    may have its own (H100's FP64 tensor 67 = 132 × 256 × 1980 MHz). docs/model.md, "Clock basis".
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tensor_mhz: PositiveFinite
+    """The clock of the tensor-core peaks (every peak_tflops precision but fp64 and fp32)."""
+    cuda_core_mhz: PositiveFinite
+    """The clock of the CUDA-core figures: peak_tflops fp64/fp32 and every vector_tflops pipe."""
+    precision_mhz: dict[str, PositiveFinite] = Field(default_factory=dict)
+    """Precisions quoted at another clock than their kind's."""
+    derivation: Annotated[str, Field(min_length=1)]
+    """How the clocks follow from the figures (SMs × FLOP/clock × clock = the peak)."""
+    source: SourceUrl
+
+    @field_validator("precision_mhz")
+    @classmethod
+    def _known_precisions(cls, clocks: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(clocks) - set(PRECISIONS))
+        if unknown:
+            raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
+        return clocks
+
+    def peak_mhz(self, precision: str) -> float:
+        """The clock the `precision` peak is quoted at."""
+        found = self.precision_mhz.get(precision)
+        if found is not None:
+            return found
+        return self.cuda_core_mhz if precision in CUDA_CORE_PRECISIONS else self.tensor_mhz
 
 
 class Card(BaseModel):
@@ -233,6 +301,15 @@ class Card(BaseModel):
     vector_tflops: dict[VectorPipe, PositiveFinite] = Field(default_factory=dict)
     vector_source: SourceUrl | None = None
     mig: MigGeometry | None = None
+    mig_sms: dict[Annotated[str, Field(pattern=MIG_SM_KEY)], Annotated[int, Field(gt=0)]] = Field(
+        default_factory=dict
+    )
+    """SMs per MIG profile (and compute instance, `1c.3g.20gb`), the SM column of `nvidia-smi mig
+    -lgip` / `-lcip`: an instance's compute peak is the card's × its SMs ÷ sm_count."""
+    mig_sms_source: SourceUrl | None = None
+    clock_basis: ClockBasis | None = None
+    no_clock_basis: Annotated[str, Field(min_length=1)] | None = None
+    """Why the card has no clock basis (nothing published): its clock ratio is then unknown."""
 
     @functools.cached_property
     def _scaled(self) -> _ScaledFigures:
@@ -290,6 +367,36 @@ class Card(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _one_clock_story(self) -> Card:
+        """A card states its clock basis or why it has none, not both."""
+        if self.clock_basis is not None and self.no_clock_basis is not None:
+            raise ValueError("clock_basis and no_clock_basis exclude each other")
+        return self
+
+    @model_validator(mode="after")
+    def _mig_sms_fit_the_card(self) -> Card:
+        """Every SM count names a listed profile and fits in it and in the card."""
+        if not self.mig_sms:
+            return self
+        if self.mig is None or self.sm_count is None:
+            raise ValueError("mig_sms needs the card's mig table and sm_count")
+        if self.mig_sms_source is None:
+            raise ValueError("mig_sms needs mig_sms_source (where the SM counts are published)")
+        for name, sms in self.mig_sms.items():
+            parsed = parse_mig_profile(name)
+            assert parsed is not None  # the key pattern is a subset of what parses
+            compute_instance, gpu_instance = parsed
+            if gpu_instance not in self.mig.profiles:
+                raise ValueError(f"mig_sms {name!r}: {gpu_instance} is not in this card's mig profiles")
+            if compute_instance is not None and compute_instance >= self.mig.profiles[gpu_instance][0]:
+                raise ValueError(
+                    f"mig_sms {name!r}: a compute instance must hold fewer slices than its GPU instance"
+                )
+            if sms > self.sm_count:
+                raise ValueError(f"mig_sms {name!r}: {sms} SMs is more than the card's {self.sm_count}")
+        return self
+
     @field_validator("nvml_patterns")
     @classmethod
     def _patterns_compile(cls, patterns: list[str]) -> list[str]:
@@ -325,6 +432,21 @@ class Card(BaseModel):
             raise ValueError(f"unknown vector pipe {pipe!r}; known: {', '.join(VECTOR_PIPES)}")
         return self._scaled.vectors.get(pipe)
 
+    def peak_clock_mhz(self, precision: str) -> float | None:
+        """The SM clock the `precision` peak is quoted at; None when the card has no basis.
+
+        A card without `clock_basis` (a user file from before it) falls back to max_sm_clock_mhz,
+        the old rule, unless it says `no_clock_basis`."""
+        if self.clock_basis is not None:
+            return self.clock_basis.peak_mhz(precision)
+        return None if self.no_clock_basis is not None else self.max_sm_clock_mhz
+
+    def vector_clock_mhz(self) -> float | None:
+        """The SM clock the CUDA-core (vector) peaks are quoted at; None without a basis."""
+        if self.clock_basis is not None:
+            return self.clock_basis.cuda_core_mhz
+        return None if self.no_clock_basis is not None else self.max_sm_clock_mhz
+
     def mig_slices(self, profile: str) -> MigSlices | None:
         """The slices a MIG profile holds on this card (`3g.20gb`, `MIG 3g.20gb+me`, any case).
 
@@ -332,12 +454,13 @@ class Card(BaseModel):
         """
         if self.mig is None:
             return None
-        return self.mig.slices(profile)
+        return self.mig.slices(profile, self.mig_sms, self.sm_count)
 
     def instance_roof(self, precision: str, profile: str) -> Roof | None:
-        """The roof of one MIG instance: peak × compute fraction, bandwidth × memory fraction.
+        """The roof of one MIG instance: peak × its SMs ÷ the card's, bandwidth × memory fraction.
 
-        None for a profile the card does not list; UnknownPrecision as `roof` raises it.
+        None for a profile the card does not list or whose SM count is not published (ratios and a
+        regime, no roof); UnknownPrecision as `roof` raises it.
         """
         peak = self.peak_flop_per_second(precision)
         parsed = parse_mig_profile(profile)
@@ -347,11 +470,12 @@ class Card(BaseModel):
         key = (precision, parsed)
         roof = memo.get(key)
         if roof is None:
-            slices = self.mig.slices(profile)
-            if slices is None:  # e.g. more compute slices than the GPU instance holds
+            slices = self.mig_slices(profile)
+            fraction = None if slices is None else slices.sm_fraction
+            if slices is None or fraction is None:  # too many compute slices; SMs unpublished
                 return None
             roof = memo[key] = Roof(
-                peak_flop_per_second=peak * slices.compute_fraction,
+                peak_flop_per_second=peak * fraction,
                 bandwidth_bytes_per_second=self._scaled.bandwidth * slices.memory_fraction,
             )
         return roof

@@ -87,6 +87,13 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
         "one series per DCGM profiling field (1001-1008) a GPU lacks: none where the source reports "
         "them all, three per GPU where it lacks the FP pipes",
     ),
+    CollectorSpec(
+        "clocks",
+        ("ridgeline_clock_ratio", "ridgeline_clock_event_active"),
+        6,
+        "the SM clock against the clock the peak is quoted at, and the cause holding it down (power "
+        "cap, thermal, HW slowdown, sync boost, application clocks) while one does",
+    ),
     CollectorSpec("process", ("process_*",), 0, "the exporter process' CPU, memory and file descriptors"),
 )
 BY_NAME = {c.name: c for c in COLLECTORS}

@@ -92,6 +92,13 @@ _GAUGES: tuple[tuple[str, str, str, Callable[[Estimate], float | None]], ...] = 
         "present when the source reports it.",
         lambda e: e.gpu_utilization,
     ),
+    (
+        "clocks",
+        "ridgeline_clock_ratio",
+        "Smoothed SM clock over the clock the tensor peak in use is quoted at (the card's clock "
+        "basis), at most 1; absent when the source reports no SM clock or the card has no basis.",
+        lambda e: e.clock_ratio,
+    ),
 )
 
 
@@ -183,6 +190,8 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
         out.append(_contradiction_family(labelled))
     if "missing" in collectors:
         out.append(_missing_fields_family(labelled))
+    if "clocks" in collectors:
+        out.append(_clock_cause_family(labelled))
     out.extend(_health_families(snapshot))
     return out
 
@@ -504,6 +513,30 @@ def _missing_fields_family(labelled: _Labelled) -> Family:
         name="ridgeline_profiling_field_missing",
         documentation="1 for each DCGM profiling field (1001-1008) the GPU's latest sample lacks "
         "(absent or blank); the field label is its DCGM name.",
+        type="gauge",
+        rows=rows,
+    )
+
+
+def _clock_cause_family(labelled: _Labelled) -> Family:
+    """1 for each cause holding a GPU's clock down by its latest sample (clock_events.causes_of):
+    field 112's reasons, and the power cap from the draw at its limit (fields 155, 160)."""
+    rows = [
+        Row(
+            sample="ridgeline_clock_event_active",
+            labels=labels,
+            extra=(("cause", cause.lower().replace(" ", "_")),),
+            value=1.0,
+        )
+        for _, labels, estimate in labelled
+        if estimate is not None
+        for cause in estimate.clock_causes
+    ]
+    return Family(
+        name="ridgeline_clock_event_active",
+        documentation="1 for each cause holding the GPU's clock down in its latest sample: power_cap, "
+        "thermal, hw_slowdown, sync_boost, application_clocks (DCGM field 112's clocks-event reasons; "
+        "power_cap also from fields 155/160, draw at its limit).",
         type="gauge",
         rows=rows,
     )

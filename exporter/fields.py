@@ -9,6 +9,13 @@ from __future__ import annotations
 import math
 
 SM_CLOCK = 100
+CLOCKS_EVENT_REASONS = 112
+"""Why the clocks are held below their maximum: a bitmask of NVML's clocks-event reasons
+(nvmlClocksEventReasons, formerly nvmlClocksThrottleReasons); see CLOCK_EVENT_REASONS."""
+POWER_USAGE = 155
+"""Board power draw, W."""
+POWER_MGMT_LIMIT = 160
+"""The power management limit, W: the draw the SW power cap holds the board to."""
 GPU_UTIL = 203
 GR_ENGINE_ACTIVE = 1001
 SM_ACTIVE = 1002
@@ -32,6 +39,9 @@ GPU_UTIL_RATIO = 1613
 
 LEGACY_NAMES: dict[int, str] = {
     SM_CLOCK: "DCGM_FI_DEV_SM_CLOCK",
+    CLOCKS_EVENT_REASONS: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    POWER_USAGE: "DCGM_FI_DEV_POWER_USAGE",
+    POWER_MGMT_LIMIT: "DCGM_FI_DEV_POWER_MGMT_LIMIT",
     GPU_UTIL: "DCGM_FI_DEV_GPU_UTIL",
     GR_ENGINE_ACTIVE: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     SM_ACTIVE: "DCGM_FI_PROF_SM_ACTIVE",
@@ -68,6 +78,10 @@ RENAMED: dict[str, int] = {
     "DCGM_FI_PROF_IMMA_UTIL_RATIO": PIPE_TENSOR_IMMA_ACTIVE,
     "DCGM_FI_PROF_HMMA_UTIL_RATIO": PIPE_TENSOR_HMMA_ACTIVE,
     "DCGM_FI_PROF_DFMA_UTIL_RATIO": PIPE_TENSOR_DFMA_ACTIVE,
+    # DCGM 3.3 renamed field 112 from *_CLOCK_THROTTLE_REASONS to *_CLOCKS_EVENT_REASONS (NVML's
+    # "throttle reasons" became "clocks event reasons"); same id and bits (go-dcgm const_fields.go:
+    # DCGM_FI_DEV_CLOCKS_EVENT_REASONS Short = 112). dcgm-exporter prints either, by version.
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": CLOCKS_EVENT_REASONS,
     # 1009-1012 (DCGM_FI_PROF_PCIE_/NVLINK_{TX,RX}_BYTES) and 100 (DCGM_FI_DEV_SM_CLOCK) kept
     # their names in DCGM 4.6. dcgm-exporter 4.9 prints the profiling rows above under these
     # DCGM 4.7 names too. Deliberately absent, because the name now means another unit:
@@ -138,6 +152,20 @@ SHORT_NAMES: dict[str, int] = {
     "TDFMA": PIPE_TENSOR_DFMA_ACTIVE,
 }
 """The short column tags `dcgmi dmon` prints (GRACT, SMACT, DRAMA, ...)."""
+
+CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+)
+"""Field 112's bits that hold a loaded GPU's clock down, as NVML names them
+(nvmlClocksEventReasonApplicationsClocksSetting 0x2, SwPowerCap 0x4, HwSlowdown 0x8, SyncBoost
+0x10, SwThermalSlowdown 0x20, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80). GpuIdle (0x1)
+and DisplayClockSetting (0x100) are left out: neither slows a GPU that has work."""
 
 RATIO_FIELDS: frozenset[int] = frozenset(
     {

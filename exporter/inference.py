@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
-from exporter import fields
+from exporter import clock_events, fields
 from exporter.catalog import Card
 from exporter.roofline import (
     ACTIVITY_FIELD_SET,
@@ -45,11 +45,11 @@ from exporter.roofline import (
     Roof,
     Thresholds,
     achieved_flops,
-    clock_ratio,
     counter_position,
     dominant_precision,
     fp64_tensor_faster,
     judge_counters,
+    known_clock_ratio,
     pipe_peaks,
     pipe_utilizations,
 )
@@ -172,7 +172,11 @@ class Estimate(NamedTuple):
     tensor_active: float | None
     flop_utilization: float | None
     """u*: the busiest compute pipe's activity times the clock ratio (achieved / compute roof)."""
-    clock_ratio: float
+    clock_ratio: float | None
+    """k of the tensor pipe: SM clock / the clock its peak is quoted at (at most 1); None when the
+    card has no clock basis or the source no SM clock (FLOP/s then assume the quoted clock)."""
+    vector_clock_ratio: float | None
+    """k of the CUDA-core pipes, against their own quoted clock; None as for clock_ratio."""
     gr_engine_active: float | None
     gpu_utilization: float | None
     sm_active: float | None
@@ -201,6 +205,14 @@ class Estimate(NamedTuple):
     """DCGM names of the fields whose absence leaves the smoothed regime `unknown`."""
     gr_engine_contradicted: bool
     """GR_ENGINE_ACTIVE (smoothed) reads idle while busier evidence says work runs."""
+    clock_event_reasons: tuple[str, ...] = ()
+    """NVML's clocks-event reasons (field 112) in the latest sample that slow a loaded GPU."""
+    clock_causes: tuple[str, ...] = ()
+    """The causes a reduced clock is put down to (clock_events.causes_of): field 112's reasons,
+    and the power cap when the draw is at its limit (fields 155, 160)."""
+    uncounted_pipes: tuple[str, ...] = ()
+    """Compute pipes left out of achieved FLOP/s (unreported, or busy without a peak): with any,
+    achieved FLOP/s and intensity are lower bounds, and unknown when the counted ones sum to 0."""
 
 
 class EntityInference(NamedTuple):
@@ -230,6 +242,10 @@ class EntityInference(NamedTuple):
     """The smoothed reading's verdict (what the debouncer looked at)."""
     raw_regime: CounterRegime | None = None
     """The raw reading's regime (what the time-in-regime counters integrated)."""
+    clock_reasons: tuple[str, ...] = ()
+    """The latest sample's field-112 reasons (a bitmask is not smoothed: the latest one stands)."""
+    clock_causes: tuple[str, ...] = ()
+    """The causes of a reduced clock by the latest sample (clock_events.causes_of)."""
 
     @property
     def estimate(self) -> Estimate | None:
@@ -237,7 +253,9 @@ class EntityInference(NamedTuple):
         use); None while the sample has no activity field."""
         if self.smoothing is None or self.profile is None or self.call is None or self.raw_regime is None:
             return None
-        return estimate_of(self.profile, self.smoothing, self.call, self.raw_regime)
+        return estimate_of(
+            self.profile, self.smoothing, self.call, self.raw_regime, self.clock_reasons, self.clock_causes
+        )
 
 
 def precision_on(card: Card, wanted: str) -> tuple[str, str | None]:
@@ -291,15 +309,18 @@ def _ratio(value: float) -> float:
 _INPUT_FIELDS: tuple[tuple[str, int], ...] = (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items())
 
 
-def raw_inputs(values: Mapping[int, float | None], max_clock: float | None) -> dict[str, float]:
+def raw_inputs(values: Mapping[int, float | None]) -> dict[str, float]:
     """This sample's inputs by name: the reported ratios clamped to [0, 1], the tensor sub-pipes,
-    the clock ratio k (roofline.clock_ratio) and GPU_UTIL as a fraction. Blank fields are left out."""
+    the SM clock in MHz (a positive finite one; the clock ratios are taken against the roof in
+    use, CardProfile.clock_ratios) and GPU_UTIL as a fraction. Blank fields are left out."""
     inputs: dict[str, float] = {}
     for name, fid in _INPUT_FIELDS:
         value = values.get(fid)
         if value is not None:
             inputs[name] = _ratio(value)
-    inputs["clock_ratio"] = clock_ratio(values.get(fields.SM_CLOCK), max_clock)
+    clock = values.get(fields.SM_CLOCK)
+    if clock is not None and 0.0 < clock < math.inf:
+        inputs["sm_clock_mhz"] = float(clock)
     util = values.get(fields.GPU_UTIL)
     if util is not None:
         inputs["gpu_utilization"] = _ratio(util / 100.0)  # DCGM GPU_UTIL is a percentage
@@ -325,14 +346,22 @@ def smoothing_alpha(dt: float | None, time_constant: float) -> float:
     return -math.expm1(-dt / time_constant)
 
 
-assert Ratios._fields == (*READING_FIELDS, "clock_ratio")
+assert Ratios._fields == (*READING_FIELDS, "clock_ratio", "vector_clock_ratio")
 
 
-def reading_of(inputs: Mapping[str, float]) -> Ratios:
-    """The roofline reading of a sample's raw or smoothed inputs (raw_inputs always sets the
-    clock ratio): each of Ratios' fields by its own name, in the order the assertion above
-    checks; k is kept above 0 (a sub-MHz clock can underflow it)."""
-    return Ratios._make((*map(inputs.get, READING_FIELDS), max(inputs["clock_ratio"], 1e-9)))
+def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | None]) -> Ratios:
+    """The roofline reading of a sample's raw or smoothed inputs with its (tensor, CUDA-core)
+    clock ratios: each of Ratios' fields by its own name, in the order the assertion above
+    checks; an unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock
+    can underflow it)."""
+    tensor, vector = clocks
+    return Ratios._make(
+        (
+            *map(inputs.get, READING_FIELDS),
+            1.0 if tensor is None else max(tensor, 1e-9),
+            1.0 if vector is None else max(vector, 1e-9),
+        )
+    )
 
 
 _PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
@@ -445,7 +474,7 @@ def step(
     base = previous.totals if previous is not None else (totals or Totals())
     values = sample.values
     missing = missing_profiling_fields(values)
-    inputs = raw_inputs(values, profile.max_clock)
+    inputs = raw_inputs(values)
     if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
         return EntityInference(
             entity=entity,
@@ -459,13 +488,26 @@ def step(
 
     prior = previous.smoothing if previous is not None else None
     smoothed = smooth(prior.values if prior else None, inputs, smoothing_alpha(dt, config.smoothing_seconds))
-    _, roof, peaks = profile.roof_for(smoothed)
+    precision, roof, peaks = profile.roof_for(smoothed)
     fp64_faster = profile.fp64_tensor_faster
     thresholds = config.thresholds
-    raw = reading_of(inputs)
+    raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
     raw_pipes = pipe_utilizations(raw)
-    raw_regime = judge_counters(raw, thresholds, utilizations=raw_pipes).regime  # its lever is not kept
-    call = judge_counters(reading_of(smoothed), thresholds, mig_instance=mig, fp64_tensor_faster=fp64_faster)
+    raw_regime = judge_counters(raw, thresholds).regime  # its lever is not kept
+    reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
+    call = judge_counters(
+        reading,
+        thresholds,
+        mig_instance=mig,
+        fp64_tensor_faster=fp64_faster,
+        precision=precision,
+        precisions=profile.precisions,
+    )
+    reasons = clock_events.active_reasons(values.get(fields.CLOCKS_EVENT_REASONS))
+    causes = clock_events.causes_of(
+        reasons, values.get(fields.POWER_USAGE), values.get(fields.POWER_MGMT_LIMIT)
+    )
+    call = at_reduced_clock(call, reading, profile, precision, smoothed.get("sm_clock_mhz"), causes)
     exported = debounce(
         prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
     )
@@ -493,7 +535,30 @@ def step(
         profile=profile,
         call=call,
         raw_regime=raw_regime,
+        clock_reasons=reasons,
+        clock_causes=causes,
     )
+
+
+def at_reduced_clock(
+    call: CounterCall,
+    reading: Ratios,
+    profile: CardProfile,
+    precision: str | None,
+    sm_clock: float | None,
+    causes: tuple[str, ...],
+) -> CounterCall:
+    """A compute-bound call whose binding pipe runs below its peak's clock gets the lever that
+    names the cause and what the full clock gives back (clock_events.reduced_clock_lever)."""
+    if call.regime != "compute_bound" or call.pipe is None or sm_clock is None or profile.card is None:
+        return call
+    tensor = call.pipe == "tensor"
+    k = reading.clock_ratio if tensor else reading.vector_clock_ratio
+    basis = (
+        profile.card.peak_clock_mhz(precision) if tensor and precision is not None else profile.vector_clock
+    )
+    lever = clock_events.fitted_lever(call.regime, call.lever, k, sm_clock, basis, causes)
+    return call if lever is call.lever else call._replace(lever=lever)
 
 
 _UNIT_PEAKS: Mapping[str, float] = MappingProxyType({"tensor": 1.0, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0})
@@ -511,13 +576,19 @@ def _interval(previous: EntityInference | None, timestamp: float) -> tuple[float
 
 
 def estimate_of(
-    profile: CardProfile, smoothing: Smoothing, call: CounterCall, raw_regime: CounterRegime
+    profile: CardProfile,
+    smoothing: Smoothing,
+    call: CounterCall,
+    raw_regime: CounterRegime,
+    clock_reasons: tuple[str, ...] = (),
+    clock_causes: tuple[str, ...] = (),
 ) -> Estimate:
     """The Estimate of a smoothed reading: its numbers on the roof (roofline.counter_position) and
     its verdicts; the numbers that need a roof are None on an unknown card or profile."""
     smoothed = smoothing.values
     precision, roof, peaks = profile.roof_for(smoothed)
-    reading = reading_of(smoothed)
+    clocks = profile.clock_ratios(precision, smoothed.get("sm_clock_mhz"))
+    reading = reading_of(smoothed, clocks)
     bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
     at = counter_position(reading, peaks, bandwidth)
     known = roof is not None
@@ -529,7 +600,8 @@ def estimate_of(
         dram_active=reading.dram_active,
         tensor_active=reading.tensor_active,
         flop_utilization=at.flop_utilization,
-        clock_ratio=reading.clock_ratio,
+        clock_ratio=clocks[0],
+        vector_clock_ratio=clocks[1],
         gr_engine_active=reading.gr_engine_active,
         gpu_utilization=smoothed.get("gpu_utilization"),
         sm_active=reading.sm_active,
@@ -552,6 +624,9 @@ def estimate_of(
         lever=smoothing.lever,
         unknown_because=dcgm_names(call.missing),
         gr_engine_contradicted=call.gr_engine_contradicted,
+        clock_event_reasons=clock_reasons,
+        clock_causes=clock_causes,
+        uncounted_pipes=at.uncounted_pipes if known else (),
     )
 
 
@@ -569,10 +644,13 @@ class CardProfile:
     note: str | None
     roof: Roof | None
     vector_peaks: Mapping[str, float]
-    max_clock: float | None
+    vector_clock: float | None
+    """The clock the card's CUDA-core peaks are quoted at (Card.vector_clock_mhz); None: no basis."""
     dominant: bool
     """The tensor pipes may override the precision (no --precision given, a known roof)."""
     fp64_tensor_faster: bool
+    precisions: frozenset[str] = frozenset()
+    """The card's precisions (the lever names a lower one only where the card has it)."""
     roofs: dict[str | None, tuple[Roof | None, Mapping[str, float]]] = field(
         default_factory=dict, compare=False
     )
@@ -580,6 +658,16 @@ class CardProfile:
     another precision)."""
     instance: bool = False
     mig_profile: str | None = None
+
+    def clock_ratios(
+        self, precision: str | None, sm_clock: float | None
+    ) -> tuple[float | None, float | None]:
+        """(tensor k, CUDA-core k) at this SM clock, each against the clock its peak is quoted at
+        (roofline.known_clock_ratio); None where the clock, the card or its basis is unknown."""
+        if sm_clock is None or self.card is None:
+            return None, None
+        tensor = self.card.peak_clock_mhz(precision) if precision is not None else None
+        return known_clock_ratio(sm_clock, tensor), known_clock_ratio(sm_clock, self.vector_clock)
 
     def roof_for(self, smoothed: Mapping[str, float]) -> tuple[str | None, Roof | None, Mapping[str, float]]:
         """(precision, roof, pipe peaks) for this sample: the dominant tensor pipe's precision when
@@ -606,10 +694,11 @@ class CardProfile:
 
 
 def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | None) -> Roof | None:
-    """The roof of a whole card, or of a MIG instance: the card's peak scaled by its compute
-    slices and its bandwidth by its memory slices (Card.instance_roof, from the MIG user guide's
-    profile tables). A MIG instance whose profile is absent or unknown to the card has no roof:
-    it gets ratios and a regime, never the whole card's figures."""
+    """The roof of a whole card, or of a MIG instance: the card's peak scaled by the instance's
+    SMs and its bandwidth by its memory slices (Card.instance_roof: the MIG user guide's slice
+    tables, `nvidia-smi mig -lgip`'s SM counts). A MIG instance whose profile is absent, unknown
+    to the card or without a published SM count has no roof: it gets ratios and a regime, never
+    the whole card's figures."""
     if not instance:
         return card.roof(precision)
     if mig_profile is None:
@@ -619,13 +708,14 @@ def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | N
 
 def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapping[str, float]:
     """The CUDA-core FP64/FP32/FP16 peaks in FLOP/s where the catalog has them; a MIG instance's
-    scaled by its compute fraction (none without a known profile, as for its roof)."""
+    scaled by its share of the SMs (none without a known profile and SM count, as for its roof)."""
     scale = 1.0
     if instance:
         slices = card.mig_slices(mig_profile) if mig_profile is not None else None
-        if slices is None:
+        fraction = None if slices is None else slices.sm_fraction
+        if fraction is None:
             return MappingProxyType({})
-        scale = slices.compute_fraction
+        scale = fraction
     peaks = {pipe: card.vector_peak_flop_per_second(pipe) for pipe in FP_PIPES}
     return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
 
@@ -655,7 +745,7 @@ def card_profile(
             note=None,
             roof=None,
             vector_peaks=MappingProxyType({}),
-            max_clock=None,
+            vector_clock=None,
             dominant=False,
             fp64_tensor_faster=True,
         )
@@ -669,9 +759,10 @@ def card_profile(
             note=note,
             roof=roof,
             vector_peaks=vector_peaks_of(card, instance, mig_profile),
-            max_clock=card.max_sm_clock_mhz if card.max_sm_clock_mhz and card.max_sm_clock_mhz > 0 else None,
+            vector_clock=card.vector_clock_mhz(),
             dominant=config.precision is None and roof is not None,
             fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
+            precisions=frozenset(card.precisions),
             roofs={},
             instance=instance,
             mig_profile=mig_profile,

@@ -14,7 +14,7 @@ its memory traffic or its arithmetic, whichever takes longer.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple, Protocol, get_args
@@ -117,6 +117,39 @@ LEVER_UNKNOWN = (
     "unknown: the counters present cannot place this GPU on its roof — add the missing profiling "
     "fields (listed with the verdict) to the DCGM field list"
 )
+LEVER_COMPUTE_NO_FP8 = (
+    "compute-bound on the tensor cores at 16 bits, on a card without fp8: use 2:4 structured "
+    "sparsity (twice the dense peak), int8 where the card has it and accuracy allows, or fewer FLOPs"
+)
+LEVER_COMPUTE_TF32 = (
+    "compute-bound on the tensor cores at TF32: bf16/fp16 autocast doubles the tensor peak (fp8 "
+    "doubles it again where the card has it), or use structured sparsity"
+)
+LEVER_COMPUTE_FP8 = (
+    "compute-bound on the tensor cores at 8 bits: fp4 (this card has it) doubles the tensor peak "
+    "where accuracy allows; otherwise 2:4 structured sparsity or fewer FLOPs"
+)
+LEVER_COMPUTE_LOWEST = (
+    "compute-bound at this card's lowest tensor precision: 2:4 structured sparsity, a cheaper "
+    "algorithm (fewer FLOPs), or more GPUs"
+)
+LEVER_COMPUTE_FP64_TENSOR = (
+    "compute-bound on the FP64 tensor cores (DMMA), FP64's fastest path: do fewer FLOPs (a cheaper "
+    "algorithm, reuse factorisations), a mixed-precision method (FP32/TF32 work with FP64 "
+    "iterative refinement) where the accuracy allows, or more GPUs"
+)
+LEVER_MEMORY_FP64 = (
+    "memory-bound on FP64 data: move fewer bytes per FLOP — fuse kernels, block/tile for cache "
+    "reuse, batch more work per byte read; storing in FP32 with FP64 accumulation (mixed precision) "
+    "halves the bytes where the accuracy allows"
+)
+LEVER_BALANCED_FP64 = (
+    "on the ridge with FP64 work: both walls bind — cut bytes and FLOPs together (fusion, reuse, a "
+    "cheaper algorithm); mixed precision (FP32 with FP64 refinement) helps both where it is accurate"
+)
+FP64_PRECISIONS: frozenset[str] = frozenset({"fp64", "fp64_tensor"})
+"""Precisions of FP64 work: never told to lower the precision to fp8 or int8 (issue 19)."""
+
 PIPE_LEVERS: Mapping[str, str] = MappingProxyType(
     {"tensor": LEVER_COMPUTE, "fp64": LEVER_FP64_PIPE, "fp32": LEVER_FP32_PIPE, "fp16": LEVER_FP16_PIPE}
 )
@@ -356,6 +389,8 @@ class Activity(Protocol):
     def fp16_active(self) -> float | None: ...
     @property
     def clock_ratio(self) -> float: ...
+    @property
+    def vector_clock_ratio(self) -> float: ...
 
 
 class Ratios(NamedTuple):
@@ -374,6 +409,7 @@ class Ratios(NamedTuple):
     fp32_active: float | None = None
     fp16_active: float | None = None
     clock_ratio: float = 1.0
+    vector_clock_ratio: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +429,9 @@ class CounterReading:
     fp32_active: float | None = None
     fp16_active: float | None = None
     clock_ratio: float = 1.0
+    """k of the tensor pipe: SM clock / the clock its peak is quoted at, at most 1."""
+    vector_clock_ratio: float = 1.0
+    """k of the CUDA-core FP64/FP32/FP16 pipes (their peaks have their own clock)."""
 
     def __post_init__(self) -> None:
         for name in READING_FIELDS:
@@ -403,8 +442,10 @@ class CounterReading:
                 raise RooflineInputError(f"{name} must be a finite ratio, got {value!r}")
             if not 0.0 <= value <= 1.0:
                 raise RooflineInputError(f"{name} must be a ratio in [0, 1], got {value!r}")
-        if not (math.isfinite(self.clock_ratio) and 0 < self.clock_ratio <= 1.0):
-            raise RooflineInputError(f"clock_ratio must be in (0, 1], got {self.clock_ratio!r}")
+        for name in ("clock_ratio", "vector_clock_ratio"):
+            k = getattr(self, name)
+            if not (math.isfinite(k) and 0 < k <= 1.0):
+                raise RooflineInputError(f"{name} must be in (0, 1], got {k!r}")
 
 
 def has_activity(reading: object) -> bool:
@@ -416,17 +457,32 @@ _PIPE_FIELDS: tuple[tuple[Pipe, str], ...] = tuple((pipe, f"{pipe}_active") for 
 
 
 def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
-    """Each reported compute pipe's activity times the clock ratio: u = a · k.
+    """Each reported compute pipe's activity times its clock ratio: u = a · k.
 
     DCGM's pipe activities are fractions of cycles, so FLOP/s scale with the clock actually run
-    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock).
+    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock); the
+    tensor pipe's k is against its peak's clock, the CUDA-core pipes' against theirs.
     """
-    k = reading.clock_ratio
     found: dict[Pipe, float] = {}
     for pipe, name in _PIPE_FIELDS:
         activity = getattr(reading, name)
         if activity is not None:
-            found[pipe] = activity * k
+            found[pipe] = activity * (reading.clock_ratio if pipe == "tensor" else reading.vector_clock_ratio)
+    return found
+
+
+def pipe_activities(reading: Activity) -> dict[Pipe, float]:
+    """Each reported compute pipe's activity a: the fraction of cycles busy at the clock it runs.
+
+    The regime rules read these, not u = a · k: a pipe busy 90 % of cycles at a power-capped
+    1185 MHz is at its wall at that clock, so compute-bound against the roof at that clock, not
+    latency-bound (docs/model.md, "At a reduced clock").
+    """
+    found: dict[Pipe, float] = {}
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
+        if activity is not None:
+            found[pipe] = activity
     return found
 
 
@@ -524,29 +580,77 @@ def compute_lever(pipe: Pipe, *, fp64_tensor_faster: bool = True) -> str:
     return PIPE_LEVERS[pipe]
 
 
+def precision_lever(
+    regime: str,
+    lever: str,
+    pipe: Pipe | None,
+    precision: str | None,
+    precisions: Collection[str] = (),
+    *,
+    fp64_tensor_faster: bool = True,
+) -> str:
+    """The lever fitted to the pipe and precision the work runs at (docs/model.md, "Levers").
+
+    FP64 work (the FP64 pipe, or the fp64/fp64_tensor precision) is never told to drop to fp8;
+    a tensor verdict names the next precision down only where the card has it (`precisions`:
+    the card's, empty when unknown, which keeps the general lever). `pipe` None: the kernel or
+    operation form, where the precision's own peak is the roof.
+    """
+    fp64 = pipe == "fp64" or (pipe in (None, "tensor") and precision in FP64_PRECISIONS)
+    if regime == "memory_bound":
+        return LEVER_MEMORY_FP64 if fp64 else lever
+    if regime == "balanced":
+        return LEVER_BALANCED_FP64 if fp64 else lever
+    if regime != "compute_bound" or pipe not in (None, "tensor") or precision is None:
+        return lever
+    if precision == "fp64_tensor":
+        return LEVER_COMPUTE_FP64_TENSOR
+    if pipe is None and precision == "fp64":  # a CUDA-core peak is the roof
+        return compute_lever("fp64", fp64_tensor_faster=fp64_tensor_faster)
+    if pipe is None and precision == "fp32":
+        return LEVER_FP32_PIPE
+    if not precisions:
+        return lever
+    if precision == "tf32":
+        return LEVER_COMPUTE_TF32
+    if precision in ("bf16", "fp16"):
+        return lever if "fp8" in precisions else LEVER_COMPUTE_NO_FP8
+    if precision in ("fp8", "int8"):
+        return LEVER_COMPUTE_FP8 if "fp4" in precisions else LEVER_COMPUTE_LOWEST
+    if precision == "fp4":
+        return LEVER_COMPUTE_LOWEST
+    return lever
+
+
 def judge_counters(
     reading: Activity,
     thresholds: Thresholds,
     *,
     mig_instance: bool = False,
     fp64_tensor_faster: bool = True,
-    utilizations: Mapping[Pipe, float] | None = None,
+    precision: str | None = None,
+    precisions: Collection[str] = (),
 ) -> CounterCall:
     """The per-sample regime and its lever (docs/design.md, "The model": regimes).
 
     In order: GR_ENGINE_ACTIVE idle while busier evidence disagrees is set aside; idle; the side
-    of the ridge (the busiest pipe's u = a·k against DRAM_ACTIVE) picks the wall that could bind
+    of the ridge (the busiest pipe's activity a against DRAM_ACTIVE, both at the clock the GPU
+    runs: the roof at that clock has the same shape, scaled by k) picks the wall that could bind
     and θ says whether the GPU is near it; busy with neither wall near is latency-bound. A field
     the rule at hand needs that is not reported leaves the regime `unknown`, naming it: a partial
-    reading says only what its fields can say. `utilizations`: pipe_utilizations(reading), when
-    the caller has it already.
+    reading says only what its fields can say. `precision` and `precisions` (the card's) fit the
+    lever to the work (`precision_lever`); without them the general lever stands.
     """
     contradicted = gr_engine_contradicted(reading, thresholds)
-    pipes = pipe_utilizations(reading) if utilizations is None else utilizations
+    pipes = pipe_activities(reading)
     pipe = nearest_wall_pipe(pipes, thresholds)
     regime, lever, missing = _regime_rules(
         reading, thresholds, pipes, pipe, contradicted, mig_instance, fp64_tensor_faster
     )
+    if precision is not None:
+        lever = precision_lever(
+            regime, lever, pipe, precision, precisions, fp64_tensor_faster=fp64_tensor_faster
+        )
     return CounterCall(
         regime=regime,
         lever=lever,
@@ -627,6 +731,19 @@ class CounterPosition(NamedTuple):
     attainable_flop_per_second: float | None
     fraction_of_peak: float | None
     roofline_efficiency: float | None
+    uncounted_pipes: tuple[Pipe, ...] = ()
+    """Pipes whose FLOPs are not in F: not reported, or busy without a peak on this card. With
+    any, F and the intensity are lower bounds; with any and F = 0 they are unknown (None)."""
+
+
+def uncounted_pipes(reading: Activity, peaks: Mapping[str, float]) -> tuple[Pipe, ...]:
+    """The compute pipes whose FLOPs F leaves out: unreported, or active with no peak here."""
+    found: list[Pipe] = []
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
+        if activity is None or (activity > 0.0 and pipe not in peaks):
+            found.append(pipe)
+    return tuple(found)
 
 
 def counted_pipes(
@@ -652,15 +769,29 @@ def achieved_flops(utilizations: Mapping[Pipe, float], peaks: Mapping[str, float
     return None if counted is None else counted[0]
 
 
-def compute_roof(peaks: Mapping[str, float], flops: float | None, busiest: float | None) -> float:
-    """The compute ceiling of this instruction mix: F / u*, the FLOP/s the same mix of pipes would
-    reach with its busiest pipe saturated (Williams et al. 2009: in-core ceilings below the peak).
+def compute_roof(
+    peaks: Mapping[str, float], flops: float | None, busiest: float | None, tensor_clock: float = 1.0
+) -> float:
+    """The compute ceiling of this instruction mix at the clock it runs: F / a*, the FLOP/s the
+    same mix of pipes reaches with its busiest pipe saturated at this clock (Williams et al. 2009:
+    in-core ceilings below the peak). `busiest` is a*, the busiest counted pipe's activity.
 
-    One pipe alone gives that pipe's peak; with nothing running it is the tensor peak.
+    One pipe alone gives that pipe's peak × its clock ratio; with nothing running it is the tensor
+    peak × the tensor clock ratio.
     """
     if flops is None or busiest is None or busiest <= 0.0 or flops <= 0.0:
-        return peaks["tensor"]
+        return peaks["tensor"] * tensor_clock
     return flops / busiest
+
+
+def busiest_counted_activity(reading: Activity, peaks: Mapping[str, float]) -> float | None:
+    """a*: the largest activity among the reported pipes that have a peak; None without one."""
+    best: float | None = None
+    for pipe, name in _PIPE_FIELDS:
+        activity = getattr(reading, name)
+        if activity is not None and pipe in peaks and (best is None or activity > best):
+            best = activity
+    return best
 
 
 def counter_position(
@@ -670,30 +801,49 @@ def counter_position(
     *,
     utilizations: Mapping[Pipe, float] | None = None,
 ) -> CounterPosition:
-    """The counter form's numbers (docs/design.md): F = Σ u·P, Q = d·B, I = F / Q, P_c = F / u*.
+    """The counter form's numbers (docs/design.md): F = Σ a·k·P, Q = d·B, I = F / Q, and the
+    roof at the clock the GPU runs, P_c = F / a*.
 
-    position = I / (P_c / B) = u* / d; attainable = min(P_c, I·B); roofline efficiency = achieved
-    / attainable, which works out to max(u*, d). With d ≈ 0 the intensity is undefined: the
-    attainable roof is then the flat P_c and efficiency is u*. `peaks` maps "tensor" (required)
-    and any FP pipe with a known peak to FLOP/s; `utilizations` as for `judge_counters`.
+    position = I / (P_c / B) = a* / d; attainable = min(P_c, I·B); roofline efficiency = achieved
+    / attainable, which works out to max(a*, d). With d ≈ 0 the intensity is undefined: the
+    attainable roof is then the flat P_c and efficiency is a*. flop utilization u* = max a·k is
+    against the quoted peaks. `peaks` maps "tensor" (required) and any FP pipe with a known peak
+    to FLOP/s; `utilizations`: pipe_utilizations(reading), when the caller has it already.
     """
     if utilizations is None:
         utilizations = pipe_utilizations(reading)
     counted = counted_pipes(utilizations, peaks)
     flops, busiest = (None, None) if counted is None else counted
-    roof_c = compute_roof(peaks, flops, busiest)
+    active = busiest_counted_activity(reading, peaks)
+    roof_c = compute_roof(peaks, flops, active, reading.clock_ratio)
     dram = reading.dram_active
     bytes_ = None if dram is None else dram * bandwidth
+    uncounted = uncounted_pipes(reading, peaks)
+    if uncounted and flops is not None and flops <= 0.0:
+        # the reported pipes sum to 0 and others could be busy: unknown, not zero (issue 19)
+        efficiency = None if dram is None else dram  # max(u*, d) ≥ d: a lower bound
+        return CounterPosition(
+            achieved_flop_per_second=None,
+            achieved_bandwidth_bytes_per_second=bytes_,
+            flop_utilization=busiest,
+            compute_roof_flop_per_second=roof_c,
+            intensity_flop_per_byte=None,
+            position=None,
+            attainable_flop_per_second=None,
+            fraction_of_peak=None,
+            roofline_efficiency=efficiency,
+            uncounted_pipes=uncounted,
+        )
     intensity: float | None = None
     position: float | None = None
     attainable: float | None = None
-    if flops is not None and dram is not None and bytes_ is not None and busiest is not None:
+    if flops is not None and dram is not None and bytes_ is not None and active is not None:
         if dram < DRAM_EPSILON or bytes_ <= 0.0:
             # d·B can underflow to 0 on an absurdly small (custom) bandwidth: undefined, like d ≈ 0
             attainable = roof_c
         else:
             intensity = flops / bytes_
-            position = busiest / dram
+            position = active / dram
             attainable = min(roof_c, intensity * bandwidth)
     efficiency = None
     if attainable is not None and attainable > 0 and flops is not None:
@@ -710,6 +860,7 @@ def counter_position(
         attainable_flop_per_second=attainable,
         fraction_of_peak=None if attainable is None else attainable / roof_c,
         roofline_efficiency=efficiency,
+        uncounted_pipes=uncounted,
     )
 
 
@@ -730,6 +881,8 @@ class CounterVerdict(NamedTuple):
     pipe: Pipe | None
     missing: tuple[str, ...]
     gr_engine_contradicted: bool
+    uncounted_pipes: tuple[Pipe, ...] = ()
+    """As CounterPosition's: with any, achieved FLOP/s and intensity are lower bounds."""
 
 
 def classify_counters(
@@ -740,6 +893,8 @@ def classify_counters(
     vector_peaks: Mapping[str, float] | None = None,
     mig_instance: bool = False,
     fp64_tensor_faster: bool = True,
+    precision: str | None = None,
+    precisions: Collection[str] = (),
 ) -> CounterVerdict:
     """The counter form on one roof: `judge_counters` and `counter_position` together.
 
@@ -748,7 +903,12 @@ def classify_counters(
     tensor cores faster than its FP64 pipe (the FP64 lever depends on it).
     """
     call = judge_counters(
-        reading, thresholds or Thresholds(), mig_instance=mig_instance, fp64_tensor_faster=fp64_tensor_faster
+        reading,
+        thresholds or Thresholds(),
+        mig_instance=mig_instance,
+        fp64_tensor_faster=fp64_tensor_faster,
+        precision=precision,
+        precisions=precisions,
     )
     at = counter_position(reading, pipe_peaks(roof, vector_peaks or {}), roof.bandwidth_bytes_per_second)
     return CounterVerdict(
@@ -766,6 +926,7 @@ def classify_counters(
         pipe=call.pipe,
         missing=call.missing,
         gr_engine_contradicted=call.gr_engine_contradicted,
+        uncounted_pipes=at.uncounted_pipes,
     )
 
 
@@ -779,17 +940,28 @@ def pipe_peaks(roof: Roof, vector_peaks: Mapping[str, float]) -> dict[str, float
     return peaks
 
 
-def clock_ratio(sm_clock_mhz: float | None, max_sm_clock_mhz: float | None) -> float:
-    """k = SM clock / max SM clock, clamped to (0, 1]; 1 when either is unknown.
+def known_clock_ratio(sm_clock_mhz: float | None, basis_mhz: float | None) -> float | None:
+    """k = min(1, SM clock / the clock a peak is quoted at); None when either is unknown.
 
-    PIPE_TENSOR_ACTIVE is a fraction of cycles, so FLOP/s scale with the clock actually run
-    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock).
+    A pipe activity is a fraction of cycles, so FLOP/s scale with the clock actually run (DCGM
+    profiling metrics documentation: the FLOP/s formulas multiply by the SM clock). The clamp:
+    the quoted peak is the roof; a clock reported above the basis (H100 SXM boosts to 1980 MHz,
+    its tensor peak is quoted at 1830) would put achieved FLOP/s above the roof they are judged
+    against (docs/model.md, "Clock basis").
     """
-    if sm_clock_mhz is None or max_sm_clock_mhz is None or max_sm_clock_mhz <= 0:
-        return 1.0
+    if sm_clock_mhz is None or basis_mhz is None or not math.isfinite(basis_mhz) or basis_mhz <= 0:
+        return None
     if not math.isfinite(sm_clock_mhz) or sm_clock_mhz <= 0:
-        return 1.0
-    return min(1.0, sm_clock_mhz / max_sm_clock_mhz)
+        return None
+    return min(1.0, sm_clock_mhz / basis_mhz)
+
+
+def clock_ratio(sm_clock_mhz: float | None, basis_mhz: float | None) -> float:
+    """known_clock_ratio, or 1 (the quoted clock: an upper bound on FLOP/s) when it is unknown.
+
+    The callers that use this 1 say so: the verdict's clock_ratio is then null."""
+    known = known_clock_ratio(sm_clock_mhz, basis_mhz)
+    return 1.0 if known is None else known
 
 
 TENSOR_PIPE_PRECISION: dict[str, str] = {"dfma": "fp64_tensor", "imma": "int8", "hmma": "bf16"}

@@ -268,7 +268,7 @@ class Sampler:
                 message="the replay has played its last sample; serving the last state",
                 finished=True,
             )
-            log.info("replay finished; serving the last state until stopped")
+            log.info("replay finished: its last sample is played")
             self._publish()
             return True
         except SourceError as exc:

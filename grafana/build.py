@@ -38,6 +38,7 @@ from grafana_foundation_sdk.models import prometheus as prometheus_m
 from grafana_foundation_sdk.models import text as text_m
 
 from exporter.roofline import REGIMES, lever_for
+from exporter.view.units import regime_colour
 
 Json = dict[str, Any]
 Query = cog_builder.Builder[cog_variants.Dataquery]
@@ -62,13 +63,8 @@ OUT_DIR = Path(__file__).resolve().parent / "dashboards"
 DATASOURCE = dashboard.DataSourceRef(type_val="prometheus", uid="${datasource}")
 PLUGIN_VERSION = "11.3.0"
 """Grafana version the panels' save model follows (written as every panel's pluginVersion)."""
-REGIME_COLORS = {
-    "idle": "#8e8e8e",
-    "memory_bound": "#3274d9",
-    "compute_bound": "#56a64b",
-    "latency_bound": "#ff9830",
-    "unknown": "#b877d9",
-}
+REGIME_COLORS = {regime: regime_colour(regime) for regime in REGIMES}
+"""The package's palette (exporter.view.units.REGIME_LOOKS): the page, the report and `top` use it."""
 LOG10 = {"type": "log", "log": 10}
 
 

@@ -116,16 +116,37 @@ def test_counter_form_fields_and_clock_ratio(client: TestClient) -> None:
             "dram_active": 0.72,
             "tensor_active": 0.18,
             "gr_engine_active": 0.97,
-            "sm_clock_mhz": 990,
+            "sm_clock_mhz": 915,
         },
     )
     body = r.json()
     assert set(body) >= COMMON_FIELDS | COUNTER_FIELDS
-    assert body["clock_ratio"] == pytest.approx(0.5)
+    # 989.5 TFLOP/s bf16 is quoted at 1830 MHz (132 SMs x 4096 FLOP/clock), the FP pipes at 1980
+    assert body["clock_ratio"] == pytest.approx(0.5) and body["peak_clock_mhz"] == 1830
+    assert body["vector_clock_ratio"] == pytest.approx(915 / 1980)
+    assert body["clock_note"] is None
     assert body["flop_utilization"] == pytest.approx(0.09)
     assert body["regime"] == "memory_bound"
     assert body["achieved_bandwidth_bytes_per_second"] == pytest.approx(0.72 * 3.35e12)
     assert "workload mix" in body["note"]
+
+
+@pytest.mark.parametrize(
+    ("body", "note"),
+    [
+        ({"card": "b200", "sm_clock_mhz": 1200}, "card b200 has no clock basis"),
+        ({"card": "h100"}, "no sm_clock_mhz given"),
+        ({"peak_flops": 1e15, "bandwidth": 3e12, "sm_clock_mhz": 1200}, "custom roof"),
+    ],
+)
+def test_a_verdict_without_a_clock_basis_says_so_not_a_silent_one(
+    client: TestClient, body: dict[str, object], note: str
+) -> None:
+    answer = post(client, {**body, "dram_active": 0.1, "tensor_active": 0.9, "gr_engine_active": 0.95}).json()
+    assert answer["clock_ratio"] is None and answer["vector_clock_ratio"] is None
+    assert note in answer["clock_note"]
+    # FLOP/s at the quoted clock, an upper bound, as the note says
+    assert answer["achieved_flop_per_second"] == pytest.approx(0.9 * answer["peak_flop_per_second"])
 
 
 def test_counter_precision_from_the_dominant_tensor_pipe(client: TestClient) -> None:
@@ -394,3 +415,27 @@ def test_counter_form_on_a_subnormal_custom_roof_is_never_500(
     )
     assert response.status_code in (200, 422), response.text
     assert "NaN" not in response.text and "Infinity" not in response.text
+
+
+def test_a_power_capped_gemm_names_the_cause_and_what_the_clock_gives_back(client: TestClient) -> None:
+    body = {
+        "card": "h100",
+        "dram_active": 0.3,
+        "tensor_active": 0.85,
+        "gr_engine_active": 0.99,
+        "sm_clock_mhz": 1185,
+        "clock_event_reasons": 0x4 | 0x1,  # SW power cap; GPU idle is no cause
+        "power_usage_watts": 699.4,
+        "power_limit_watts": 700,
+    }
+    answer = post(client, body).json()
+    assert answer["regime"] == "compute_bound"  # at its wall at 1185 MHz, not latency-bound
+    assert answer["clock_event_reasons"] == ["sw_power_cap"] and answer["clock_causes"] == ["power cap"]
+    assert "gives back up to 54% more FLOP/s" in answer["lever"] and "nvidia-smi -pl" in answer["lever"]
+    # the draw at its limit names the power cap without field 112
+    no_bits = post(client, {k: v for k, v in body.items() if k != "clock_event_reasons"}).json()
+    assert no_bits["clock_causes"] == ["power cap"]
+    unknown = post(client, {k: v for k, v in body.items() if not k.startswith(("clock_", "power_"))}).json()
+    assert unknown["clock_causes"] == [] and "cause not reported" in unknown["lever"]
+    full = post(client, {**body, "sm_clock_mhz": 1830}).json()
+    assert "reduced clock" not in full["lever"]

@@ -37,7 +37,7 @@ REQUIRED: dict[str, tuple[float, float | None, float, tuple[str, ...]]] = {
     "h200-nvl": (835.5, 1670.5, 4.8, ("NVIDIA H200 NVL",)),
     "gh200": (989.5, 1979, 4.0, ("NVIDIA GH200 480GB",)),
     "gh200-144g": (989.5, 1979, 4.9, ("NVIDIA GH200 144G HBM3e",)),
-    "b200": (2250, 4500, 8.0, ("NVIDIA B200",)),
+    "b200": (2250, 4500, 7.7, ("NVIDIA B200",)),  # the cited HGX table; DGX B200 says 8.0
     "gb200": (2500, 5000, 8.0, ("NVIDIA GB200",)),
     "b300": (2250, 4500, 8.0, ("NVIDIA B300 SXM6 AC",)),
     "gb300": (2500, 5000, 8.0, ("NVIDIA GB300",)),

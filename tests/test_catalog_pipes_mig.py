@@ -125,15 +125,69 @@ def test_profiles_parse_as_dcgm_and_nvidia_smi_print_them(
     assert parse_mig_profile(printed) == expected
 
 
-def test_a100_40gb_3g_20gb_holds_3_of_7_compute_and_4_of_8_memory(catalog: Catalog) -> None:
+def test_a100_40gb_3g_20gb_holds_42_of_108_sms_and_4_of_8_memory(catalog: Catalog) -> None:
     card = catalog.lookup("NVIDIA A100-SXM4-40GB")
     slices = card.mig_slices("3g.20gb")
-    assert slices == MigSlices(compute=3, compute_total=7, memory=4, memory_total=8)
-    assert (slices.compute_fraction, slices.memory_fraction) == (3 / 7, 0.5)
+    assert slices == MigSlices(compute=3, compute_total=7, memory=4, memory_total=8, sms=42, sm_total=108)
+    assert (slices.compute_fraction, slices.memory_fraction, slices.sm_fraction) == (3 / 7, 0.5, 42 / 108)
     roof = card.instance_roof("bf16", "3g.20gb")
     assert roof is not None
-    assert roof.peak_flop_per_second == pytest.approx(312e12 * 3 / 7)
+    assert roof.peak_flop_per_second == pytest.approx(312e12 * 42 / 108)
     assert roof.bandwidth_bytes_per_second == pytest.approx(1.555e12 / 2)
+
+
+# (card, profile, SMs, card SMs): `nvidia-smi mig -lgip`/`-lcip` as printed on each card
+INSTANCE_SMS = [
+    ("a100-sxm4-40gb", "7g.40gb", 98, 108),  # not all 108: 7 GPCs of 14 SMs
+    ("a100-sxm4-80gb", "MIG 1c.3g.40gb", 14, 108),  # a compute instance: one GPC of its GI
+    ("a100-sxm4-40gb", "2c.4g.20gb", 28, 108),
+    ("a30", "2g.12gb+me", 28, 56),
+    ("h100-sxm", "1g.10gb", 16, 132),  # 18 % below a seventh of 132
+    ("h100-sxm", "1g.20gb", 26, 132),  # 27 % above a seventh
+    ("h100-sxm", "3g.40gb", 60, 132),
+    ("h100-pcie", "4g.40gb", 62, 114),
+    ("h100-nvl", "7g.94gb", 132, 132),
+    ("gh200", "1g.24gb", 26, 132),
+    ("h200", "2g.35gb", 32, 132),
+]
+
+
+@pytest.mark.parametrize(("key", "profile", "sms", "total"), INSTANCE_SMS)
+def test_instance_peaks_scale_by_the_instances_sms(
+    catalog: Catalog, key: str, profile: str, sms: int, total: int
+) -> None:
+    card = catalog.get(key)
+    assert card is not None and card.sm_count == total
+    roof = card.instance_roof("bf16" if "bf16" in card.peak_tflops else "fp16", profile)
+    assert roof is not None
+    assert roof.peak_flop_per_second == pytest.approx(card.peak_flop_per_second("bf16") * sms / total)
+
+
+def test_h100_sxm_1g_20gb_ridge_is_233_not_169(catalog: Catalog) -> None:
+    roof = catalog.lookup("h100-sxm").instance_roof("bf16", "1g.20gb")
+    assert roof is not None
+    # 989.5 × 26/132 TFLOP/s over 3.35 × 2/8 TB/s; by slices it read 989.5/7 over the same: 169
+    assert roof.ridge_flop_per_byte == pytest.approx(232.7, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("key", "profile"),
+    [
+        ("h100-sxm", "1c.3g.40gb"),  # Hopper compute-instance SMs are not published
+        ("h200", "3g.71gb"),  # listed slices, no published SM count
+        ("b200", "1g.23gb"),
+        ("h20", "7g.96gb"),
+        ("rtx-pro-6000-blackwell-server", "1g.24gb"),
+    ],
+)
+def test_a_profile_without_a_published_sm_count_has_slices_but_no_roof(
+    catalog: Catalog, key: str, profile: str
+) -> None:
+    card = catalog.get(key)
+    assert card is not None
+    slices = card.mig_slices(profile)
+    assert slices is not None and slices.sm_fraction is None
+    assert card.instance_roof("fp32", profile) is None
 
 
 @pytest.mark.parametrize(
@@ -161,7 +215,9 @@ def test_profiles_take_the_guides_slice_counts(
 ) -> None:
     card = catalog.get(key)
     assert card is not None
-    assert card.mig_slices(profile) == MigSlices(*slices)
+    found = card.mig_slices(profile)
+    assert found is not None
+    assert (found.compute, found.compute_total, found.memory, found.memory_total) == slices
 
 
 @pytest.mark.parametrize(
@@ -215,12 +271,16 @@ def test_every_mig_capable_card_has_a_cited_table(catalog: Catalog) -> None:
 
 
 def _instance_sums(card: Card, precision: str, profiles: list[str]) -> tuple[float, float]:
+    """Σ peak and Σ bandwidth over the instances that have a roof (a published SM count)."""
     peak = bandwidth = 0.0
     for profile in profiles:
         roof = card.instance_roof(precision, profile)
-        assert roof is not None
-        peak += roof.peak_flop_per_second
-        bandwidth += roof.bandwidth_bytes_per_second
+        slices = card.mig_slices(profile)
+        assert slices is not None
+        assert (roof is None) == (slices.sm_fraction is None), profile
+        if roof is not None:
+            peak += roof.peak_flop_per_second
+            bandwidth += roof.bandwidth_bytes_per_second
     return peak, bandwidth
 
 
@@ -233,6 +293,7 @@ def test_single_profiles_and_seven_smallest_instances_fit_the_card(catalog: Cata
         slices = card.mig_slices(profile)
         assert slices is not None
         assert 0 < slices.compute_fraction <= 1 and 0 < slices.memory_fraction <= 1, profile
+        assert slices.sm_fraction is None or 0 < slices.sm_fraction <= 1, profile
     smallest = min(mig.profiles, key=lambda name: mig.profiles[name])  # 1g.<least memory>: 1 and 1
     assert mig.profiles[smallest] == (1, 1)
     for precision in card.precisions:
@@ -272,7 +333,8 @@ def test_instances_that_fit_on_a_gpu_never_sum_above_its_roof(drawn: tuple[Card,
         vector = card.vector_peak_flop_per_second(pipe)
         slices = [card.mig_slices(p) for p in profiles]
         if vector is not None:
-            assert sum(vector * s.compute_fraction for s in slices if s) <= vector * (1 + 1e-12)
+            shares = [s.sm_fraction for s in slices if s and s.sm_fraction is not None]
+            assert sum(vector * share for share in shares) <= vector * (1 + 1e-12)
 
 
 # Names that must reach their own card, never a sibling's; None: not in the catalog
@@ -332,6 +394,14 @@ def test_every_nvml_name_and_pattern_belongs_to_one_card(catalog: Catalog) -> No
                     )
 
 
+_MIG_1G = "mig: {compute_slices: 7, memory_slices: 8, profiles: {'1g.5gb': [1, 1]}, source: https://e.com}"
+
+
+def _sms(sm_count: str, table: str) -> str:
+    """A one-profile MIG table with an SM count line and a cited `mig_sms` table."""
+    return f"{_MIG_1G}\n    {sm_count}\n    mig_sms: {{{table}}}\n    mig_sms_source: https://e.com"
+
+
 def _entry(figures: str, extra: str = "") -> str:
     return (
         "cards:\n  - key: mine\n    name: x\n    peak_tflops: {fp16: 100}\n    bandwidth_tbps: 1\n"
@@ -370,6 +440,12 @@ def _entry(figures: str, extra: str = "") -> str:
             "at least one",
         ),
         (_entry("mig: {compute_slices: 7, memory_slices: 8, profiles: {'1g.5gb': [1, 1]}}"), "mig.source"),
+        (_entry(_MIG_1G + "\n    mig_sms: {'1g.5gb': 14}\n    mig_sms_source: https://e.com"), "sm_count"),
+        (_entry(_sms("sm_count: 10", "'1g.5gb': 14")), "14 SMs"),
+        (_entry(_sms("sm_count: 98", "'2g.10gb': 28")), "2g.10gb"),
+        (_entry(_sms("sm_count: 98", "'1c.1g.5gb': 14")), "fewer slices"),
+        (_entry(_MIG_1G + "\n    sm_count: 98\n    mig_sms: {'1g.5gb': 14}"), "mig_sms_source"),
+        (_entry(_sms("sm_count: 98", "'1g.5gb+me': 14")), "mig_sms"),
     ],
 )
 def test_bad_vector_or_mig_figures_name_the_entry_and_field(tmp_path: Path, text: str, expected: str) -> None:
@@ -387,7 +463,8 @@ def test_a_user_card_with_vector_peaks_and_mig_loads(tmp_path: Path) -> None:
         _entry(
             "vector_tflops: {fp32: 10}\n    vector_source: https://e.com/wp\n"
             "    mig: {compute_slices: 2, memory_slices: 2, profiles: {'1g.8gb': [1, 1], '2g.16gb': [2, 2]},"
-            " source: https://e.com/mig}"
+            " source: https://e.com/mig}\n    sm_count: 10\n"
+            "    mig_sms: {'1g.8gb': 5, '2g.16gb': 10}\n    mig_sms_source: https://e.com/lgip"
         )
     )
     card = load_catalog([path]).lookup("mine")
@@ -396,6 +473,110 @@ def test_a_user_card_with_vector_peaks_and_mig_loads(tmp_path: Path) -> None:
     roof = card.instance_roof("fp16", "1g.8gb")
     assert roof is not None
     assert (roof.peak_flop_per_second, roof.bandwidth_bytes_per_second) == (50e12, 0.5e12)
+
+
+# ---- the clock each peak is quoted at -----------------------------------------------------
+
+
+def test_every_built_in_card_states_its_clock_basis_or_why_it_has_none(catalog: Catalog) -> None:
+    # a card with neither would fall back to max_sm_clock_mhz (the rule for old user files)
+    # silently: every built-in card must say which it is
+    for card in catalog:
+        assert (card.clock_basis is None) != (card.no_clock_basis is None), card.key
+
+
+NO_BASIS = {
+    "rtx-pro-6000-blackwell-server",
+    "h20",
+    "b200",
+    "gb200",
+    "b300",
+    "gb300",
+    "tpu-v5e",
+    "tpu-v5p",
+    "tpu-v6e",
+}
+
+
+def test_the_cards_without_a_published_clock_are_exactly_these(catalog: Catalog) -> None:
+    assert {card.key for card in catalog if card.no_clock_basis is not None} == NO_BASIS
+    for key in NO_BASIS:
+        card = catalog.get(key)
+        assert card is not None
+        assert card.peak_clock_mhz(card.precisions[0]) is None and card.vector_clock_mhz() is None
+
+
+# (card, precision, SMs, FLOP per SM per clock, the basis in MHz): SMs × FLOP/clock × clock is
+# the datasheet peak, to its printed digits (the whitepapers' per-SM rates)
+DERIVED = [
+    ("h100-sxm", "bf16", 132, 4096, 1830),
+    ("h100-sxm", "fp8", 132, 8192, 1830),
+    ("h100-sxm", "fp64_tensor", 132, 256, 1980),
+    ("h100-sxm", "fp32", 132, 256, 1980),
+    ("h100-pcie", "bf16", 114, 4096, 1620),
+    ("h100-pcie", "fp32", 114, 256, 1755),
+    ("h100-nvl", "bf16", 132, 4096, 1545),
+    ("h100-nvl", "fp32", 132, 256, 1775),
+    ("a100-sxm4-80gb", "bf16", 108, 2048, 1410),
+    ("a100-sxm4-80gb", "fp32", 108, 128, 1410),
+    ("a30", "bf16", 56, 2048, 1440),
+    ("v100-sxm2", "fp16", 80, 1024, 1530),
+    ("l40s", "fp8", 142, 2048, 2520),
+    ("l40s", "bf16", 142, 1024, 2490),
+    ("l4", "bf16", 58, 1024, 2040),
+]
+
+
+@pytest.mark.parametrize(("key", "precision", "sms", "per_clock", "mhz"), DERIVED)
+def test_each_basis_reproduces_its_peak_from_sms_and_flop_per_clock(
+    catalog: Catalog, key: str, precision: str, sms: int, per_clock: int, mhz: float
+) -> None:
+    card = catalog.get(key)
+    assert card is not None and card.sm_count == sms
+    assert card.peak_clock_mhz(precision) == mhz
+    assert sms * per_clock * mhz * 1e6 == pytest.approx(card.peak_flop_per_second(precision), rel=5e-3)
+
+
+def test_hopper_vector_peaks_have_the_cuda_core_clock(catalog: Catalog) -> None:
+    card = catalog.lookup("h100-sxm")
+    fp16 = card.vector_peak_flop_per_second("fp16")
+    assert card.vector_clock_mhz() == 1980 and fp16 is not None
+    assert pytest.approx(fp16, rel=5e-3) == 132 * 512 * 1980e6  # 133.8 TFLOP/s non-tensor FP16
+
+
+def test_an_old_user_card_with_only_a_max_clock_keeps_the_old_rule(tmp_path: Path) -> None:
+    path = tmp_path / "cards.yaml"
+    path.write_text(_entry("max_sm_clock_mhz: 1500"))
+    card = load_catalog([path]).lookup("mine")
+    assert card.peak_clock_mhz("fp16") == 1500 and card.vector_clock_mhz() == 1500
+
+
+@pytest.mark.parametrize(
+    ("figures", "expected"),
+    [
+        (
+            "no_clock_basis: x\n    clock_basis: {tensor_mhz: 1, cuda_core_mhz: 1, derivation: d, source: https://e.com}",
+            "exclude",
+        ),
+        (
+            "clock_basis: {tensor_mhz: 0, cuda_core_mhz: 1, derivation: d, source: https://e.com}",
+            "tensor_mhz",
+        ),
+        ("clock_basis: {tensor_mhz: 1, cuda_core_mhz: 1, source: https://e.com}", "derivation"),
+        (
+            "clock_basis: {tensor_mhz: 1, cuda_core_mhz: 1, derivation: d, source: https://e.com,"
+            " precision_mhz: {fp7: 1}}",
+            "fp7",
+        ),
+        ("no_clock_basis: ''", "no_clock_basis"),
+    ],
+)
+def test_a_bad_clock_basis_names_the_entry_and_field(tmp_path: Path, figures: str, expected: str) -> None:
+    path = tmp_path / "cards.yaml"
+    path.write_text(_entry(figures))
+    with pytest.raises(CatalogError) as caught:
+        load_catalog([path])
+    assert "entry 'mine'" in str(caught.value) and expected in str(caught.value), str(caught.value)
 
 
 # ---- the docs/cards.md table -------------------------------------------------------------
@@ -410,16 +591,28 @@ def _figure(value: float | None) -> str:
 def _mig_cell(card: Card) -> str:
     if card.mig is None:
         return "–"
-    profiles = ", ".join(f"{name} {c}/{m}" for name, (c, m) in card.mig.profiles.items())
-    return f"{card.mig.compute_slices}c × {card.mig.memory_slices}m: {profiles}"
+    profiles = ", ".join(
+        f"{name} {c}/{m}/{card.mig_sms.get(name, '–')}" for name, (c, m) in card.mig.profiles.items()
+    )
+    cis = ", ".join(f"{name} {sms}" for name, sms in card.mig_sms.items() if "c." in name)
+    return f"{card.mig.compute_slices}c × {card.mig.memory_slices}m: {profiles}" + (f"; {cis}" if cis else "")
+
+
+def _clock_cell(card: Card) -> str:
+    basis = card.clock_basis
+    if basis is None:
+        return "none published"
+    others = ", ".join(f"{p} {mhz:g}" for p, mhz in basis.precision_mhz.items())
+    return f"{basis.tensor_mhz:g} / {basis.cuda_core_mhz:g}" + (f" ({others})" if others else "")
 
 
 def render_cards_table(catalog: Catalog) -> str:
     """The markdown table docs/cards.md carries, one row per card, from the catalog itself."""
     header = (
         "| key | NVML names | bf16 / fp16 dense | fp8 dense | vector fp64 / fp32 / fp16 | TB/s "
-        "| MIG (compute/memory slices per profile) | source |\n"
-        "|---|---|---|---|---|---|---|---|\n"
+        "| MIG (compute/memory slices/SMs per profile; compute-instance SMs) "
+        "| peaks' clock MHz (tensor / CUDA core) | source |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for card in catalog:
@@ -433,9 +626,11 @@ def render_cards_table(catalog: Catalog) -> str:
             sources += f", [vector]({card.vector_source})"
         if card.mig:
             sources += f", [MIG]({card.mig.source})"
+        if card.mig_sms_source:
+            sources += f", [SMs]({card.mig_sms_source})"
         rows.append(
             f"| `{card.key}` | {names} | {half} | {_figure(card.peak_tflops.get('fp8'))} | {vector} "
-            f"| {card.bandwidth_tbps:g} | {_mig_cell(card)} | {sources} |\n"
+            f"| {card.bandwidth_tbps:g} | {_mig_cell(card)} | {_clock_cell(card)} | {sources} |\n"
         )
     return f"{TABLE_BEGIN}\n{header}{''.join(rows)}{TABLE_END}"
 

@@ -157,7 +157,7 @@ def test_integration_is_exact(steps: list[tuple[float, float, float, float]]) ->
         ts += dt
         state = step(state, sample(ts, d, t, clock=clock), H100, config)
         # every dt is under the cap (5 x the 1 s interval), so every interval counts
-        k = min(1.0, clock / 1980.0)
+        k = min(1.0, clock / 1830.0)  # H100 SXM's bf16 peak is quoted at 1830 MHz
         flops += t * k * peak * dt
         dram += d * bandwidth * dt
         covered += dt
@@ -256,12 +256,20 @@ def test_dominant_tensor_pipe_picks_the_precision_when_not_configured() -> None:
     assert fixed.estimate is not None and fixed.estimate.precision == "fp8"
 
 
-def test_clock_ratio_scales_flop_utilization() -> None:
-    state = feed([sample(0.0, 0.2, 0.8, clock=990.0)])
+def test_clock_ratio_scales_flop_utilization_against_the_peaks_own_clock() -> None:
+    state = feed([sample(0.0, 0.2, 0.8, clock=915.0)])
     assert state.estimate is not None
-    assert state.estimate.flop_utilization == pytest.approx(0.8 * 990.0 / 1980.0)
+    # 989.5 TFLOP/s bf16 is 132 SMs x 4096 FLOP/clock x 1830 MHz, not the 1980 MHz maximum
+    assert state.estimate.clock_ratio == pytest.approx(0.5)
+    assert state.estimate.flop_utilization == pytest.approx(0.8 * 0.5)
     peak = H100.peak_flop_per_second("bf16")
     assert state.estimate.achieved_flop_per_second == pytest.approx(0.4 * peak)
+
+
+def test_a_clock_above_the_peaks_clock_is_clamped_to_the_quoted_peak() -> None:
+    state = feed([sample(0.0, 0.2, 0.8, clock=1980.0)])
+    assert state.estimate is not None and state.estimate.clock_ratio == 1.0
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.8 * H100.peak_flop_per_second("bf16"))
 
 
 def test_gpu_util_percent_becomes_a_ratio() -> None:

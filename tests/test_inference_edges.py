@@ -79,12 +79,14 @@ def feed(*samples: Sample, config: InferenceConfig = CRISP, card=H100) -> Entity
 
 
 def test_one_sample_gives_every_estimate_field_its_value() -> None:
-    state = feed(sample(0.0, d=0.5, t=0.4, clock=990.0, gr=0.9, sm=0.8, occ=0.3, util=50.0))
+    state = feed(sample(0.0, d=0.5, t=0.4, clock=915.0, gr=0.9, sm=0.8, occ=0.3, util=50.0))
     peak = H100.peak_flop_per_second("bf16")
     bandwidth = H100.bandwidth_bytes_per_second
     assert state.estimate is not None
     estimate = state.estimate._asdict()
     assert estimate.pop("unknown_because") == ()
+    assert estimate.pop("uncounted_pipes") == ("fp64", "fp32", "fp16")  # unreported: F a lower bound
+    assert (estimate.pop("clock_event_reasons"), estimate.pop("clock_causes")) == ((), ())  # none reported
     assert estimate == pytest.approx(
         {
             "card": "h100-sxm",
@@ -93,8 +95,9 @@ def test_one_sample_gives_every_estimate_field_its_value() -> None:
             "roof": H100.roof("bf16"),
             "dram_active": 0.5,
             "tensor_active": 0.4,
-            "flop_utilization": 0.2,  # t·k with k = 990 / 1980
+            "flop_utilization": 0.2,  # t·k with k = 915 / 1830, the bf16 peak's own clock
             "clock_ratio": 0.5,
+            "vector_clock_ratio": 915.0 / 1980.0,  # the CUDA-core peaks are quoted at 1980 MHz
             "gr_engine_active": 0.9,
             "gpu_utilization": 0.5,
             "sm_active": 0.8,
@@ -103,13 +106,13 @@ def test_one_sample_gives_every_estimate_field_its_value() -> None:
             "fp32_active": None,
             "fp16_active": None,
             "pipe": "tensor",
-            "compute_roof_flop_per_second": peak,  # the tensor pipe alone: its own peak
+            "compute_roof_flop_per_second": 0.5 * peak,  # the tensor pipe alone: its peak at k = 0.5
             "intensity_flop_per_byte": 0.2 * peak / (0.5 * bandwidth),
-            "position": 0.4,
+            "position": 0.8,  # t / d: on the roof at the clock it runs
             "achieved_flop_per_second": 0.2 * peak,
             "achieved_bandwidth_bytes_per_second": 0.5 * bandwidth,
             "attainable_flop_per_second": 0.4 * peak,  # I·B on the memory side
-            "fraction_of_peak": 0.4,
+            "fraction_of_peak": 0.8,  # of the roof at this clock
             "roofline_efficiency": 0.5,  # max(t·k, d)
             "regime": "memory_bound",  # 0.5 / 0.8 = 0.625 of the memory wall
             "smoothed_regime": "memory_bound",
@@ -189,18 +192,28 @@ def test_a_clock_above_the_cards_max_counts_as_the_max() -> None:
         assert state.estimate.flop_utilization == pytest.approx(0.8)
 
 
-@pytest.mark.parametrize("clock", [0.0, -100.0, math.nan, math.inf])
-def test_an_unusable_clock_counts_as_the_max(clock: float) -> None:
+@pytest.mark.parametrize("clock", [0.0, -100.0, math.nan, math.inf, None])
+def test_an_unusable_clock_is_unknown_and_flops_assume_the_quoted_clock(clock: float | None) -> None:
     state = feed(sample(0.0, d=0.2, t=0.8, clock=clock))
-    assert state.estimate is not None and state.estimate.clock_ratio == 1.0
+    assert state.estimate is not None
+    assert state.estimate.clock_ratio is None and state.estimate.vector_clock_ratio is None
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.8 * H100.peak_flop_per_second("bf16"))
+
+
+def test_a_card_without_a_clock_basis_says_its_clock_ratio_is_unknown() -> None:
+    b200 = CATALOG.lookup("b200")
+    state = feed(sample(0.0, d=0.2, t=0.8, clock=1200.0), card=b200)
+    assert state.estimate is not None and state.estimate.clock_ratio is None
+    # not silently scaled and not silently 1.0: the quoted peak, an upper bound, and k says unknown
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.8 * b200.peak_flop_per_second("bf16"))
 
 
 # -- smoothing of every input -------------------------------------------------------------------------
 
 
 def test_every_input_is_smoothed_with_the_same_alpha() -> None:
-    first = {"d": 0.2, "t": 0.2, "clock": 1980.0, "gr": 0.1, "sm": 0.2, "occ": 0.1, "util": 20.0}
-    second = {"d": 0.6, "t": 0.8, "clock": 990.0, "gr": 0.9, "sm": 0.6, "occ": 0.5, "util": 80.0}
+    first = {"d": 0.2, "t": 0.2, "clock": 1830.0, "gr": 0.1, "sm": 0.2, "occ": 0.1, "util": 20.0}
+    second = {"d": 0.6, "t": 0.8, "clock": 915.0, "gr": 0.9, "sm": 0.6, "occ": 0.5, "util": 80.0}
     state = feed(sample(0.0, **first), sample(2.0, **second), config=SMOOTH)
     alpha = 1 - math.exp(-2.0 / 10.0)
 
@@ -211,7 +224,8 @@ def test_every_input_is_smoothed_with_the_same_alpha() -> None:
     assert estimate is not None
     assert estimate.dram_active == pytest.approx(smoothed(0.2, 0.6))
     assert estimate.tensor_active == pytest.approx(smoothed(0.2, 0.8))
-    # the clock ratio k is an input smoothed like the rest; u = smoothed t times smoothed k
+    # the SM clock is an input smoothed like the rest (k against the bf16 peak's 1830 MHz);
+    # u = smoothed t times smoothed k
     assert estimate.clock_ratio == pytest.approx(smoothed(1.0, 0.5))
     assert estimate.flop_utilization == pytest.approx(smoothed(0.2, 0.8) * smoothed(1.0, 0.5))
     assert estimate.gr_engine_active == pytest.approx(smoothed(0.1, 0.9))
@@ -222,7 +236,7 @@ def test_every_input_is_smoothed_with_the_same_alpha() -> None:
 
 def test_with_idle_tensor_cores_the_clock_ratio_is_the_smoothed_clock() -> None:
     state = feed(
-        sample(0.0, d=0.5, t=0.0, clock=1980.0), sample(2.0, d=0.5, t=0.0, clock=990.0), config=SMOOTH
+        sample(0.0, d=0.5, t=0.0, clock=1830.0), sample(2.0, d=0.5, t=0.0, clock=915.0), config=SMOOTH
     )
     assert state.estimate is not None
     assert state.estimate.clock_ratio == pytest.approx(1.0 + (1 - math.exp(-0.2)) * (0.5 - 1.0))

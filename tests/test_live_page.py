@@ -57,6 +57,11 @@ def get_json(url: str, auth: tuple[str, str] | None = None) -> Any:
         return json.loads(response.read())
 
 
+def get_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode("utf-8"))
+
+
 def wait_for(what: str, check: Callable[[], Any], seconds: float = 20.0) -> Any:
     deadline = time.monotonic() + seconds
     while True:
@@ -219,3 +224,104 @@ def test_api_docs_render_offline(finished_demo: str) -> None:
         wait_for("the answer", lambda: "h100-sxm" in driver.execute_script("return document.body.innerText"))
         assert foreign_requests(requested_urls(driver), base) == []
         assert console_errors(driver) == []
+
+
+LOOKS = """
+const rgb = (el) => getComputedStyle(el).color;
+const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+const svg = document.querySelector('#charts svg');
+return {
+  marks: [...document.querySelectorAll('#gpus tbody td.regime .mark')].map(
+    m => [m.closest('tr').dataset.regime, rgb(m)]
+  ),
+  legend: [...document.querySelectorAll('.legend .mark')].map(m => [m.className, rgb(m)]),
+  labels: [...svg.querySelectorAll('text.rl-dot-label')].map(t => [t.textContent, box(t)]),
+  roofs: [...svg.querySelectorAll('line.rl-roof:not(.rl-roof-bandwidth)')].map(l => box(l)),
+  pods: [...document.querySelectorAll('#gpus tbody td.pod')].map(
+    td => { const r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length; }
+  ),
+  tableHeight: document.querySelector('#gpus').getBoundingClientRect().height,
+  cells: [...document.querySelectorAll('#gpus tbody tr')].map(
+    r => [r.dataset.gpu, [...r.children].map(c => c.textContent)]
+  ),
+  headers: document.querySelectorAll('#gpus thead th').length,
+  whichRidge: document.querySelector('#which-ridge').textContent,
+  levers: [...document.querySelectorAll('#gpus tbody td.lever details')].map(
+    d => [d.closest('tr').dataset.gpu, d.querySelector('summary').textContent, d.textContent, d.open]
+  ),
+  own: [...document.querySelectorAll('#gpus tbody abbr.own-ridge')].map(
+    a => [a.closest('tr').dataset.gpu, a.textContent, a.title]
+  ),
+};
+"""
+
+
+def _rgb(colour: str) -> str:
+    return "rgb({}, {}, {})".format(*(int(colour[i : i + 2], 16) for i in (1, 3, 5)))
+
+
+def test_colours_ridges_levers_pods_and_labels_read_right(finished_demo: str) -> None:
+    """Issue 23 on the page: the package's colours painted, the GPU's own ridge said in a word with
+    why in its tooltip, the lever collapsed to its gist, pod names on one line, dot labels off the
+    flat roofs; /roofline.svg with its card, node, time and legend."""
+    from selenium.webdriver.common.by import By
+
+    from exporter.view.units import REGIME_LOOKS, short_lever
+
+    base = finished_demo
+    classify = {str(g["gpu"]): g for g in get_json(base + "/classify")["gpus"]}
+    with chromium() as driver:
+        driver.get(base + "/")
+        measured(driver, rows=8)
+        looks = driver.execute_script(LOOKS)
+        for regime, painted in looks["marks"]:
+            assert painted == _rgb(REGIME_LOOKS[regime].colour), regime
+        assert len(looks["legend"]) >= 4
+        for class_name, painted in looks["legend"]:
+            regime = class_name.split("regime-")[1]
+            assert painted == _rgb(REGIME_LOOKS[regime].colour), regime
+        for text, (left, top, right, bottom) in looks["labels"]:
+            for x1, y1, x2, y2 in looks["roofs"]:
+                crosses = top <= (y1 + y2) / 2 <= bottom and left < x2 and x1 < right
+                assert not crosses, f"a roof runs through the label {text!r}"
+        assert looks["pods"] and all(lines == 1 for lines in looks["pods"]), "a pod name wraps"
+        assert looks["tableHeight"] < 520, f"the 8-GPU table is {looks['tableHeight']:.0f} px tall"
+        assert len(looks["levers"]) == 8 and "own" in looks["whichRidge"]
+        for gpu, cells in looks["cells"]:  # every row has a cell under every header, in its place
+            assert len(cells) == looks["headers"] == 10, cells
+            efficiency = classify[gpu]["roofline_efficiency"]
+            assert cells[8] == ("–" if efficiency is None else f"{round(efficiency * 100)}%"), cells
+        for gpu, summary, whole, is_open in looks["levers"]:
+            lever = classify[gpu]["lever"]
+            assert summary == short_lever(lever) and lever in whole and not is_open
+        noted = {gpu: g["ridge_note"] for gpu, g in classify.items() if g["ridge_note"]}
+        assert noted, "the demo's GPUs mix pipes: some ridge is their own"
+        assert {gpu: (word, title) for gpu, word, title in looks["own"]} == {
+            gpu: ("own", note) for gpu, note in noted.items() if classify[gpu]["intensity_flop_per_byte"]
+        }
+        summary = driver.find_element(By.CSS_SELECTOR, '#gpus tbody tr[data-gpu="4"] td.lever summary')
+        summary.click()
+        time.sleep(2.5)  # a poll or two redraw the table: the open lever stays open
+        opened = [g for g, _, _, is_open in driver.execute_script(LOOKS)["levers"] if is_open]
+        assert opened == ["4"]
+        assert console_errors(driver) == []
+
+        driver.get(base + "/roofline.svg")
+        svg = driver.execute_script(
+            "const s = document.documentElement; return {text: s.textContent,"
+            " frames: [...s.querySelectorAll('svg.rl-chart rect.rl-frame')].map(f => {"
+            " const r = f.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; }),"
+            " legend: [...s.querySelectorAll('.rl-legend text')].map(t => t.textContent)};"
+        )
+        host = base.removeprefix("http://")
+        assert f"node {host}" in svg["text"] and "samples as of 20" in svg["text"] and "UTC" in svg["text"]
+        assert "NVIDIA H100" in svg["text"]
+        # one chart at its own size under the caption and its title: its plot frame where layout() puts it
+        assert [[round(v) for v in frame] for frame in svg["frames"]] == [[62, 44 + 14, 660 - 62 - 150, 342]]
+        assert svg["legend"][:3] == [
+            "memory-bound",
+            "compute-bound",
+            "latency-bound",
+        ]
+        bare = get_text(base + "/roofline.svg?caption=false&legend=false")
+        assert "samples as of" not in bare and "rl-legend" not in bare

@@ -108,11 +108,11 @@ def test_mig_instances_get_their_own_scaled_roof(catalog: Catalog) -> None:
     parent = verdict(2, mig_parent=True)
     specs, unplaced = charts_from_verdicts([verdict(0), instance, parent], catalog=catalog)
     assert [s.key for s in specs] == ["h100-sxm", "h100-sxm-instance"]
-    assert "MIG instance roof (43% of compute, 50% of bandwidth)" in specs[1].title
+    assert "MIG instance roof (45% of compute, 50% of bandwidth)" in specs[1].title
     assert specs[1].bandwidth_bytes_per_second == roof.bandwidth_bytes_per_second
     scaled = {r.label: r.flop_per_second for r in specs[1].roofs}
     assert scaled["bf16 · fp16"] == pytest.approx(roof.peak_flop_per_second)
-    assert scaled["fp8 · int8"] == pytest.approx(1979e12 * 3 / 7)
+    assert scaled["fp8 · int8"] == pytest.approx(1979e12 * 60 / 132, rel=1e-5)  # its 60 of 132 SMs
     assert [(u.key, u.reason.split(":")[0]) for u in unplaced] == [("2", "MIG-partitioned")]
 
 
@@ -366,3 +366,37 @@ def test_mig_instances_are_drawn_on_their_own_roofs_from_a_real_scrape() -> None
     assert live["unplaced"] == []  # every instance has its roof (the page lists no whole GPUs)
     roofs = {(g["peak_flop_per_second"], g["bandwidth_bytes_per_second"]) for g in instances}
     assert len(live["charts"]) == len(roofs) >= 3  # one chart per distinct instance roof
+
+
+# -- which ridge (issue 23) --------------------------------------------------------------------------
+
+
+def test_ridge_note_says_when_the_gpus_ridge_is_its_own() -> None:
+    from exporter.view.ridge import own_ridge, ridge_note
+
+    mixed = verdict(0, compute_roof_flop_per_second=1.06e15, pipe="tensor")
+    assert own_ridge(mixed) == pytest.approx(1.06e15 / 3.35e12)
+    note = ridge_note(mixed)
+    assert note is not None and note.startswith("own ridge 316 FLOP/byte, not the card's bf16 ridge 295")
+    assert "compute roof is 1.06 PFLOP/s" in note and "tensor peak of 989.5 TFLOP/s" in note
+    assert ridge_note(verdict(0, compute_roof_flop_per_second=989.5e12)) is None  # the same ridge
+    instance = verdict(0, gpu_instance=1, compute_roof_flop_per_second=1.06e15, pipe="tensor")
+    assert "not this MIG instance's bf16 ridge" in (ridge_note(instance) or "")
+    assert ridge_note(verdict(0)) is None  # no compute roof yet: nothing to say
+
+
+def test_get_classify_carries_the_own_ridge_and_its_note(rig: tuple[Sampler, TestClient]) -> None:
+    sampler, client = rig
+    batch = gpu_batch(1000.0, dram=0.3, tensor=0.8)
+    for sample in batch[:1]:  # GPU 0 also runs FP32 CUDA-core work: its ceiling passes the tensor peak
+        sample.values[fields.PIPE_FP32_ACTIVE] = 0.5
+    sampler.ingest(batch)
+    gpus = {g["gpu"]: g for g in client.get("/classify").json()["gpus"]}
+    mixed, tensor = gpus[0], gpus[1]
+    assert mixed["own_ridge_flop_per_byte"] == pytest.approx(
+        mixed["compute_roof_flop_per_second"] / mixed["bandwidth_bytes_per_second"]
+    )
+    assert mixed["own_ridge_flop_per_byte"] > mixed["ridge_flop_per_byte"]
+    assert (mixed["ridge_note"] or "").startswith("own ridge ")
+    assert tensor["ridge_note"] is None
+    assert tensor["own_ridge_flop_per_byte"] == pytest.approx(tensor["ridge_flop_per_byte"])

@@ -553,3 +553,16 @@ def test_the_one_line_writer_round_trips_mig_pods_jobs_and_blanks(tmp_path: Path
         ),
     ]
     assert read_samples(write_samples(tmp_path / "t.jsonl", written)) == written
+
+
+def test_an_nvidia_smi_query_csv_is_refused_naming_nvidia_smi(tmp_path: Path) -> None:
+    # `nvidia-smi --query-gpu=timestamp,index,name,utilization.gpu,clocks.sm,power.draw --format=csv`
+    path = tmp_path / "smi.csv"
+    path.write_text(
+        "timestamp, index, name, utilization.gpu [%], clocks.current.sm [MHz], power.draw [W]\n"
+        f"2026/12/01 21:00:00.000, 0, {H100}, 97 %, 1755 MHz, 690.12 W\n"
+    )
+    with pytest.raises(SourceUnavailable) as info:
+        replay_source(path, model=H100).open()
+    message = str(info.value)
+    assert "nvidia-smi --query-gpu CSV" in message and "dcgmi dmon" in message and "\n" not in message

@@ -172,3 +172,16 @@ def test_an_idle_only_group_has_no_roofline_point(catalog: Catalog) -> None:
     g = doc(catalog, [usage("idle", idle=100.0)])["groups"][0]
     assert g["achieved_flop_per_second_per_gpu"] is None and g["roofline_efficiency"] is None
     assert not math.isnan(g["savings_gpu_seconds"]["latency_bound"])
+
+
+def test_the_fleet_row_is_its_groups_sum_to_the_last_digit(catalog: Catalog) -> None:
+    """Measured apart (two queries), the fleet's total differs from its groups' in the last
+    digits; the row printed under the groups is their sum, in their order, exactly."""
+    groups = [usage("a", memory_bound=0.1, idle=0.7), usage("b", compute_bound=0.2), usage("c", idle=0.3)]
+    fleet = Usage(labels={}, gpu_seconds={"memory_bound": 0.1, "compute_bound": 0.2, "idle": 1.0000000000001})
+    d = doc(catalog, groups, fleet)
+    rows = d["groups"]
+    assert d["fleet"]["gpu_seconds_total"] == sum(g["gpu_seconds_total"] for g in rows)
+    for regime, seconds in d["fleet"]["gpu_seconds"].items():
+        assert seconds == sum(g["gpu_seconds"][regime] for g in rows), regime
+    assert all(g["labels"] for g in rows)  # within rounding: no remainder group

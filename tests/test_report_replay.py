@@ -112,6 +112,7 @@ def test_report_equals_the_daemons_totals_on_a_steady_trace(tmp_path: Path) -> N
     out = tmp_path / "r.json"
     done = run_report("--replay", str(steady), "--by", "namespace", "--json", str(out))
     assert done.returncode == 0, done.stderr
+    assert "replay finished" in done.stderr and "serving" not in done.stderr  # a report serves nothing
     document = json.loads(out.read_text())
     by_namespace: dict[str, dict[str, float]] = {}
     for (namespace, _uuid), values in daemon.items():

@@ -119,7 +119,7 @@ def test_counter_form_achieved_rates_and_position() -> None:
     assert verdict.flop_utilization == pytest.approx(0.18)
     assert verdict.achieved_flop_per_second == pytest.approx(0.18 * 989.5e12)
     assert verdict.achieved_bandwidth_bytes_per_second == pytest.approx(0.5 * 3.35e12)
-    assert verdict.position == pytest.approx(0.18 / 0.5)
+    assert verdict.position == pytest.approx(0.2 / 0.5)  # a / d: on the roof at the clock it runs
     assert verdict.intensity_flop_per_byte == pytest.approx(0.36 * H100_BF16.ridge_flop_per_byte)
     # memory side: attainable = I * B, so efficiency = achieved / (I * B) = d
     assert verdict.attainable_flop_per_second == pytest.approx(verdict.intensity_flop_per_byte * 3.35e12)
@@ -138,10 +138,14 @@ def test_busy_tensor_cores_with_light_memory_are_compute_bound() -> None:
     assert verdict.lever == roofline.LEVER_COMPUTE
 
 
-def test_a_low_clock_can_keep_busy_tensor_cores_off_the_compute_wall() -> None:
-    # t·k = 0.8 * 0.6 = 0.48; 0.48 / 0.93 = 0.516 < θ
+def test_a_low_clock_does_not_take_busy_tensor_cores_off_their_wall() -> None:
+    # busy 80 % of cycles at 60 % of the quoted clock: at the wall of the roof at that clock
+    # (before issue 19, t·k = 0.48 < θ · 0.93 called this latency-bound: "fewer registers")
     reading = CounterReading(dram_active=0.2, tensor_active=0.8, gr_engine_active=0.9, clock_ratio=0.6)
-    assert roofline.classify_counters(H100_BF16, reading).regime == "latency_bound"
+    verdict = roofline.classify_counters(H100_BF16, reading)
+    assert verdict.regime == "compute_bound"
+    assert verdict.achieved_flop_per_second == pytest.approx(0.8 * 0.6 * 989.5e12)
+    assert verdict.compute_roof_flop_per_second == pytest.approx(0.6 * 989.5e12)  # the roof at the clock
 
 
 def test_an_fp32_pipe_at_its_wall_is_compute_bound_with_the_tensor_core_lever() -> None:

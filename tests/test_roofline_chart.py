@@ -182,11 +182,21 @@ def test_text_chart_puts_each_gpu_in_its_cell() -> None:
     row, col = round(scene_axes.y(89.1e12)), round(scene_axes.x(34.5))
     assert chart.lines[row][col] == "4"
     shared = [m for m in chart.marks if len(m[3]) > 1]
-    assert [m[3] for m in shared] == [("0", "1")] and chart.lines[shared[0][0]][shared[0][1]] == "*"
-    assert chart.legend() == "* GPU 0, 1"
+    assert [m[3] for m in shared] == [("0", "1")] and chart.lines[shared[0][0]][shared[0][1]] == "A"
+    assert chart.legend() == "A GPU 0, 1"
     assert "━" in "".join(chart.lines) and "/" in "".join(chart.lines) and "┆" in "".join(chart.lines)
     assert [(p.key, why) for p, why in chart.off_chart] == [("7", "idle")]
     assert all(len(line) <= 80 for line in chart.lines)
+
+
+def test_two_shared_cells_get_two_letters_the_legend_tells_apart() -> None:
+    """Each cell several GPUs share has its own letter: two clusters are not both `*`."""
+    chart_spec = spec(point("0", 600.0, 750e12, "compute_bound"), point("1", 610.0, 760e12, "compute_bound"),
+                      point("4", 34.5, 89.1e12), point("5", 34.6, 89.3e12))  # fmt: skip
+    chart = render_text(chart_spec, columns=80, rows=18)
+    letters = [(chart.lines[row][col], keys) for row, col, _, keys in chart.marks if len(keys) > 1]
+    assert letters == [("A", ("0", "1")), ("B", ("4", "5"))]
+    assert chart.legend() == "A GPU 0, 1; B GPU 4, 5"
 
 
 def test_nearby_dots_share_a_label_and_labels_do_not_overprint() -> None:

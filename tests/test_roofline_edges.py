@@ -140,10 +140,15 @@ def test_a_wall_binds_from_theta_on() -> None:
     assert regime(dram_active=0.1, tensor_active=0.2)[0] == "latency_bound"
 
 
-def test_the_clock_ratio_scales_tensor_activity_before_the_walls() -> None:
-    # t·k = 0.3 · 0.5 = 0.15 < d: the memory side, DRAM below its θ line (t / k would be 0.6)
-    assert regime(dram_active=0.2, tensor_active=0.3, clock_ratio=0.5)[0] == "latency_bound"
+def test_the_walls_are_judged_at_the_clock_the_gpu_runs() -> None:
+    # the clock ratio scales the roof, not the activity against it: t = 0.6 of cycles is the
+    # compute side and 0.645 of the tensor wall at any clock
     assert regime(dram_active=0.2, tensor_active=0.6, clock_ratio=0.5)[0] == "compute_bound"
+    assert regime(dram_active=0.2, tensor_active=0.6, clock_ratio=1.0)[0] == "compute_bound"
+    # t = 0.3 > d = 0.2: the compute side at k = 0.5 too (t·k = 0.15 would have put it on the memory side)
+    assert regime(dram_active=0.2, tensor_active=0.3, clock_ratio=0.5) == regime(
+        dram_active=0.2, tensor_active=0.3
+    )
 
 
 def test_on_the_ridge_is_the_compute_side() -> None:

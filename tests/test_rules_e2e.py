@@ -65,6 +65,11 @@ EXPECTED_ALERTS = {
     ("RidgelineProfilingCountersFrozen", "profiling-frozen"),
     ("RidgelineWorkloadIdleAllocated", "research/notebook-0"),
     ("RidgelineExporterDown", "unreachable"),
+    # the decode GPUs at their power cap, the input-starved ones held by sync boost (field 112)
+    ("RidgelineWorkloadClockHeldDown", "llm/decode-0"),
+    ("RidgelineWorkloadClockHeldDown", "llm/decode-1"),
+    ("RidgelineWorkloadClockHeldDown", "4242"),
+    ("RidgelineWorkloadClockHeldDown", "vision/resnet-train-0"),
 }
 HPC_JOBS = {"slurm-job": "4242"}
 """Scenario -> the Slurm job its daemon's --hpc-job-mapping-dir gives every GPU."""

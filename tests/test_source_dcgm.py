@@ -112,7 +112,8 @@ def test_embedded_engine_yields_one_sample_per_gpu(fake: ModuleType) -> None:
     assert samples[1].values[fields.SM_CLOCK] == 1755
     assert samples[1].values[fields.GPU_UTIL] == 100
     assert samples[1].values[fields.NVLINK_TX_BYTES] == pytest.approx(1.5e10)
-    assert set(samples[0].values) == set(range(1001, 1016)) | {100, 203}
+    # the device fields too: SM clock, GPU_UTIL, clock-event reasons and power (blank here)
+    assert set(samples[0].values) == set(range(1001, 1016)) | {100, 203, 112, 155, 160}
 
 
 def test_blank_values_read_as_none_and_ratios_are_clamped(fake: ModuleType) -> None:
@@ -135,7 +136,7 @@ def test_watch_frequency_follows_the_interval(fake: ModuleType) -> None:
     source.open()
     (watch,) = engine.watches
     assert watch[2] == 2_000_000  # updateFreq in microseconds
-    assert sorted(engine.field_groups[watch[1]]) == sorted([*range(1001, 1016), 100, 203])
+    assert sorted(engine.field_groups[watch[1]]) == sorted([*range(1001, 1016), 100, 203, 112, 155, 160])
     assert engine.groups[watch[0]] == [(1, 0), (1, 1)]
 
 
@@ -278,3 +279,15 @@ def test_close_twice_is_safe(fake: ModuleType) -> None:
     source.close()
     source.close()
     assert engine.live_handles == set()
+
+
+def test_clock_event_reasons_and_power_are_watched_and_read(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.gpus[0].values.update({112: 0x40, 155: 512.25, 160: 700.0})  # HW thermal slowdown
+    source = _source()
+    source.open()
+    sample = next(s for s in source.read() if s.entity.gpu == 0)
+    source.close()
+    assert sample.values[fields.CLOCKS_EVENT_REASONS] == 0x40
+    assert sample.values[fields.POWER_USAGE] == pytest.approx(512.25)
+    assert sample.values[fields.POWER_MGMT_LIMIT] == 700.0

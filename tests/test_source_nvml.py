@@ -215,3 +215,29 @@ def test_every_gpu_lost_at_open_is_a_source_error(nvml: ModuleType) -> None:
         _open()
     assert "GPU 0" in caught.value.message and "GPU 1" in caught.value.message
     assert nvml.FAKE.initialized == 0
+
+
+def test_clocks_event_reasons_and_power_are_read_and_name_the_cause(nvml: ModuleType) -> None:
+    # a GEMM on a power-capped H100: nvmlDeviceGetCurrentClocksEventReasons says SwPowerCap (0x4),
+    # the draw (mW) sits at the management limit
+    from exporter.catalog import load_catalog
+    from exporter.inference import InferenceConfig
+    from exporter.sampler import Sampler
+
+    device = nvml.FakeDevice(H100, "GPU-dddd", sm_clock_mhz=1185, metrics=_metrics(nvml, 30.0, 85.0))
+    device.clocks_event_reasons = 0x4 | 0x1
+    device.power_usage_mw, device.power_limit_mw = 699_412, 700_000
+    other = nvml.FakeDevice(H100, "GPU-eeee", sm_clock_mhz=1830, metrics=_metrics(nvml, 30.0, 85.0))
+    nvml.FAKE.devices = [device, other]
+    source = _open()
+    by_gpu = {s.entity.gpu: s for s in source.read()}
+    values = by_gpu[0].values
+    assert values[fields.CLOCKS_EVENT_REASONS] == 5.0
+    assert values[fields.POWER_USAGE] == pytest.approx(699.412) and values[fields.POWER_MGMT_LIMIT] == 700.0
+    assert fields.CLOCKS_EVENT_REASONS not in by_gpu[1].values  # not supported: left out, not 0
+    sampler = Sampler("nvml", SourceOptions(), load_catalog(), InferenceConfig(), source=source)
+    assert sampler.run_once()
+    estimate = next(g.estimate for g in sampler.snapshot.gpus if g.entity.gpu == 0)
+    assert estimate is not None and estimate.regime == "compute_bound"
+    assert estimate.clock_causes == ("power cap",) and "gives back up to 54%" in estimate.lever
+    source.close()

@@ -323,8 +323,17 @@ def test_mig_profile_flag_fills_in_a_missing_label() -> None:
 def test_page_without_profiling_fields_still_lists_every_gpu(exporter_url: str) -> None:
     samples = _by_gpu(_read(f"{exporter_url}/metrics/no-dcp-h100.txt"))
     assert set(samples) == {(0, None), (1, None)}
-    assert samples[(0, None)].values == {fields.SM_CLOCK: 1980.0, fields.GPU_UTIL: 97.0}
-    assert samples[(1, None)].values == {fields.SM_CLOCK: 345.0, fields.GPU_UTIL: 0.0}
+    # the power draw too (field 155), read since issue 19 for the clock-event verdict
+    assert samples[(0, None)].values == {
+        fields.SM_CLOCK: 1980.0,
+        fields.GPU_UTIL: 97.0,
+        fields.POWER_USAGE: 512.331,
+    }
+    assert samples[(1, None)].values == {
+        fields.SM_CLOCK: 345.0,
+        fields.GPU_UTIL: 0.0,
+        fields.POWER_USAGE: 71.204,
+    }
     assert samples[(0, None)].entity.uuid == "GPU-5a1c0e7d-3b2f-4c61-8d9e-0f1a2b3c4d5e"
 
 

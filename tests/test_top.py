@@ -244,6 +244,9 @@ def test_top_over_tls_with_a_client_certificate_and_basic_auth(pki: Pki, tmp_pat
             time.sleep(0.2)
         wrong = top("--once", "--url", url, *tls, "--user", "viewer:nope")
         assert wrong.returncode == 1 and "HTTP 401" in wrong.stderr and "credentials" in wrong.stderr
+        assert "answered HTTP 401" in wrong.stderr and "not answering" not in wrong.stderr  # it did answer
+        plain = top("--once", "--url", f"http://127.0.0.1:{port}", "--user", "viewer:s3cret")
+        assert plain.returncode == 1 and f"use https://127.0.0.1:{port}" in plain.stderr, plain.stderr
         in_url = top("--once", "--url", f"https://viewer:s3cret@127.0.0.1:{port}", *tls)
         assert in_url.returncode == 0 and len(gpu_column(in_url.stdout)) == 8
         unverified = top("--once", "--url", url, "--user", "viewer:s3cret", "--cert", str(pki.client_cert),
@@ -348,3 +351,147 @@ def test_intensity_is_set_against_the_ridge_of_the_wall_the_verdict_uses() -> No
     )
     plain = row_from_verdict("n", {"gpu": 0, "intensity_flop_per_byte": 600.0, "ridge_flop_per_byte": 295.37})
     assert plain.ridge == 295.37 and plain.intensity_text == "600/295"
+
+
+# -- the interactive view's rough edges (issue 23) -------------------------------------------------
+
+
+def _header(app: Any) -> list[str]:
+    from textual.widgets import DataTable
+
+    return [str(c.label) for c in app.query_one("#gpus", DataTable).columns.values()]
+
+
+def _order(app: Any) -> list[str]:
+    from textual.widgets import DataTable
+
+    table = app.query_one("#gpus", DataTable)
+    return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+
+
+def test_on_one_node_the_first_s_changes_the_order_and_the_sorted_column_is_marked(demo: str) -> None:
+    from exporter.top.tui import TopApp
+
+    app = TopApp([NodeClient(demo)], interval=0.5)
+
+    async def drive() -> None:
+        async with app.run_test(size=(160, 50)) as pilot:
+            while app.polls < 1 or len(_order(app)) < 8:
+                await pilot.pause(0.1)
+            assert _header(app)[0] == "GPU ▲" and "NODE" not in " ".join(_header(app))
+            before = _order(app)
+            await pilot.press("s")  # on one node "node" sorts as "gpu" does: skipped
+            assert app.sort_key == "regime" and _order(app) != before
+            assert "REGIME ▲" in _header(app) and "GPU" in _header(app)
+            await pilot.press("s")  # regime -> pod -> ...
+            await pilot.press("s")
+            assert app.sort_key == "dram" and "DRAM ▼" in _header(app)  # highest first
+            await pilot.press("r")
+            assert "DRAM ▲" in _header(app)
+            await pilot.press("q")
+
+    asyncio.run(drive())
+
+
+def test_at_80_by_24_every_number_and_the_charts_legend_are_on_screen(demo: str) -> None:
+    from textual.widgets import DataTable, Static
+
+    from exporter.top.tui import TopApp
+
+    app = TopApp([NodeClient(demo)], interval=0.5)
+
+    async def drive() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            while app.polls < 1 or len(_order(app)) < 8:
+                await pilot.pause(0.1)
+            await pilot.pause(0.3)
+            table = app.query_one("#gpus", DataTable)
+            assert table.virtual_size.width <= table.content_region.width, "the table scrolls sideways"
+            header = " ".join(_header(app))
+            assert all(title in header for title in ("REGIME", "I/RIDGE", "EFF")), header
+            chart = app.query_one("#chart", Static)
+            lines = str(chart.render()).splitlines()
+            legend = next(i for i, line in enumerate(lines) if line.startswith("A GPU "))
+            footer_row = app.screen.size.height - 1
+            assert chart.region.y + legend < footer_row, "the chart's legend is below the screen"
+            await pilot.press("q")
+
+    asyncio.run(drive())
+
+
+def test_the_footer_says_resume_while_paused() -> None:
+    from exporter.top.tui import TopApp
+
+    with closed_port() as port:
+        app = TopApp([NodeClient(f"http://127.0.0.1:{port}", timeout=0.5)], interval=5)
+        asyncio.run(_press_p_twice(app))
+
+
+async def _press_p_twice(app: Any) -> None:
+    def p_says() -> str:
+        return str(app.screen.active_bindings["p"].binding.description)
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert p_says() == "Pause"
+        await pilot.press("p")
+        assert app.paused and p_says() == "Resume"
+        await pilot.press("p")
+        assert not app.paused and p_says() == "Pause"
+        await pilot.press("q")
+
+
+def test_a_node_that_answers_401_is_not_called_silent() -> None:
+    from exporter.top.client import NodeReading
+    from exporter.top.tui import TopApp
+
+    app = TopApp([NodeClient("http://a:1"), NodeClient("http://b:1")])
+    app.readings = [
+        NodeReading(
+            "http://a:1", error="HTTP 401 Unauthorized (wrong or missing credentials)", http_status=401
+        ),
+        NodeReading("http://b:1", error="[Errno 111] Connection refused"),
+    ]
+    status = str(app.status_text()).splitlines()
+    assert "http://a:1  answered HTTP 401 Unauthorized" in status[0] and "not answering" not in status[0]
+    assert "http://b:1  not answering since" in status[1] and "refused" in status[1]
+
+
+def test_the_highlighted_gpus_lever_and_own_ridge_are_under_the_chart(demo: str) -> None:
+    from exporter.top.tui import TopApp
+
+    app = TopApp([NodeClient(demo)], interval=0.5)
+
+    async def drive() -> None:
+        async with app.run_test(size=(160, 50)) as pilot:
+            while app.polls < 1 or len(_order(app)) < 8:
+                await pilot.pause(0.1)
+            row = next(r for r in app.rows if r.key == _order(app)[0])
+            chart = str(app.chart_text())
+            assert f"GPU {row.key}: {row.lever}" in chart
+            if row.ridge_note:
+                assert f"GPU {row.key}: {row.ridge_note}" in chart
+                assert row.ridge_note.startswith("own ridge ")
+            assert any(r.ridge_note for r in app.rows)  # the demo's GPUs mix pipes: own ridges
+            await pilot.press("q")
+
+    asyncio.run(drive())
+
+
+def test_the_docs_awk_example_finds_the_regime_with_one_node_or_several() -> None:
+    """docs/live-view.md's awk line looks REGIME up by its title: with NODE first it still works."""
+    import re
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "live-view.md").read_text()
+    (program,) = re.findall(r"ridgeline top --once \| awk '([^']+)'", docs)
+    verdicts = [
+        {"gpu": 0, "regime": "memory_bound"},
+        {"gpu": 1, "regime": "idle"},
+        {"gpu": 2, "regime": "memory_bound"},
+    ]
+    for nodes in (["http://a:1"], ["http://a:1", "http://b:1"]):
+        rows = [row_from_verdict(n, v) for n in nodes for v in verdicts]
+        text = "\n".join(plain_table(rows, with_node=len(nodes) > 1)) + "\n"
+        found = subprocess.run(
+            ["awk", program], input=text, capture_output=True, text=True, check=True
+        ).stdout
+        assert len(found.splitlines()) == 2 * len(nodes), (nodes, found)

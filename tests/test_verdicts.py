@@ -29,6 +29,7 @@ from exporter.web.app import create_app
 
 CATALOG = load_catalog()
 A100 = CATALOG.lookup("a100-sxm4-40gb")
+H200 = CATALOG.lookup("h200")
 H100 = CATALOG.lookup("h100-sxm")
 B200 = CATALOG.lookup("b200")
 L40S = CATALOG.lookup("l40s")
@@ -112,11 +113,12 @@ def test_each_busy_vector_pipe_names_its_own_lever(pipe: str, lever: str) -> Non
 
 
 def test_achieved_flops_sum_every_pipe_at_its_own_peak_and_clock() -> None:
-    clock = 990.0  # half of the H100's 1980 MHz
+    clock = 990.0  # half of the H100's 1980 MHz, the clock of its CUDA-core peaks
     state = feed(GPU, H100, reading(dram=0.2, tensor=0.3, fp32=0.2, fp64=0.1, fp16=0.05, clock=clock))
     assert state.estimate is not None
-    k = clock / 1980.0
-    expected = k * (0.3 * 989.5e12 + 0.2 * 67e12 + 0.1 * 34e12 + 0.05 * 133.8e12)
+    tensor_k = clock / 1830.0  # 989.5 TFLOP/s = 132 SMs x 4096 FLOP/clock x 1830 MHz
+    vector_k = clock / 1980.0  # 67 TFLOP/s FP32 = 132 SMs x 256 FLOP/clock x 1980 MHz
+    expected = tensor_k * 0.3 * 989.5e12 + vector_k * (0.2 * 67e12 + 0.1 * 34e12 + 0.05 * 133.8e12)
     assert state.estimate.achieved_flop_per_second == pytest.approx(expected)
 
 
@@ -149,20 +151,30 @@ def instance(gi: int, profile: str | None) -> Entity:
     return Entity(0, "GPU-a100", A100_NAME, gpu_instance=gi, profile=profile)
 
 
-def test_a_3g_20gb_instance_gets_3_of_7_compute_and_4_of_8_bandwidth() -> None:
+def test_a_3g_20gb_instance_gets_42_of_108_sms_and_4_of_8_bandwidth() -> None:
     state = feed(
         instance(1, "3g.20gb"), A100, reading(dram=0.5, tensor=0.5, gr=0.9), config=InferenceConfig()
     )
     roof = state.estimate.roof if state.estimate else None
     assert roof is not None
-    assert roof.peak_flop_per_second == pytest.approx(312e12 * 3 / 7)
+    assert roof.peak_flop_per_second == pytest.approx(312e12 * 42 / 108)
     assert roof.bandwidth_bytes_per_second == pytest.approx(1.555e12 * 4 / 8)
 
 
-def test_a_mig_instance_fp64_pipe_peak_scales_with_its_compute_slices() -> None:
+def test_a_mig_instance_fp64_pipe_peak_scales_with_its_sms() -> None:
     state = feed(instance(1, "3g.20gb"), A100, reading(dram=0.1, tensor=0.0, gr=0.9, fp64=0.8))
     assert state.estimate is not None
-    assert state.estimate.achieved_flop_per_second == pytest.approx(0.8 * 9.7e12 * 3 / 7)
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.8 * 9.7e12 * 42 / 108)
+
+
+@pytest.mark.parametrize("profile", ["3g.71gb", "1c.3g.40gb"])
+def test_a_profile_without_a_published_sm_count_gets_a_regime_but_no_roof(profile: str) -> None:
+    card = H200 if profile.endswith("71gb") else CATALOG.lookup("h100-sxm")
+    state = feed(instance(1, profile), card, *[reading(dram=0.1, tensor=0.9, gr=0.95)] * 2)
+    assert state.estimate is not None
+    assert state.estimate.regime == "compute_bound"
+    assert state.estimate.roof is None and state.estimate.achieved_flop_per_second is None
+    assert state.totals.flop_total is None
 
 
 @pytest.mark.parametrize("profile", [None, "5g.99gb", "not a profile"])
@@ -202,7 +214,8 @@ def test_instances_peaks_never_sum_above_the_card(card: Card) -> None:
     assert partitions
     for combo in partitions:
         roofs = [card_profile(card, CRISP, instance=True, mig_profile=p).roof for p in combo]
-        assert all(r is not None for r in roofs), combo
+        # a roof exactly where the card publishes the profile's SM count (cards.yaml mig_sms)
+        assert [r is not None for r in roofs] == [p in card.mig_sms for p in combo], combo
         assert math.fsum(r.peak_flop_per_second for r in roofs if r) <= whole.peak_flop_per_second * (
             1 + 1e-12
         )
@@ -213,7 +226,7 @@ def test_instances_peaks_never_sum_above_the_card(card: Card) -> None:
         for pipe in ("fp64", "fp32", "fp16"):
             own = card.vector_peak_flop_per_second(pipe)
             if own is not None:
-                assert math.fsum(v[pipe] for v in vectors) <= own * (1 + 1e-12)
+                assert math.fsum(v.get(pipe, 0.0) for v in vectors) <= own * (1 + 1e-12)
 
 
 def test_a_gpu_and_its_instances_count_flops_and_bytes_once(catalog_sampler: Sampler) -> None:
@@ -471,3 +484,183 @@ def test_counter_reading_validates_partial_input() -> None:
     with pytest.raises(roofline.RooflineInputError, match="dram_active"):
         CounterReading(dram_active=1.5)
     assert not roofline.has_activity(CounterReading(sm_occupancy=0.5))
+
+
+# --- issue 19: each peak with its clock ------------------------------------------------------
+
+CLOCKED_CARDS = [card for card in CATALOG if card.clock_basis is not None and not card.reference_only]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    card=st.sampled_from(CLOCKED_CARDS),
+    clock=st.floats(min_value=1.0, max_value=4000.0),
+    activities=st.fixed_dictionaries(
+        {pipe: st.floats(0.0, 1.0) for pipe in ("tensor", "fp64", "fp32", "fp16")}
+    ),
+)
+def test_achieved_flops_never_exceed_the_roof_at_the_reported_clock(
+    card: Card, clock: float, activities: dict[str, float]
+) -> None:
+    gpu = Entity(0, "GPU-clocked", card.nvml_names[0])
+    state = feed(gpu, card, reading(dram=0.3, gr=0.9, clock=clock, **activities))
+    estimate = state.estimate
+    assert estimate is not None and estimate.precision is not None
+    achieved = estimate.achieved_flop_per_second
+    if achieved is None:  # the counted pipes read 0 while a pipe without a peak is busy: unknown
+        assert estimate.uncounted_pipes
+        return
+    basis, vector_basis = card.peak_clock_mhz(estimate.precision), card.vector_clock_mhz()
+    assert basis is not None and vector_basis is not None
+    # each pipe's roof at this clock: its peak × min(1, clock / the clock that peak is quoted at)
+    roofs = {"tensor": card.peak_flop_per_second(estimate.precision) * min(1.0, clock / basis)}
+    for pipe in ("fp64", "fp32", "fp16"):
+        vector = card.vector_peak_flop_per_second(pipe)
+        if vector is not None:
+            roofs[pipe] = vector * min(1.0, clock / vector_basis)
+    assert achieved <= math.fsum(activities[p] * roof for p, roof in roofs.items()) * (1 + 1e-9) + 1.0
+    # so never above the mix's roof at this clock with every pipe saturated
+    assert achieved <= math.fsum(roofs.values()) * (1 + 1e-9)
+    assert estimate.compute_roof_flop_per_second is not None
+    assert achieved <= estimate.compute_roof_flop_per_second * (1 + 1e-9) + 1.0
+    assert estimate.clock_ratio == pytest.approx(min(1.0, clock / basis))
+
+
+def test_a_h100_gemm_at_a_realistic_clock_is_not_read_7_percent_low() -> None:
+    # 90 % tensor at 1755 MHz: 1755 / 1830 of the quoted 989.5 TFLOP/s, not 1755 / 1980
+    gpu = Entity(0, "GPU-h100", H100_NAME)
+    state = feed(gpu, H100, reading(dram=0.3, tensor=0.9, gr=0.98, clock=1755.0))
+    assert state.estimate is not None
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.9 * 989.5e12 * 1755 / 1830)
+
+
+def test_a_b200_without_a_published_clock_says_so_and_does_not_scale() -> None:
+    gpu = Entity(0, "GPU-b200", "NVIDIA B200")
+    state = feed(gpu, B200, reading(dram=0.3, tensor=0.9, gr=0.98, clock=1200.0))
+    assert state.estimate is not None
+    assert state.estimate.clock_ratio is None  # unknown, never a silent 1.0
+    assert state.estimate.achieved_flop_per_second == pytest.approx(0.9 * B200.peak_flop_per_second("bf16"))
+
+
+# --- issue 19: unknown is not zero -----------------------------------------------------------
+
+
+def test_tensor_at_zero_with_the_fp_pipes_unreported_is_unknown_not_zero() -> None:
+    # dcgm-exporter's default field list (1001-1005): an FP32 elementwise kernel shows tensor 0
+    gpu = Entity(0, "GPU-h100", H100_NAME)
+    state = feed(gpu, H100, reading(dram=0.6, tensor=0.0, gr=0.95, sm=0.9))
+    estimate = state.estimate
+    assert estimate is not None
+    assert estimate.achieved_flop_per_second is None and estimate.intensity_flop_per_byte is None
+    assert estimate.position is None and estimate.uncounted_pipes == ("fp64", "fp32", "fp16")
+    assert estimate.achieved_bandwidth_bytes_per_second == pytest.approx(0.6 * 3.35e12)
+    sampler = Sampler("replay", SourceOptions(), CATALOG, CRISP)
+    sampler.ingest([Sample(1000.0, gpu, reading(dram=0.6, tensor=0.0, gr=0.95, sm=0.9))])
+    body, _ = MetricsEndpoint(lambda: sampler.snapshot).render(None)
+    text = body.decode()
+    assert "ridgeline_arithmetic_intensity_flop_per_byte{" not in text  # no series, not a 0
+    assert "ridgeline_dram_bytes_total{" in text
+
+
+def test_all_pipes_reported_at_zero_is_a_known_zero() -> None:
+    gpu = Entity(0, "GPU-h100", H100_NAME)
+    state = feed(gpu, H100, reading(dram=0.6, tensor=0.0, gr=0.95, fp64=0.0, fp32=0.0, fp16=0.0))
+    assert state.estimate is not None and state.estimate.uncounted_pipes == ()
+    assert state.estimate.achieved_flop_per_second == 0.0 and state.estimate.intensity_flop_per_byte == 0.0
+
+
+def test_some_pipes_give_a_lower_bound_and_the_answer_says_so() -> None:
+    client = TestClient(create_app(catalog=CATALOG))
+    body = {"card": "h100", "dram_active": 0.3, "tensor_active": 0.5, "gr_engine_active": 0.9}
+    answer = client.post("/classify", json=body).json()
+    assert answer["flops_lower_bound"] is True and answer["uncounted_pipes"] == ["fp64", "fp32", "fp16"]
+    assert answer["achieved_flop_per_second"] == pytest.approx(0.5 * 989.5e12)
+    every_pipe = {**body, "fp64_active": 0, "fp32_active": 0, "fp16_active": 0}
+    full = client.post("/classify", json=every_pipe).json()
+    assert full["flops_lower_bound"] is False and full["uncounted_pipes"] == []
+    zero = client.post("/classify", json={**body, "tensor_active": 0.0}).json()
+    assert zero["achieved_flop_per_second"] is None and zero["intensity_flop_per_byte"] is None
+    assert zero["flops_lower_bound"] is False
+
+
+def test_a_busy_pipe_without_a_peak_on_the_card_is_uncounted() -> None:
+    # B200 publishes no CUDA-core FP16 figure: its FP16 pipe's FLOPs cannot be counted
+    gpu = Entity(0, "GPU-b200", "NVIDIA B200")
+    state = feed(gpu, B200, reading(dram=0.2, tensor=0.1, gr=0.9, fp64=0.0, fp32=0.1, fp16=0.6))
+    assert state.estimate is not None and state.estimate.uncounted_pipes == ("fp16",)
+
+
+# --- issue 19: levers per pipe and precision -------------------------------------------------
+
+
+def _dgemm(**more: float) -> dict[int, float | None]:
+    values = reading(dram=0.3, tensor=0.9, gr=0.98, sm=0.95, **more)
+    values[fields.PIPE_TENSOR_DFMA_ACTIVE] = 0.9  # DFMA busiest: the tensor cores run FP64
+    return values
+
+
+def test_an_fp64_dgemm_at_its_roof_is_not_told_to_use_fp8() -> None:
+    state = feed(GPU, A100, _dgemm(), config=InferenceConfig(smoothing_seconds=0.0, dwell_seconds=0.0))
+    estimate = state.estimate
+    assert estimate is not None and estimate.precision == "fp64_tensor"
+    assert estimate.regime == "compute_bound" and estimate.pipe == "tensor"
+    assert estimate.lever == roofline.LEVER_COMPUTE_FP64_TENSOR
+    assert "fp8" not in estimate.lever and "int8" not in estimate.lever
+
+
+FP64_READINGS = [
+    dict(dram=0.3, tensor=0.0, gr=0.97, sm=0.95, fp64=0.85),  # compute-bound on the FP64 pipe
+    dict(dram=0.7, tensor=0.0, gr=0.97, sm=0.9, fp64=0.2),  # a memory-bound FP64 stencil
+    dict(dram=0.55, tensor=0.0, gr=0.97, sm=0.9, fp64=0.55, fp32=0.0, fp16=0.0),
+]
+
+
+@pytest.mark.parametrize("ratios", FP64_READINGS)
+@pytest.mark.parametrize("card", [A100, H100, B200], ids=lambda c: c.key)
+def test_fp64_work_on_any_card_in_any_regime_never_hears_fp8(ratios: dict[str, float], card: Card) -> None:
+    state = feed(Entity(0, "GPU-x", card.nvml_names[0]), card, reading(**ratios))
+    assert state.estimate is not None and state.estimate.pipe == "fp64"
+    lever = state.estimate.lever
+    assert "fp8" not in lever and "int8" not in lever, (state.estimate.regime, lever)
+
+
+@pytest.mark.parametrize(
+    ("key", "precision", "lever"),
+    [
+        ("a100", "bf16", roofline.LEVER_COMPUTE_NO_FP8),  # Ampere has no fp8
+        ("h100", "bf16", roofline.LEVER_COMPUTE),
+        ("h100", "tf32", roofline.LEVER_COMPUTE_TF32),
+        ("h100", "fp8", roofline.LEVER_COMPUTE_LOWEST),  # no fp4 on Hopper
+        ("b200", "fp8", roofline.LEVER_COMPUTE_FP8),  # Blackwell has fp4
+        ("b200", "fp4", roofline.LEVER_COMPUTE_LOWEST),
+        ("a100", "fp64_tensor", roofline.LEVER_COMPUTE_FP64_TENSOR),
+    ],
+)
+def test_each_tensor_precisions_compute_lever_fits_it(key: str, precision: str, lever: str) -> None:
+    client = TestClient(create_app(catalog=CATALOG))
+    body = {
+        "card": key,
+        "precision": precision,
+        "dram_active": 0.2,
+        "tensor_active": 0.9,
+        "gr_engine_active": 0.97,
+    }
+    answer = client.post("/classify", json=body).json()
+    assert answer["regime"] == "compute_bound" and answer["lever"] == lever
+
+
+@pytest.mark.parametrize(
+    ("precision", "lever"), [("fp64", roofline.LEVER_FP64_PIPE), ("fp32", roofline.LEVER_FP32_PIPE)]
+)
+def test_a_compute_bound_kernel_at_a_cuda_core_precision_gets_that_pipes_lever(
+    precision: str, lever: str
+) -> None:
+    client = TestClient(create_app(catalog=CATALOG))
+    answer = client.post(
+        "/classify", json={"card": "a100", "precision": precision, "flops": 1e13, "bytes": 1e9}
+    ).json()
+    assert answer["regime"] == "compute_bound" and answer["lever"] == lever
+    memory = client.post(
+        "/classify", json={"card": "a100", "precision": "fp64", "flops": 1e9, "bytes": 1e10}
+    ).json()
+    assert memory["regime"] == "memory_bound" and memory["lever"] == roofline.LEVER_MEMORY_FP64

@@ -272,11 +272,13 @@ def test_relative_paths_resolve_against_the_config_file(pki: Pki, tmp_path: Path
     assert tls.client_ca_file.resolve() == (tmp_path / pki.ca_cert.name).resolve()
 
 
-def test_empty_file_means_no_tls_and_no_auth(tmp_path: Path) -> None:
-    config = load_web_config(_write_config(tmp_path, ""))
-    assert config.tls_server_config is None
-    assert config.basic_auth_users == {}
-    assert tls_context(config) is None
+@pytest.mark.parametrize("text", ["", "\n\n  \n", "# basic_auth_users:\n#   prometheus: x\n", "---\n", "~\n"])
+def test_an_empty_or_comment_only_file_is_refused_not_read_as_no_auth(tmp_path: Path, text: str) -> None:
+    # `: > web.yml` or a truncating editor used to serve without TLS and without auth
+    path = _write_config(tmp_path, text)
+    with pytest.raises(WebConfigError, match="empty") as caught:
+        load_web_config(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_basic_auth_only(tmp_path: Path) -> None:
@@ -357,9 +359,11 @@ def test_successful_login_is_checked_with_bcrypt_once(
         for _ in range(5):
             assert client.get("/metrics", auth=("prometheus", PASSWORD)).status_code == 200
         assert len(calls) == 1
-        for _ in range(3):  # failures are never cached: each one pays bcrypt
+        for _ in range(3):  # a wrong password pays bcrypt once too, then is answered from the cache
             assert client.get("/metrics", auth=("prometheus", "nope")).status_code == 401
-        assert len(calls) == 4
+        assert len(calls) == 2
+        assert client.get("/metrics", auth=("prometheus", "other")).status_code == 401
+        assert len(calls) == 3  # a new guess is checked
 
 
 def test_htpasswd_2y_hashes_are_accepted(serve: Callable[..., Served]) -> None:
@@ -385,7 +389,7 @@ def test_no_users_means_no_auth(serve: Callable[..., Served]) -> None:
     assert httpx.get(f"{served.base_url}/metrics").status_code == 200
 
 
-@pytest.mark.parametrize("cost", ["03", "32", "99"])
+@pytest.mark.parametrize("cost", ["03", "15", "31", "32", "99"])
 def test_bcrypt_cost_out_of_range_is_refused_at_load(tmp_path: Path, cost: str) -> None:
     # the regex alone let these through and BasicAuthMiddleware then died on bcrypt's
     # "Invalid rounds" at start-up, a traceback instead of a message naming the user
@@ -518,7 +522,7 @@ def test_a_guessing_flood_runs_one_bcrypt_at_a_time_and_refuses_the_excess(
     already verified once, is answered throughout."""
     import asyncio
 
-    from exporter.web.webconfig import CheckPool
+    from exporter.web.auth_admission import CheckPool
 
     running = 0
     most = 0
@@ -557,3 +561,79 @@ def test_a_guessing_flood_runs_one_bcrypt_at_a_time_and_refuses_the_excess(
     assert most == 1
     assert set(guesses) <= {401, 429} and 429 in guesses and 401 in guesses
     assert scrapes == [200] * 5
+
+
+# -- reloads never fail open, and keep what was verified ----------------------------------------
+
+
+def _counting_bcrypt(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    calls: list[bytes] = []
+    real_checkpw = bcrypt.checkpw
+
+    def counting_checkpw(password: bytes, hashed: bytes) -> bool:
+        calls.append(password)
+        return real_checkpw(password, hashed)
+
+    monkeypatch.setattr(bcrypt, "checkpw", counting_checkpw)
+    return calls
+
+
+def _touch(path: Path) -> None:
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "# commented out\n", "basic_auth_users:\n", "basic_auth_users: {}\n", "basic_auth_users:\n  prom"],
+)
+def test_a_truncated_or_emptied_file_while_serving_keeps_auth_on_and_warns(
+    tmp_path: Path, serve: Callable[..., Served], caplog: pytest.LogCaptureFixture, text: str
+) -> None:
+    from exporter.web.webconfig_watch import WebConfigWatcher
+
+    path = _write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n")
+    watcher = WebConfigWatcher(path, load_web_config(path), poll_seconds=3600)  # checked by hand
+    served = serve(BasicAuthMiddleware(_app(), watcher))
+    path.write_text(text)
+    _touch(path)
+    with caplog.at_level(logging.INFO, logger="exporter.web"):
+        assert watcher.check() is False
+    assert [r.levelno for r in caplog.records] == [logging.WARNING], caplog.text
+    assert "keeping the previous" in caplog.text
+    assert httpx.get(f"{served.base_url}/metrics").status_code == 401  # auth still on
+    assert httpx.get(f"{served.base_url}/metrics", auth=("prometheus", PASSWORD)).status_code == 200
+
+
+def test_a_reload_keeps_verified_credentials_whose_hash_did_not_change(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, serve: Callable[..., Served]
+) -> None:
+    from exporter.web.webconfig_watch import WebConfigWatcher
+
+    other = bcrypt.hashpw(b"other-pass", bcrypt.gensalt(rounds=4)).decode()
+    path = _write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n  grafana: '{other}'\n")
+    watcher = WebConfigWatcher(path, load_web_config(path), poll_seconds=3600)
+    served = serve(BasicAuthMiddleware(_app(), watcher))
+    calls = _counting_bcrypt(monkeypatch)
+
+    def status(user: str, password: str) -> int:
+        return httpx.get(f"{served.base_url}/metrics", auth=(user, password)).status_code
+
+    assert status("prometheus", PASSWORD) == 200 and status("grafana", "other-pass") == 200
+    assert len(calls) == 2
+    renewed = bcrypt.hashpw(b"renewed-pass", bcrypt.gensalt(rounds=4)).decode()
+    path.write_text(f"basic_auth_users:\n  prometheus: '{HASH}'\n  grafana: '{renewed}'\n  new: '{other}'\n")
+    _touch(path)
+    assert watcher.check() is True
+    assert status("prometheus", PASSWORD) == 200
+    assert len(calls) == 2  # still verified: its hash is the same
+    assert status("grafana", "other-pass") == 401 and status("grafana", "renewed-pass") == 200
+    assert len(calls) == 4  # grafana's hash changed, so both of its passwords were checked again
+
+
+def test_bcrypt_refuses_passwords_it_would_not_read_without_checking(
+    monkeypatch: pytest.MonkeyPatch, serve: Callable[..., Served]
+) -> None:
+    calls = _counting_bcrypt(monkeypatch)
+    served = serve(BasicAuthMiddleware(_app(), {"prometheus": HASH}))
+    assert httpx.get(f"{served.base_url}/metrics", auth=("prometheus", "x" * 73)).status_code == 401
+    assert calls == []

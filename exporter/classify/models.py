@@ -179,7 +179,11 @@ class CounterBody(BodyCommon):
     hmma_active: Ratio | None = Field(default=None, description="PIPE_TENSOR_HMMA_ACTIVE (1014).")
     dfma_active: Ratio | None = Field(default=None, description="PIPE_TENSOR_DFMA_ACTIVE (1015).")
     sm_clock_mhz: Annotated[float, Field(gt=0, le=MAX_CLOCK_MHZ, allow_inf_nan=False)] | None = Field(
-        default=None, description="SM clock (field 100), MHz; scales achieved FLOP/s by clock / max clock."
+        default=None,
+        description=(
+            "SM clock (field 100), MHz; scales achieved FLOP/s by min(1, clock / the clock each peak is "
+            "quoted at)."
+        ),
     )
     pcie_tx_bytes_per_second: (
         Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)] | None
@@ -193,6 +197,16 @@ class CounterBody(BodyCommon):
     nvlink_rx_bytes_per_second: (
         Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)] | None
     ) = None
+    clock_event_reasons: Annotated[int, Field(ge=0, le=0xFFFFFFFF)] | None = Field(
+        default=None,
+        description="DCGM_FI_DEV_CLOCKS_EVENT_REASONS (field 112): NVML's clocks-event reason bitmask.",
+    )
+    power_usage_watts: Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)] | None = Field(
+        default=None, description="DCGM_FI_DEV_POWER_USAGE (field 155), W."
+    )
+    power_limit_watts: Annotated[float, Field(gt=0, le=1e5, allow_inf_nan=False)] | None = Field(
+        default=None, description="DCGM_FI_DEV_POWER_MGMT_LIMIT (field 160), W."
+    )
     thresholds: ThresholdsBody | None = Field(
         default=None, description="Overrides of θ, the walls and the idle floors for this request."
     )

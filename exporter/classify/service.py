@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from exporter import roofline
+from exporter import clock_events, roofline
 from exporter.catalog import Card, Catalog, PrecisionSource, UnknownCard
 from exporter.classify.models import (
     MAX_BYTES,
@@ -50,9 +50,27 @@ class ResolvedCard:
     def precisions(self) -> list[str]:
         return self.card.precisions if self.card is not None else list(roofline.PRECISIONS)
 
-    @property
-    def max_sm_clock_mhz(self) -> float | None:
-        return self.card.max_sm_clock_mhz if self.card is not None else None
+    def peak_clock_mhz(self, precision: str) -> float | None:
+        """The clock the card's `precision` peak is quoted at; None for a custom roof or no basis."""
+        return self.card.peak_clock_mhz(precision) if self.card is not None else None
+
+    def vector_clock_mhz(self) -> float | None:
+        """The clock the card's CUDA-core peaks are quoted at; None for a custom roof or no basis."""
+        return self.card.vector_clock_mhz() if self.card is not None else None
+
+    def clock_note(self, sm_clock_mhz: float | None, precision: str) -> str | None:
+        """Why the clock ratio is unknown, when it is (FLOP/s then assume the quoted clock)."""
+        if sm_clock_mhz is None:
+            return "no sm_clock_mhz given: achieved FLOP/s assume the clock each peak is quoted at"
+        if self.card is None:
+            return "a custom roof has no clock basis: achieved FLOP/s assume the roof's own clock"
+        if self.card.peak_clock_mhz(precision) is None:
+            why = f" ({self.card.no_clock_basis})" if self.card.no_clock_basis else ""
+            return (
+                f"card {self.key} has no clock basis{why}: achieved FLOP/s assume the quoted clock, "
+                "an upper bound"
+            )
+        return None
 
     def vector_peaks(self) -> dict[str, float]:
         """The catalog card's CUDA-core FP peaks (FLOP/s) where it has them; none for a custom roof."""
@@ -107,7 +125,12 @@ def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> dict[
     }
 
 
-def _kernel_fields(verdict: KernelVerdict) -> dict[str, Any]:
+def _kernel_fields(verdict: KernelVerdict, card: ResolvedCard, precision: str) -> dict[str, Any]:
+    """A kernel verdict's fields, its lever fitted to the precision (roofline.precision_lever)."""
+    known = card.card.precisions if card.card is not None else ()
+    lever = roofline.precision_lever(
+        verdict.regime, verdict.lever, None, precision, known, fp64_tensor_faster=card.fp64_tensor_faster
+    )
     return {
         "flops": verdict.flops,
         "bytes": verdict.bytes,
@@ -118,7 +141,7 @@ def _kernel_fields(verdict: KernelVerdict) -> dict[str, Any]:
         "regime": verdict.regime,
         "attainable_flop_per_second": verdict.attainable_flop_per_second,
         "fraction_of_peak": verdict.fraction_of_peak,
-        "lever": verdict.lever,
+        "lever": lever,
     }
 
 
@@ -230,7 +253,7 @@ def classify_kernel(catalog: Catalog, body: KernelBody, precision_default: str) 
         **_roof_fields(card, precision, roof),
         "precision_source": source,
     }
-    out.update(_kernel_fields(verdict))
+    out.update(_kernel_fields(verdict, card, precision))
     if body.compare is not None:
         out.update(
             compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
@@ -263,7 +286,7 @@ def classify_operation(catalog: Catalog, body: OperationBody, precision_default:
     else:
         operation.update(parameters=body.parameters, batch=body.batch)
     out["operation"] = operation
-    out.update(_kernel_fields(verdict))
+    out.update(_kernel_fields(verdict, card, precision))
     if body.compare is not None:
         out.update(
             compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
@@ -308,7 +331,9 @@ def classify_counter_body(
         else:
             precision, source = resolve_precision(card, None, precision_default)
     roof = card.roof(precision)
-    ratio = roofline.clock_ratio(body.sm_clock_mhz, card.max_sm_clock_mhz)
+    tensor_basis = card.peak_clock_mhz(precision)
+    ratio = roofline.known_clock_ratio(body.sm_clock_mhz, tensor_basis)
+    vector_ratio = roofline.known_clock_ratio(body.sm_clock_mhz, card.vector_clock_mhz())
     used = thresholds_for(body, thresholds)
     try:
         reading = CounterReading(
@@ -320,7 +345,8 @@ def classify_counter_body(
             fp64_active=body.fp64_active,
             fp32_active=body.fp32_active,
             fp16_active=body.fp16_active,
-            clock_ratio=ratio,
+            clock_ratio=1.0 if ratio is None else max(ratio, 1e-9),
+            vector_clock_ratio=1.0 if vector_ratio is None else max(vector_ratio, 1e-9),
         )
     except roofline.RooflineInputError as exc:
         raise BodyError(str(exc), field="sm_clock_mhz") from None
@@ -330,6 +356,19 @@ def classify_counter_body(
         used,
         vector_peaks=card.vector_peaks(),
         fp64_tensor_faster=card.fp64_tensor_faster,
+        precision=precision,
+        precisions=card.card.precisions if card.card is not None else (),
+    )
+    reasons = clock_events.active_reasons(body.clock_event_reasons)
+    causes = clock_events.causes_of(reasons, body.power_usage_watts, body.power_limit_watts)
+    tensor = verdict.pipe == "tensor"
+    lever = clock_events.fitted_lever(
+        verdict.regime,
+        verdict.lever,
+        ratio if tensor else vector_ratio,
+        body.sm_clock_mhz,
+        tensor_basis if tensor else card.vector_clock_mhz(),
+        causes,
     )
     out: dict[str, Any] = {
         "form": "counters",
@@ -347,13 +386,21 @@ def classify_counter_body(
             "regime": verdict.regime,
             "attainable_flop_per_second": verdict.attainable_flop_per_second,
             "fraction_of_peak": verdict.fraction_of_peak,
-            "lever": verdict.lever,
+            "lever": lever,
+            "clock_event_reasons": list(reasons),
+            "clock_causes": list(causes),
             "achieved_flop_per_second": verdict.achieved_flop_per_second,
             "achieved_bandwidth_bytes_per_second": verdict.achieved_bandwidth_bytes_per_second,
             "flop_utilization": verdict.flop_utilization,
             "roofline_efficiency": verdict.roofline_efficiency,
             "gr_engine_contradicted": verdict.gr_engine_contradicted,
+            "uncounted_pipes": list(verdict.uncounted_pipes),
+            "flops_lower_bound": bool(verdict.uncounted_pipes)
+            and verdict.achieved_flop_per_second is not None,
             "clock_ratio": ratio,
+            "vector_clock_ratio": vector_ratio,
+            "peak_clock_mhz": tensor_basis,
+            "clock_note": card.clock_note(body.sm_clock_mhz, precision),
             "thresholds": dataclasses.asdict(used),
             "note": INTERVAL_NOTE,
         }
@@ -445,5 +492,7 @@ def card_summary(card: Card) -> dict[str, Any]:
         "memory_gib": card.memory_gib,
         "sm_count": card.sm_count,
         "max_sm_clock_mhz": card.max_sm_clock_mhz,
+        "clock_basis": None if card.clock_basis is None else card.clock_basis.model_dump(),
+        "no_clock_basis": card.no_clock_basis,
         "source": card.source,
     }

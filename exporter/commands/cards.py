@@ -31,12 +31,9 @@ def _tensor_precision(peaks: dict[str, float]) -> str | None:
 
 
 def table(entries: list[dict[str, Any]]) -> str:
-    """key, name, bf16/fp16 peak, fp8 peak (TFLOP/s), bandwidth (TB/s), ridge (FLOP/byte)."""
-    header = (
-        f"{'key':<16} {'name':<50} {'bf16/fp16':>11} {'fp8':>9} {'TB/s':>7} {'ridge':>7}",
-        f"{'':<16} {'':<50} {'TFLOP/s':>11} {'TFLOP/s':>9} {'':>7} {'FLOP/B':>7}",
-    )
-    lines = list(header)
+    """key, name, bf16/fp16 peak, fp8 peak (TFLOP/s), bandwidth (TB/s), ridge (FLOP/byte); the
+    key and name columns as wide as their longest entry, so every row lines up."""
+    rows = []
     for entry in entries:
         peaks = entry["peak_flop_per_second"]
         tensor = _tensor_precision(peaks)
@@ -44,10 +41,14 @@ def table(entries: list[dict[str, Any]]) -> str:
         fp8 = f"{peaks['fp8'] / 1e12:g}" if "fp8" in peaks else "–"
         ridge = f"{entry['ridge_flop_per_byte'][tensor]:.0f}" if tensor else "–"
         name = entry["name"] + (" (ref.)" if entry["reference_only"] else "")
-        lines.append(
-            f"{entry['key']:<16} {name[:50]:<50} {half:>11} {fp8:>9} "
-            f"{entry['bandwidth_bytes_per_second'] / 1e12:>7g} {ridge:>7}"
-        )
+        rows.append((entry["key"], name, half, fp8, f"{entry['bandwidth_bytes_per_second'] / 1e12:g}", ridge))
+    k = max([16, *(len(r[0]) for r in rows)])
+    n = max([4, *(len(r[1]) for r in rows)])
+    lines = [
+        f"{'key':<{k}} {'name':<{n}} {'bf16/fp16':>11} {'fp8':>9} {'TB/s':>7} {'ridge':>7}",
+        f"{'':<{k}} {'':<{n}} {'TFLOP/s':>11} {'TFLOP/s':>9} {'':>7} {'FLOP/B':>7}",
+    ]
+    lines += [f"{a:<{k}} {b:<{n}} {c:>11} {d:>9} {e:>7} {f:>7}" for a, b, c, d, e, f in rows]
     lines.append("* fp16 (the card has no bf16); (ref.) reference only: no DCGM counters")
     return "\n".join(lines) + "\n"
 

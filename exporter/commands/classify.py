@@ -266,9 +266,16 @@ def render(answer: dict[str, Any]) -> str:
         flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
         pipe = f" on the {answer['pipe']} pipe" if answer["pipe"] not in (None, "tensor") else ""
         achieved = "no compute pipe reported" if flops is None else f"achieved {tflops(flops)}{pipe}"
+        uncounted = ", ".join(answer["uncounted_pipes"])
+        if flops is None and uncounted and answer["flop_utilization"] is not None:
+            achieved = f"achieved FLOP/s unknown (the counted pipes read 0; not counted: {uncounted})"
+        elif answer["flops_lower_bound"]:
+            achieved += f" at least (not counted: {uncounted})"
         utilization = answer["flop_utilization"]
         if utilization is not None:
-            achieved += f" (flop utilization {percent(utilization)}, clock ratio {answer['clock_ratio']:.2f})"
+            k = answer["clock_ratio"]
+            clock = "clock ratio unknown" if k is None else f"clock ratio {k:.2f}"
+            achieved += f" (flop utilization {percent(utilization)}, {clock})"
         moved = "no DRAM_ACTIVE reported" if bytes_ is None else tbps(bytes_)
         lines.append(f"{achieved} over {moved}")
         intensity = answer["intensity_flop_per_byte"]

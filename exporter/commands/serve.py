@@ -13,7 +13,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import queue
 import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from exporter.commands.options import (
@@ -81,8 +86,8 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         default=1024,
         metavar="N",
-        help="open HTTP connections at most (lowered to fit the open-file limit); at the cap the "
-        "one idle longest is closed for a new one",
+        help="open HTTP connections at most (lowered to fit the open-file limit); past it, the ones "
+        "that sent no request are closed, longest waiting first, once they have had their turn",
     )
     add_flag(
         parser,
@@ -123,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         bind_listener,
         build_server,
         connection_cap,
+        probation_room,
         raise_open_file_limit,
         serve,
     )
@@ -206,7 +212,11 @@ def run(args: argparse.Namespace) -> int:
             thresholds=thresholds,
         )
         guard = ConnectionGuard(
-            limits, cap=cap, backlog=backlog, tls_context=watcher.tls_context if watcher is not None else None
+            limits,
+            cap=cap,
+            backlog=backlog,
+            tls_context=watcher.tls_context if watcher is not None else None,
+            overflow=probation_room(cap, open_files),
         )
         if watcher is not None:
             from exporter.web.webconfig import BasicAuthMiddleware
@@ -218,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
                 watcher,
                 exempt_paths=AUTH_EXEMPT,
                 on_refusal=lambda message: guard.faults.note("auth_flood", message),
-                hold_refusals=lambda: len(guard.open) < guard.cap // 2,
+                hold_refusals=lambda: len(guard.open) < guard.cap * 3 // 4,
             )
             watcher.start()
         sampler.start()
@@ -235,9 +245,12 @@ def run(args: argparse.Namespace) -> int:
         # here turns that into a normal return, so the sampler and attributor are stopped below
         # and the exit status is 0.
         previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        desk = SignalDesk(watcher.request_reload if watcher is not None else None)
+        desk.install()  # SIGHUP reloads the web config; the other fatal-by-default ones are logged
         try:
             started = serve(build_server(app, guard, access_log=bool(args.access_log)), listener, guard)
         finally:
+            desk.restore()
             signal.signal(signal.SIGTERM, previous)
         if not started:
             raise UserError(f"could not serve on {args.listen} (see the log above)")
@@ -285,3 +298,74 @@ def _start_attributor(socket_path: str | None) -> Any:
     attributor.start()
     log.info("pod attribution from %s", socket_path)
     return attributor
+
+
+# -- signals --------------------------------------------------------------------------------
+# What `ridgeline serve` does with the signals whose default would kill it without a word.
+#
+# SIGTERM and SIGINT stop it gracefully (uvicorn's handlers, `run` above). SIGHUP
+# reloads the web config, as it does for Prometheus and its exporters and as systemd's
+# `ExecReload=/bin/kill -HUP $MAINPID` expects. SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+# SIGIO and SIGPWR mean nothing to Ridgeline: each is logged (once a minute per signal) and
+# otherwise ignored, so a stray `kill -USR1` (log rotation scripts send it) is visible and harmless.
+# SIGQUIT keeps its default (quit with a core dump: the deliberate "stop now"); SIGPIPE and SIGXFSZ
+# are already ignored by Python.
+#
+# A handler runs between two bytecodes of the main thread, which is serving HTTP; it only queues
+# the signal number (`queue.SimpleQueue` is safe there) and one daemon thread does the rest.
+
+IGNORED = tuple(
+    getattr(signal, name)
+    for name in ("SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR")
+    if hasattr(signal, name)
+)
+"""Signals whose default action is to terminate and that Ridgeline gives no meaning."""
+LOG_EVERY_SECONDS = 60.0
+
+
+class SignalDesk:
+    """Installs the handlers; a thread reloads on SIGHUP and logs the ignored ones."""
+
+    def __init__(self, reload: Callable[[], None] | None) -> None:
+        self._reload = reload
+        self._inbox: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._previous: dict[int, object] = {}
+        self._logged_at: dict[int, float] = {}
+        self._thread = threading.Thread(target=self._run, name="ridgeline-signals", daemon=True)
+
+    def install(self) -> None:
+        """Call from the main thread (Python delivers signals there only)."""
+        self._thread.start()
+        for signum in (signal.SIGHUP, *IGNORED):
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+        self._previous.clear()
+        self._inbox.put(None)
+        self._thread.join(timeout=5)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self._inbox.put(signum)
+
+    def _run(self) -> None:
+        while (signum := self._inbox.get()) is not None:
+            try:
+                self._act(signum)
+            except Exception:  # a bug here must not end signal handling for the life of the process
+                log.exception("handling signal %d failed", signum)
+
+    def _act(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if signum == signal.SIGHUP:
+            if self._reload is None:
+                log.info("SIGHUP: no --web-config to reload; nothing else to do")
+            else:
+                log.info("SIGHUP: reloading the web config")
+                self._reload()
+            return
+        now = time.monotonic()
+        if now - self._logged_at.get(signum, -LOG_EVERY_SECONDS) >= LOG_EVERY_SECONDS:
+            self._logged_at[signum] = now
+            log.info("%s received: ignored (SIGHUP reloads the web config, SIGTERM stops)", name)

@@ -136,5 +136,5 @@ def print_once(clients: list[Any], sort: str) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     for reading in failed:
-        print(f"ridgeline top: {reading.name}: not answering: {reading.error}", file=sys.stderr)
+        print(f"ridgeline top: {reading.name}: {reading.trouble}", file=sys.stderr)
     return 1 if failed else 0

@@ -240,6 +240,11 @@ def build_report(
     }
     # Allocation is a property of the groups' GPUs: the fleet's is their sum.
     fleet_doc["idle_allocated_gpu_seconds"] = sum(g["idle_allocated_gpu_seconds"] for g in group_docs)
+    # The fleet row is the sum of the rows above it (the remainder included), added in their
+    # order, so it equals them to the last digit; the separately measured fleet total only
+    # decides whether there is a remainder.
+    fleet_doc["gpu_seconds"] = {r: sum(g["gpu_seconds"][r] for g in group_docs) for r in REGIMES}
+    fleet_doc["gpu_seconds_total"] = sum(g["gpu_seconds_total"] for g in group_docs)
     workload_rows = [_group_doc(u, catalog, options, cards) for u in workloads]
     return {
         "schema": SCHEMA,

@@ -486,14 +486,30 @@ def _check_grouping(
 def _sample_interval(
     client: PrometheusClient, end: float, window: float, matchers: Sequence[promql.Matcher]
 ) -> float | None:
-    """The scrape interval: the probe window over the median sample count of one counter per GPU
-    (a GPU that appeared within the window makes it look longer: windows only get wider)."""
-    if window < 1:
-        return None
-    found = client.query(promql.sample_count_expr(window, matchers), end)
-    if not found or found[0][1] < 2:
-        return None
-    return window / found[0][1]
+    """The scrape interval: a probe window over the median sample count of one counter per GPU
+    in it, taken once the window's older half holds about as many samples as its newer half.
+    Series younger than the window (a Prometheus up for 90 s, a report over 20 minutes) would
+    make the interval look longer — 35 s for a 5 s scrape — so then only the newer half counts,
+    once the series reach into the older one; the window is halved until they do."""
+    half = math.floor(window / 2)  # query windows are whole seconds
+    while half >= 1:
+        recent = _median_samples(client, half, end, matchers)
+        if recent is None or recent < 2:
+            return None
+        older = _median_samples(client, half, end - half, matchers)
+        if older is not None and older >= recent - 1:  # full: one sample either way is alignment
+            return 2 * half / (recent + older)
+        if older:  # the series began in the older half: the newer one is full
+            return half / recent
+        half = math.floor(half / 2)
+    return None
+
+
+def _median_samples(
+    client: PrometheusClient, window: float, at: float, matchers: Sequence[promql.Matcher]
+) -> float | None:
+    found = client.query(promql.sample_count_expr(window, matchers), at)
+    return found[0][1] if found else None
 
 
 def _dialect(client: PrometheusClient, at: float) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -19,23 +20,11 @@ from typing import Any
 
 from exporter.report.model import group_name
 from exporter.roofline import REGIMES
+from exporter.view.units import regime_colour, regime_shape, regime_word
 
-REGIME_COLORS = {
-    "idle": "#8e8e8e",
-    "memory_bound": "#3274d9",
-    "compute_bound": "#56a64b",
-    "latency_bound": "#ff9830",
-    "unknown": "#b877d9",
-}
-"""The dashboards' regime colours (grafana/build.py), so a chart reads like the Grafana panels."""
-
-REGIME_TITLES = {
-    "idle": "idle",
-    "memory_bound": "memory-bound",
-    "compute_bound": "compute-bound",
-    "latency_bound": "latency-bound",
-    "unknown": "unknown",
-}
+_MARKERS = {"circle": "o", "square": "s", "diamond": "D", "ring": "o", "triangle": "^", "cross": "X"}
+"""matplotlib's marker for each shape of exporter.view.units.REGIME_LOOKS (a ring is drawn as a
+circle: a hollow marker would hide a group's size)."""
 
 CHART_GROUPS = 15
 """Groups drawn one by one in the bar chart; the rest are one bar ("N others")."""
@@ -141,7 +130,7 @@ def _name(row: Mapping[str, Any], by: Sequence[str]) -> str:
 
 
 def _swatch(regime: str) -> str:
-    return f'<span class="swatch" style="background:{REGIME_COLORS[regime]}"></span>'
+    return f'<span class="swatch" style="background:{regime_colour(regime)}"></span>'
 
 
 # -- tables ---------------------------------------------------------------------------------
@@ -152,7 +141,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
     total = fleet["gpu_seconds_total"]
     savings = fleet["savings_gpu_seconds"]
     shares = ", ".join(
-        f"{_swatch(r)}{REGIME_TITLES[r]} {_pct(fleet['gpu_seconds'][r], total)}" for r in REGIMES
+        f"{_swatch(r)}{regime_word(r)} {_pct(fleet['gpu_seconds'][r], total)}" for r in REGIMES
     )
     saved = sum(savings.values())
     return (
@@ -163,7 +152,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
 
 
 def _regime_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], by: Sequence[str]) -> str:
-    head = "".join(f"<th>{_swatch(r)}{REGIME_TITLES[r]}</th>" for r in REGIMES)
+    head = "".join(f"<th>{_swatch(r)}{regime_word(r)}</th>" for r in REGIMES)
     rows = [f'<table><tr><th class="name">{_e("/".join(by))}</th><th>GPU-hours</th>{head}<th>card</th></tr>']
     for row in [*groups, fleet]:
         total = row["gpu_seconds_total"]
@@ -316,7 +305,7 @@ def _meta_table(doc: Mapping[str, Any]) -> str:
         ("series read", None),
         (
             "resolution",
-            f"windows of {resolution['step_seconds']:g} s; samples every "
+            f"windows of {timeline_window(doc):g} s; samples every "
             + ("? s (unknown)" if interval is None else f"{interval:.3g} s"),
         ),
         ("gaps", gap_text),
@@ -370,7 +359,7 @@ def regime_bars_svg(groups: Sequence[Mapping[str, Any]], by: Sequence[str]) -> s
     left = [0.0] * len(names)
     for regime in REGIMES:
         axes.barh(
-            y, hours[regime], left=left, color=REGIME_COLORS[regime], label=REGIME_TITLES[regime], height=0.7
+            y, hours[regime], left=left, color=regime_colour(regime), label=regime_word(regime), height=0.7
         )
         left = [a + b for a, b in zip(left, hours[regime], strict=True)]
     axes.set_yticks(y, labels=[n if len(n) <= 40 else n[:39] + "…" for n in names])
@@ -423,8 +412,20 @@ def roofline_svg(doc: Mapping[str, Any]) -> str:
     if points:
         largest = max(p["gpu_seconds_total"] for p in points)
         sizes = [30 + 900 * math.sqrt(p["gpu_seconds_total"] / largest) for p in points]
-        colors = [REGIME_COLORS[_main_busy_regime(p)] for p in points]
-        axes.scatter(xs, ys, s=sizes, c=colors, alpha=0.75, edgecolors="#222", linewidths=0.6, zorder=3)
+        for regime in REGIMES:  # one scatter per regime: its colour and its marker
+            mine = [i for i, p in enumerate(points) if _main_busy_regime(p) == regime]
+            if mine:
+                axes.scatter(
+                    [xs[i] for i in mine],
+                    [ys[i] for i in mine],
+                    s=[sizes[i] for i in mine],
+                    color=regime_colour(regime),
+                    marker=_MARKERS[regime_shape(regime)],
+                    alpha=0.75,
+                    edgecolors="#222",
+                    linewidths=0.6,
+                    zorder=3,
+                )
         for p, x, y in list(zip(points, xs, ys, strict=True))[:LABELLED_POINTS]:
             axes.annotate(_name(p, by), (x, y), xytext=(6, 6), textcoords="offset points", fontsize="small")
     else:
@@ -435,7 +436,14 @@ def roofline_svg(doc: Mapping[str, Any]) -> str:
     axes.set_ylabel("achieved FLOP/s per busy GPU")
     axes.grid(which="both", alpha=0.2)
     handles = [
-        axes.scatter([], [], s=60, color=REGIME_COLORS[r], label=f"mostly {REGIME_TITLES[r]}")
+        axes.scatter(
+            [],
+            [],
+            s=60,
+            color=regime_colour(r),
+            marker=_MARKERS[regime_shape(r)],
+            label=f"mostly {regime_word(r)}",
+        )
         for r in REGIMES
         if r in ("memory_bound", "compute_bound", "latency_bound")
     ]
@@ -447,35 +455,110 @@ def _main_busy_regime(row: Mapping[str, Any]) -> str:
     return max(("memory_bound", "compute_bound", "latency_bound"), key=lambda r: row["gpu_seconds"][r])
 
 
-def timeline_svg(doc: Mapping[str, Any]) -> str:
-    """The fleet over the range: GPUs in each regime per window (stacked), gaps shaded."""
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+def timeline_window(doc: Mapping[str, Any]) -> float:
+    """How long one window of the timeline is: the most common distance between its windows'
+    ends (a replay's windows are its checkpoints, not its samples), else the query step."""
+    ends = [p["end"] for p in doc["timeline"]]
+    widths = sorted(round(b - a, 6) for a, b in itertools.pairwise(ends) if b > a)
+    if not widths:
+        return float(doc["resolution"]["step_seconds"])
+    return float(max(set(widths), key=lambda w: (widths.count(w), -w)))
 
-    timeline = doc["timeline"]
-    figure = _figure(9.5, 3.2)
+
+def timeline_windows(doc: Mapping[str, Any]) -> list[tuple[float, float, Mapping[str, float]]]:
+    """(start, end, GPUs per regime) of every window: each starts where the one before ended
+    when they touch (within half a window), else one window before its end; never before the
+    range does."""
+    window = timeline_window(doc)
+    range_start = _epoch(doc["range"]["start"])
+    out: list[tuple[float, float, Mapping[str, float]]] = []
+    before: float | None = None
+    for point in doc["timeline"]:
+        end = point["end"]
+        start = before if before is not None and end - before <= 1.5 * window else end - window
+        out.append((max(start, range_start), end, point["gpus"]))
+        before = end
+    return out
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _uncovered(
+    windows: Sequence[tuple[float, float, Any]], start: float, end: float, window: float
+) -> list[tuple[float, float]]:
+    """The stretches of [start, end] no window covers, a window long or more: no data there,
+    shaded like a gap (a shorter one at an end is the last partial window, not missing data)."""
+    out: list[tuple[float, float]] = []
+    at = start
+    for w_start, w_end, _ in [*windows, (end, end, None)]:
+        if w_start - at >= window - 1e-6:
+            out.append((at, w_start))
+        at = max(at, w_end)
+    return out
+
+
+def _union(stretches: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping or touching stretches merged: a listed gap the timeline also lacks is one."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(stretches):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def timeline_figure(doc: Mapping[str, Any]) -> Any:
+    """The fleet over the range: GPUs in each regime per window (stacked, each window drawn over
+    its own span), stretches without data shaded, the legend above the plot."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.patches import Patch
+
+    figure = _figure(9.5, 3.4)
     axes = figure.add_subplot()
-    if timeline:
-        times = [datetime.fromtimestamp(p["end"], tz=UTC) for p in timeline]
-        stacks = [[p["gpus"][r] for p in timeline] for r in REGIMES]
-        axes.stackplot(
-            times,
-            *stacks,
-            colors=[REGIME_COLORS[r] for r in REGIMES],
-            labels=[REGIME_TITLES[r] for r in REGIMES],
-            step="pre",
-        )
+    windows = timeline_windows(doc)
+    if windows:
+        times: list[datetime] = []
+        stacks: list[list[float]] = [[] for _ in REGIMES]
+        previous_end: float | None = None
+        for start, end, gpus in windows:
+            if previous_end is not None and start > previous_end:  # nothing between: down to 0
+                for t in (previous_end, start):
+                    times.append(datetime.fromtimestamp(t, tz=UTC))
+                    for stack in stacks:
+                        stack.append(0.0)
+            for t in (start, end):
+                times.append(datetime.fromtimestamp(t, tz=UTC))
+                for stack, regime in zip(stacks, REGIMES, strict=True):
+                    stack.append(gpus.get(regime, 0.0))
+            previous_end = end
+        axes.stackplot(times, *stacks, colors=[regime_colour(r) for r in REGIMES])
         locator = AutoDateLocator()  # type: ignore[no-untyped-call]
         axes.xaxis.set_major_locator(locator)
         axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
-        axes.legend(loc="upper left", fontsize="small", ncols=4)
-    for gap in doc["gaps"]:
+    range_start, range_end = _epoch(doc["range"]["start"]), _epoch(doc["range"]["end"])
+    shaded = [(_epoch(g["start"]), _epoch(g["end"])) for g in doc["gaps"]]
+    shaded += _uncovered(windows, range_start, range_end, timeline_window(doc)) if windows else []
+    for start, end in _union(shaded):
         axes.axvspan(
-            datetime.fromisoformat(gap["start"].replace("Z", "+00:00")),
-            datetime.fromisoformat(gap["end"].replace("Z", "+00:00")),
+            datetime.fromtimestamp(start, tz=UTC),
+            datetime.fromtimestamp(end, tz=UTC),
             color="#d62728",
             alpha=0.12,
             linewidth=0,
         )
-    axes.set_ylabel("GPUs (UTC)")
+    axes.set_xlim(datetime.fromtimestamp(range_start, tz=UTC), datetime.fromtimestamp(range_end, tz=UTC))
+    axes.set_ylabel("GPUs")
+    axes.set_xlabel("time (UTC)")
     axes.grid(alpha=0.3)
-    return _svg(figure)
+    handles = [Patch(color=regime_colour(r), label=regime_word(r)) for r in REGIMES]
+    handles.append(Patch(color="#d62728", alpha=0.12, label="no data"))
+    figure.legend(handles=handles, loc="outside upper center", fontsize="small", ncols=len(handles))
+    return figure
+
+
+def timeline_svg(doc: Mapping[str, Any]) -> str:
+    """The timeline chart (timeline_figure) as inline SVG."""
+    return _svg(timeline_figure(doc))

@@ -25,7 +25,13 @@ log = logging.getLogger(__name__)
 
 PROFILING_FIELDS: tuple[int, ...] = tuple(range(fields.GR_ENGINE_ACTIVE, fields.PIPE_TENSOR_DFMA_ACTIVE + 1))
 """DCGM_FI_PROF_* 1001-1015."""
-WATCHED_FIELDS: tuple[int, ...] = (*PROFILING_FIELDS, fields.SM_CLOCK, fields.GPU_UTIL)
+CLOCK_EVENT_FIELDS: tuple[int, ...] = (
+    fields.CLOCKS_EVENT_REASONS,
+    fields.POWER_USAGE,
+    fields.POWER_MGMT_LIMIT,
+)
+"""Device fields 112, 155, 160: why the clock is held down (docs/model.md, "At a reduced clock")."""
+WATCHED_FIELDS: tuple[int, ...] = (*PROFILING_FIELDS, fields.SM_CLOCK, fields.GPU_UTIL, *CLOCK_EVENT_FIELDS)
 CORE_FIELDS: tuple[int, ...] = (
     fields.GR_ENGINE_ACTIVE,
     fields.SM_ACTIVE,
@@ -34,6 +40,7 @@ CORE_FIELDS: tuple[int, ...] = (
     fields.DRAM_ACTIVE,
     fields.SM_CLOCK,
     fields.GPU_UTIL,
+    *CLOCK_EVENT_FIELDS,
 )
 """The fallback watch when a GPU cannot collect every profiling field in one pass."""
 REQUIRED_FIELDS = frozenset({fields.PIPE_TENSOR_ACTIVE, fields.DRAM_ACTIVE})

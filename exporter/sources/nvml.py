@@ -250,7 +250,8 @@ class NvmlSource:
         return values
 
     def _device_values(self, nvml: ModuleType, handle: Any) -> dict[int, float | None]:
-        """SM clock (MHz) and GPU utilisation (percent); None where NVML does not support them."""
+        """SM clock (MHz) and GPU utilisation (percent), None where NVML does not support them; the
+        clocks-event reasons (field 112), power draw and limit (155, 160, W) where it does."""
         values: dict[int, float | None] = {}
         try:
             values[fields.SM_CLOCK] = fields.clean_value(
@@ -268,6 +269,17 @@ class NvmlSource:
             if exc.value == nvml.NVML_ERROR_GPU_IS_LOST:
                 raise
             values[fields.GPU_UTIL] = None
+        for fid, read, scale in (
+            (fields.CLOCKS_EVENT_REASONS, nvml.nvmlDeviceGetCurrentClocksEventReasons, 1.0),
+            (fields.POWER_USAGE, nvml.nvmlDeviceGetPowerUsage, 1e-3),  # NVML reports milliwatts
+            (fields.POWER_MGMT_LIMIT, nvml.nvmlDeviceGetPowerManagementLimit, 1e-3),
+        ):
+            try:
+                values[fid] = fields.clean_value(fid, read(handle) * scale)
+            except nvml.NVMLError as exc:
+                if exc.value == nvml.NVML_ERROR_GPU_IS_LOST:
+                    raise
+                # not supported on this GPU: left out, the clock-event verdict says what it lacks
         return values
 
     def _drop(self, target: _Target, reason: str) -> None:

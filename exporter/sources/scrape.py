@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from exporter import __version__, fields
-from exporter.redaction import redact_credentials
+from exporter.redaction import misread_credentials, redact_url
 from exporter.sample import MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
 from exporter.sources.base import (
     MigProfileHint,
@@ -477,7 +477,7 @@ class ScrapeSource:
         self._url_authorization: str | None = None
         self._skipped_total = 0
         self._skip_logged_at: float | None = None
-        self.display_name = redact_credentials(self._url)
+        self.display_name = redact_url(self._url)
         """The URL as it may be shown (logs, errors, /readyz): password replaced by xxxxx."""
 
     @property
@@ -492,8 +492,16 @@ class ScrapeSource:
         try:
             parts = urlsplit(self._url)
             port = parts.port
-        except ValueError as exc:
-            raise SourceUnavailable("bad_url", f"--scrape-url {shown} is not a valid URL ({exc})") from None
+        except ValueError:  # urllib's reason quotes the port, which may be half a password
+            raise SourceUnavailable(
+                "bad_url", f"--scrape-url {shown} is not a valid URL (its host or port does not parse)"
+            ) from None
+        if misread_credentials(self._url):
+            raise SourceUnavailable(
+                "bad_url",
+                f"--scrape-url {shown} has an '@' after its host: percent-encode '/', '?', '#' and '@' "
+                "in the user name or password (%2F, %3F, %23, %40)",
+            )
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise SourceUnavailable(
                 "bad_url",

@@ -11,6 +11,7 @@ view shows it as not answering, and nothing raises.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import time
@@ -59,11 +60,21 @@ class NodeReading:
     reason: str | None = None
     error: str | None = None
     """Set when the node did not answer usefully: refused, timed out, 401, not JSON, ..."""
+    http_status: int | None = None
+    """The HTTP status of an error answer (401, 503, ...): the node is up but said no."""
     fetched_at: float = field(default_factory=time.time)
 
     @property
     def answered(self) -> bool:
         return self.error is None
+
+    @property
+    def trouble(self) -> str:
+        """What went wrong, as the status line and `--once` say it: a node that answered an
+        error status is not "not answering"."""
+        if self.http_status is not None:
+            return f"answered {self.error}"
+        return f"not answering: {self.error}"
 
 
 def display_name(url: str) -> str:
@@ -145,11 +156,21 @@ class NodeClient:
         except urllib.error.HTTPError as exc:
             exc.close()
             hint = " (wrong or missing credentials: --user, --password-file)" if exc.code == 401 else ""
-            return NodeReading(self.name, error=f"HTTP {exc.code} {exc.reason}{hint}")
+            return NodeReading(self.name, error=f"HTTP {exc.code} {exc.reason}{hint}", http_status=exc.code)
         except (OSError, ValueError) as exc:  # refused, timed out, TLS, DNS, a malformed answer
             reason = getattr(exc, "reason", None) or exc
-            return NodeReading(self.name, error=_reason_text(reason))
+            return NodeReading(self.name, error=_reason_text(reason) + self._tls_hint(reason))
         return parse_answer(self.name, raw)
+
+    def _tls_hint(self, reason: object) -> str:
+        """A TLS port hangs up on plain HTTP without a word: say so when an http:// URL meets that."""
+        dropped = isinstance(
+            reason, http.client.RemoteDisconnected | ConnectionResetError | http.client.BadStatusLine
+        )
+        if self.url.startswith("http:") and dropped:
+            https = "https:" + self.url.removeprefix("http:").removesuffix("/classify")
+            return f" (the port closed a plain-HTTP request: if it serves TLS, use {https})"
+        return ""
 
 
 def _reason_text(reason: object) -> str:

@@ -15,3 +15,6 @@ SORT_KEYS: dict[str, str] = {
     "efficiency": "roofline efficiency, lowest first",
 }
 """`--sort` choices and what each means; `s` in the interactive view cycles through them."""
+
+HIGH_FIRST = frozenset({"dram", "tensor", "flop", "intensity"})
+"""Keys whose values run from highest down, unreversed."""

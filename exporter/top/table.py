@@ -12,30 +12,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from exporter.top.sort_keys import HIGH_FIRST
 from exporter.view.node_view import point_key
-from exporter.view.units import intensity_text, percent, regime_glyph, regime_word
-
-REGIME_ORDER: tuple[str, ...] = (
-    "memory_bound",
-    "compute_bound",
-    "latency_bound",
-    "balanced",
-    "idle",
-    "unknown",
+from exporter.view.ridge import own_ridge, ridge_note
+from exporter.view.units import (
+    REGIME_ORDER,
+    intensity_text,
+    percent,
+    regime_glyph,
+    regime_look,
+    regime_word,
 )
-"""How `--sort regime` orders: the walls first, then the GPUs at neither."""
 
 if TYPE_CHECKING:  # `ridgeline --help` builds top's parser from SORT_KEYS: keep this import light
     from exporter.top.client import NodeReading
 
-ANSI_COLOURS: dict[str, str] = {
-    "memory_bound": "\x1b[34m",
-    "compute_bound": "\x1b[31m",
-    "latency_bound": "\x1b[33m",
-    "idle": "\x1b[2m",
-    "balanced": "\x1b[32m",
-}
-ANSI_OTHER = "\x1b[35m"
+
+def ansi_colour(regime: str | None) -> str:
+    """The regime's terminal colour (exporter.view.units.REGIME_LOOKS) as an escape sequence."""
+    return f"\x1b[{regime_look(regime).ansi}m"
+
+
 ANSI_RESET = "\x1b[0m"
 
 
@@ -61,6 +58,8 @@ class Row:
     ridge: float | None
     efficiency: float | None
     lever: str
+    ridge_note: str | None = None
+    """Why the ridge is this GPU's own, not the card's (exporter.view.ridge); None when the same."""
     stale: bool = False
     """The node did not answer this poll: the row is its last answer."""
 
@@ -82,16 +81,6 @@ class Row:
         return f"{intensity_text(self.intensity)}/{intensity_text(self.ridge)}"
 
 
-def ridge_of(verdict: Mapping[str, Any]) -> float | None:
-    """The ridge of the wall a verdict measures its GPU against: its compute roof (the ceiling of
-    its mix of pipes) over the bandwidth, else its precision's ridge."""
-    roof = _number(verdict.get("compute_roof_flop_per_second"))
-    bandwidth = _number(verdict.get("bandwidth_bytes_per_second"))
-    if roof is not None and bandwidth:
-        return roof / bandwidth
-    return _number(verdict.get("ridge_flop_per_byte"))
-
-
 def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False) -> Row:
     attribution = verdict.get("attribution")
     pod = attribution.get("pod") if isinstance(attribution, Mapping) else None
@@ -110,7 +99,8 @@ def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False)
         tensor=_number(verdict.get("tensor_active")),
         flop=_number(verdict.get("flop_utilization")),
         intensity=_number(verdict.get("intensity_flop_per_byte")),
-        ridge=ridge_of(verdict),
+        ridge=own_ridge(verdict),
+        ridge_note=ridge_note(verdict),
         efficiency=_number(verdict.get("roofline_efficiency")),
         lever=str(verdict.get("lever") or verdict.get("no_verdict_reason") or "–"),
         stale=stale,
@@ -135,11 +125,11 @@ def sort_rows(rows: Sequence[Row], key: str, reverse: bool = False) -> list[Row]
         return (row.node, row.gpu, row.instance)
 
     numeric: dict[str, tuple[str, bool]] = {
-        "dram": ("dram", True),
-        "tensor": ("tensor", True),
-        "flop": ("flop", True),
-        "intensity": ("position", True),
-        "efficiency": ("efficiency", False),
+        "dram": ("dram", "dram" in HIGH_FIRST),
+        "tensor": ("tensor", "tensor" in HIGH_FIRST),
+        "flop": ("flop", "flop" in HIGH_FIRST),
+        "intensity": ("position", "intensity" in HIGH_FIRST),
+        "efficiency": ("efficiency", "efficiency" in HIGH_FIRST),
     }
     if key == "gpu":
         ordered = sorted(rows, key=lambda r: (r.gpu, r.instance, r.node), reverse=reverse)
@@ -222,7 +212,6 @@ def plain_table(rows: Sequence[Row], *, with_node: bool, colour: bool = False) -
         cells = list(raw)
         if colour:
             i = [name for _, name in columns].index("regime")
-            code = ANSI_COLOURS.get(row.regime or "", ANSI_OTHER)
-            cells[i] = f"{code}{raw[i]}{ANSI_RESET}"
+            cells[i] = f"{ansi_colour(row.regime)}{raw[i]}{ANSI_RESET}"
         lines.append(join(cells, raw))
     return lines

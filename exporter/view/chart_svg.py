@@ -11,26 +11,12 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from exporter.view.roofline_chart import MARK_RADIUS, Scene
-from exporter.view.units import intensity_text, regime_shape, regime_word, si
+from exporter.view.roofline_chart import LABEL_CHAR_WIDTH, MARK_RADIUS, Scene
+from exporter.view.units import intensity_text, regime_colour, regime_shape, regime_word, si
 
-REGIME_COLOURS: dict[str, str] = {
-    "memory_bound": "#0072b2",
-    "compute_bound": "#d55e00",
-    "latency_bound": "#e69f00",
-    "idle": "#7f7f7f",
-    "balanced": "#009e73",
-}
-"""Okabe–Ito colours, distinguishable with the common colour-vision deficiencies; the shape
-(exporter.view.units.REGIME_SHAPES) says the same without colour."""
-OTHER_COLOUR = "#cc79a7"
 INK = "#222222"
 MUTED = "#6b6b6b"
 GRID = "#d9d9d9"
-
-
-def regime_colour(regime: str | None) -> str:
-    return REGIME_COLOURS.get(regime or "", OTHER_COLOUR)
 
 
 def _f(value: float) -> str:
@@ -87,11 +73,14 @@ def describe(scene: Scene) -> str:
     return " ".join(parts)
 
 
-def render_svg(scene: Scene, *, id_prefix: str = "rl", standalone: bool = False) -> str:
+def render_svg(
+    scene: Scene, *, id_prefix: str = "rl", standalone: bool = False, at: tuple[float, float] | None = None
+) -> str:
     """The chart as an <svg> element: presentation attributes only (no <style>, no style="").
 
     So it works inline in a page whose Content-Security-Policy forbids inline styles, and on its
-    own (`standalone`: the XML namespace, a size and a white background) in a ticket or a wiki.
+    own (`standalone`: the XML namespace, a size and a white background) in a ticket or a wiki;
+    `at` places it, at its own size, at (x, y) inside another SVG.
     Classes (rl-*) let the page's stylesheet restyle it, e.g. for a dark theme.
     """
     spec = scene.spec
@@ -108,6 +97,10 @@ def render_svg(scene: Scene, *, id_prefix: str = "rl", standalone: bool = False)
         attrs = (
             f'xmlns="http://www.w3.org/2000/svg" width="{_f(scene.width)}" height="{_f(scene.height)}" '
             + attrs
+        )
+    elif at is not None:
+        attrs = (
+            f'x="{_f(at[0])}" y="{_f(at[1])}" width="{_f(scene.width)}" height="{_f(scene.height)}" ' + attrs
         )
     out.append(f"<svg {attrs}>")
     out.append(f'<title id="{title_id}">Roofline: {_esc(spec.title)}</title>')
@@ -225,33 +218,76 @@ def render_svg(scene: Scene, *, id_prefix: str = "rl", standalone: bool = False)
     return "".join(out)
 
 
-def render_svg_document(scenes: Sequence[Scene], *, note: str = "") -> str:
-    """A standalone SVG of one or more charts stacked, for GET /roofline.svg."""
+LEGEND_HEIGHT = 26.0
+CAPTION_HEIGHT = 22.0
+HEADING_HEIGHT = 22.0
+
+
+def legend_svg(regimes: Sequence[str], y: float, width: float) -> str:
+    """A row of each regime's marker and word (the chart's own marks), for a standalone SVG."""
+    out = [f'<g class="rl-legend" font-size="12" fill="{INK}">']
+    x = 14.0
+    for regime in regimes:
+        word = regime_word(regime)
+        if x + 24 + LABEL_CHAR_WIDTH * len(word) > width:
+            break
+        out.append(marker_svg(regime_shape(regime), x + MARK_RADIUS, y, regime_colour(regime)))
+        out.append(f'<text x="{_f(x + 2 * MARK_RADIUS + 5)}" y="{_f(y + 4)}">{_esc(word)}</text>')
+        x += 2 * MARK_RADIUS + 5 + LABEL_CHAR_WIDTH * len(word) + 18
+    out.append("</g>")
+    return "".join(out)
+
+
+def render_svg_document(
+    scenes: Sequence[Scene], *, note: str = "", caption: str = "", legend: Sequence[str] = ()
+) -> str:
+    """A standalone SVG of one or more charts stacked, for GET /roofline.svg: a `caption` line on
+    top (node and time), each chart under its card's title, and a `legend` of the regimes' marks
+    at the bottom, so it still says what it shows pasted into a ticket. Without caption and
+    legend one chart is the bare chart."""
     if not scenes:
         text = note or "no GPU with a known card on this node yet"
-        return (
-            '<svg xmlns="http://www.w3.org/2000/svg" width="640" height="60" viewBox="0 0 640 60" '
-            'role="img" font-family="system-ui, sans-serif" font-size="13">'
-            f'<title>Roofline</title><rect width="640" height="60" fill="#ffffff"/>'
-            f'<text x="16" y="34" fill="{INK}">{_esc(text)}</text></svg>'
+        lines = [t for t in (caption, text) if t]
+        height = 24 + 22 * len(lines)
+        texts = "".join(
+            f'<text x="16" y="{34 + 22 * i}" fill="{INK}">{_esc(line)}</text>' for i, line in enumerate(lines)
         )
-    if len(scenes) == 1:
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="{height}" '
+            f'viewBox="0 0 640 {height}" role="img" font-family="system-ui, sans-serif" font-size="13">'
+            f'<title>Roofline</title><rect width="640" height="{height}" fill="#ffffff"/>{texts}</svg>'
+        )
+    if len(scenes) == 1 and not caption and not legend:
         return render_svg(scenes[0], standalone=True)
-    heading = 22.0
-    total = sum(s.height + heading for s in scenes)
+    headed = bool(caption) or len(scenes) > 1
     width = max(s.width for s in scenes)
+    total = (
+        (CAPTION_HEIGHT if caption else 0.0)
+        + sum(s.height + (HEADING_HEIGHT if headed else 0.0) for s in scenes)
+        + (LEGEND_HEIGHT if legend else 0.0)
+    )
+    titles = "; ".join(s.spec.title for s in scenes)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(width)}" height="{_f(total)}" '
-        f'viewBox="0 0 {_f(width)} {_f(total)}" font-family="system-ui, sans-serif" font-size="13">'
+        f'viewBox="0 0 {_f(width)} {_f(total)}" role="img" font-family="system-ui, sans-serif" '
+        'font-size="13">'
+        f"<title>{_esc('Roofline: ' + titles + (' · ' + caption if caption else ''))}</title>"
         f'<rect width="{_f(width)}" height="{_f(total)}" fill="#ffffff"/>'
     ]
     y = 0.0
+    if caption:
+        parts.append(f'<text class="rl-caption" x="8" y="{_f(y + 16)}" fill="{MUTED}">{_esc(caption)}</text>')
+        y += CAPTION_HEIGHT
     for scene in scenes:
-        parts.append(
-            f'<text x="8" y="{_f(y + 16)}" fill="{INK}" font-weight="600">{_esc(scene.spec.title)}</text>'
-        )
-        inner = render_svg(scene, id_prefix=f"rl{int(y)}")
-        parts.append(f'<g transform="translate(0 {_f(y + heading)})">' + inner + "</g>")
-        y += scene.height + heading
+        if headed:
+            parts.append(
+                f'<text class="rl-heading" x="8" y="{_f(y + 16)}" fill="{INK}" font-weight="600">'
+                f"{_esc(scene.spec.title)}</text>"
+            )
+            y += HEADING_HEIGHT
+        parts.append(render_svg(scene, id_prefix=f"rl{int(y)}", at=(0.0, y)))
+        y += scene.height
+    if legend:
+        parts.append(legend_svg(legend, y + LEGEND_HEIGHT / 2, width))
     parts.append("</svg>")
     return "".join(parts)

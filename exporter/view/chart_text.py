@@ -1,7 +1,7 @@
 """The roofline in characters, for `ridgeline top`: the same axes as the SVG chart.
 
 Roofs are ─ (━ where a GPU is measured against it), the bandwidth roof /, the ridge ┆, each GPU
-its index (* where several share a cell, listed by `TextChart.legend`). `marks` say where each
+its index (a letter A, B, … where several share a cell, listed by `TextChart.legend`). `marks` say where each
 GPU's character is, so the terminal view can colour it.
 """
 
@@ -19,6 +19,10 @@ from exporter.view.roofline_chart import (
 )
 from exporter.view.units import si
 
+SHARED_MARKS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+"""The characters of cells several GPUs share, one each, so the legend tells them apart (digits
+are GPU indexes); `*` once they run out."""
+
 
 @dataclass(frozen=True, slots=True)
 class TextChart:
@@ -30,16 +34,21 @@ class TextChart:
     off_chart: tuple[tuple[ChartPoint, str], ...]
 
     def legend(self) -> str:
-        """What each `*` stands for: "* GPU 0, 1, 2, 3; * GPU 4, 5" (empty when none is shared)."""
-        shared = [keys for _, _, _, keys in self.marks if len(keys) > 1]
-        return "; ".join("* GPU " + ", ".join(keys) for keys in shared)
+        """What each shared cell's letter stands for: "A GPU 0, 1, 2, 3; B GPU 4, 5" (empty when
+        no cell is shared)."""
+        shared = [(char, keys) for char, keys in self.shared()]
+        return "; ".join(f"{char} GPU " + ", ".join(keys) for char, keys in shared)
+
+    def shared(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(letter, GPU keys) of every cell several GPUs share."""
+        return [(self.lines[row][col], keys) for row, col, _, keys in self.marks if len(keys) > 1]
 
 
 def render_text(spec: ChartSpec, columns: int = 72, rows: int = 16) -> TextChart:
     """The same chart in a `columns` x `rows` grid of characters, for `ridgeline top`.
 
     Roofs are ─ (━ when a GPU is measured against it), the bandwidth roof /, the ridge ┆, a GPU
-    its index (* where several share a cell). The axes are the SVG chart's (decade_ranges).
+    its index (a letter where several share a cell). The axes are the SVG chart's (decade_ranges).
     """
     gutter_left, gutter_right = 6, 14
     plot_columns = max(10, columns - gutter_left - gutter_right)
@@ -110,9 +119,13 @@ def render_text(spec: ChartSpec, columns: int = 72, rows: int = 16) -> TextChart
         char = point.key if len(point.key) == 1 else "•"
         if where in marks:
             _, regime, keys = marks[where]
-            marks[where] = ("*", regime, (*keys, point.key))
+            marks[where] = ("", regime, (*keys, point.key))
         else:
             marks[where] = (char, point.regime, (point.key,))
+    shared = iter(SHARED_MARKS)
+    for where, (char, regime, keys) in marks.items():  # a letter per shared cell, in GPU order
+        if not char:
+            marks[where] = (next(shared, "*"), regime, keys)
     for (row, col), (char, _, _) in marks.items():
         grid[row][col] = char
     lines = tuple("".join(row).rstrip() for row in grid)

@@ -45,6 +45,9 @@ LABEL_GAP = 12.0
 """Least vertical distance between two roof labels (px); closer ones are pushed apart."""
 LABEL_CHAR_WIDTH = 6.5
 """A label character's width at the chart's 11-unit font, near enough to keep labels apart."""
+LABEL_ASCENT = 9.0
+LABEL_DESCENT = 3.0
+"""How far a label's glyphs reach above and below its baseline at the 11-unit font (px)."""
 CLUSTER_DISTANCE = 12.0
 """Dots nearer than this (px) share one label ("GPU 0, 1, 3")."""
 
@@ -304,7 +307,7 @@ def layout(spec: ChartSpec, width: float = WIDTH, height: float = HEIGHT) -> Sce
         roof_lines=roof_lines,
         ridges=ridges,
         dots=tuple(dots),
-        dot_labels=_dot_labels(axes, dots),
+        dot_labels=_dot_labels(axes, dots, [line.segment for line in roof_lines]),
         off_chart=tuple(off),
     )
 
@@ -395,8 +398,17 @@ def _bandwidth_label(axes: LogAxes, segment: Segment | None) -> tuple[float, flo
     return (x + 6 * math.sin(rad), y - 6 * math.cos(rad), angle)
 
 
-def _dot_labels(axes: LogAxes, dots: Sequence[Dot]) -> tuple[DotLabel, ...]:
-    """One label per cluster of nearby dots: the keys, beside the cluster's first dot."""
+def _crosses_roof(left: float, right: float, baseline: float, roofs: Sequence[Segment]) -> bool:
+    """Would a label at `baseline` spanning [left, right] be struck through by a flat roof?"""
+    return any(
+        baseline - LABEL_ASCENT - 1 <= s.y1 <= baseline + LABEL_DESCENT + 1 and s.x1 < right and left < s.x2
+        for s in roofs
+    )
+
+
+def _dot_labels(axes: LogAxes, dots: Sequence[Dot], roofs: Sequence[Segment] = ()) -> tuple[DotLabel, ...]:
+    """One label per cluster of nearby dots: the keys, beside the cluster's first dot, above it
+    unless a flat roof runs there (a compute-bound GPU sits just under its roof), then below."""
     clusters: list[list[Dot]] = []
     for dot in dots:
         for cluster in clusters:
@@ -415,7 +427,10 @@ def _dot_labels(axes: LogAxes, dots: Sequence[Dot]) -> tuple[DotLabel, ...]:
         x = first.x + MARK_RADIUS + 3
         anchor_left = x + width > right
         left_edge = (first.x - MARK_RADIUS - 3 - width) if anchor_left else x
-        y = max(axes.top + 10, first.y - MARK_RADIUS - 2)
+        above = max(axes.top + 10, first.y - MARK_RADIUS - 2)
+        candidates = [above, first.y + 4, first.y + MARK_RADIUS + LABEL_ASCENT + 2]  # above, beside, below
+        candidates += [c for k in range(1, 8) for c in (above - 3 * k, first.y + 4 + 3 * k)]
+        y = next((c for c in candidates if not _crosses_roof(left_edge, left_edge + width, c, roofs)), above)
         for _ in range(len(spans)):  # step up past any label this one would overprint
             clash = [
                 b for a, z, b in spans if a < left_edge + width and left_edge < z and abs(b - y) < LABEL_GAP

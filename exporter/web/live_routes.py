@@ -17,6 +17,7 @@ from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import Estimate
 from exporter.state import GpuState, Snapshot
+from exporter.view.ridge import own_ridge, ridge_note
 from exporter.web.responses import error_body, json_response
 
 _ESTIMATE_FIELDS: tuple[str, ...] = (
@@ -37,8 +38,12 @@ _ESTIMATE_FIELDS: tuple[str, ...] = (
     "dram_active",
     "tensor_active",
     "clock_ratio",
+    "vector_clock_ratio",
     "gr_engine_active",
     "gr_engine_contradicted",
+    "uncounted_pipes",
+    "clock_event_reasons",
+    "clock_causes",
     "sm_active",
     "sm_occupancy",
     "fp64_active",
@@ -85,7 +90,8 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
 
     Fields that need a reading (or a known card) are null until there is one; `reading` and
     `no_verdict_reason` say why there is no verdict, `missing_fields` which profiling fields
-    the source lacks and `unknown_because` which of them an `unknown` regime needs.
+    the source lacks and `unknown_because` which of them an `unknown` regime needs;
+    `own_ridge_flop_per_byte` and `ridge_note` say when the GPU's ridge is not the card's.
     """
     entity = gpu.entity
     estimate = None if gpu.mig_parent else gpu.estimate  # its instances carry the verdicts
@@ -131,6 +137,8 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
             "integrated_seconds": totals.integrated_seconds,
         },
     }
+    answer["own_ridge_flop_per_byte"] = own_ridge(answer)
+    answer["ridge_note"] = ridge_note(answer)
     return answer
 
 

@@ -16,10 +16,22 @@ sizes the accept queue (from the open-file limit). What they cannot do is done b
   Here connections are counted from accept, capped below the open-file limit, and at the cap the
   connection that has waited longest without sending a request is closed to make room, so a
   scrape (which sends its request at once) is still served while the cap is full of slow ones.
-* uvicorn's TLS is one SSLContext for the life of the process, and the handshake is outside any
-  deadline. Here the handshake runs on the accepted connection (`loop.start_tls`) with the
-  current context from the web config (reloaded when its files change) and within the same
-  request deadline.
+* uvicorn's TLS is one SSLContext for the life of the process, the handshake is outside any
+  deadline, and asyncio gives every TLS connection a 256 KiB read buffer from accept on (613 idle
+  sockets on a TLS port took RSS from 68 to 264 MiB). Here a TLS connection costs what a plain
+  one does until the client's first TLS record (its ClientHello) has arrived whole: the bytes
+  are kept (at most one record, 16 KiB), and only then is the TLS state made (`LeanSSLProtocol`,
+  a 16 KiB buffer) with the web config's current context, fed those bytes, under a handshake
+  deadline of its own (`TLS_HANDSHAKE_SECONDS`). A client that stalls inside its ClientHello
+  holds no TLS state. At most `MAX_PENDING_HANDSHAKES` handshakes are in progress; a new one
+  closes the oldest, which a real client (milliseconds) never is.
+* The accept path evicts nothing that has not had a turn to send its request. asyncio accepts a
+  whole backlog in one go, so a batch of newcomers used to evict each other, and a scraper among
+  them, before any request was read (slow clients reconnecting at once past the cap: a quarter of
+  scrapes reset). Newcomers may now take up to `overflow` places past the cap; two turns of the
+  loop later their first reads are in, and the connections that still sent no request are
+  closed, longest waiting first, once they have waited `TRIM_AFTER_SECONDS`, until the cap holds
+  again (closing at once would only feed a client that reconnects at once).
 
 * uvicorn's main loop wakes ten times a second for housekeeping that it does once a second (the
   Date header) and to notice a request to stop. On an idle node that was most of Ridgeline's
@@ -42,6 +54,8 @@ import resource
 import socket
 import ssl
 import threading
+import time
+from asyncio import sslproto
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +71,18 @@ log = logging.getLogger("exporter.web")
 
 FD_RESERVE = 64
 """Descriptors kept free of connections: the sampler's source, the kubelet socket, log files."""
+TRIM_AFTER_SECONDS = 0.5
+"""Past the cap, how long a connection with no request may stand before it is closed to get back
+under the cap (at the cap plus its overflow, sooner)."""
+MAX_PENDING_HANDSHAKES = 128
+"""TLS handshakes in progress at most (each holds TLS state); a new one closes the oldest."""
+TLS_HANDSHAKE_SECONDS = 3.0
+"""From a client's first TLS bytes to a finished handshake, at most (and never past the request
+deadline)."""
+TLS_RECORD_MAX = 16 * 1024 + 2048
+"""The longest TLS record a ClientHello may come in (RFC 8446 §5.1: 2^14 plus expansion)."""
+TLS_READ_BUFFER = 16 * 1024 + 512
+"""One TLS record (16 KiB of plaintext and its framing): the read size of a TLS connection."""
 MAX_ACCEPT_BACKLOG = 1024
 """The listen() queue at most. asyncio also accepts up to this many connections in one go
 before the cap sees them, so it is sized from the open-file limit (`accept_backlog`)."""
@@ -116,6 +142,13 @@ def connection_cap(requested: int, open_file_limit: int) -> int:
     return max(1, min(requested, room))
 
 
+def probation_room(cap: int, open_file_limit: int) -> int:
+    """How many newcomers may stand past the cap until their first reads are in: one accept
+    batch, where the open-file limit has room for it beside what `connection_cap` reserves."""
+    room = open_file_limit - FD_RESERVE - 2 * accept_backlog(open_file_limit)
+    return max(0, min(accept_backlog(open_file_limit), room - cap))
+
+
 def bind_listener(host: str, port: int, backlog: int = MAX_ACCEPT_BACKLOG) -> socket.socket:
     """A bound, listening socket for host:port; ListenError naming the cause otherwise."""
     try:
@@ -158,19 +191,29 @@ class ConnectionGuard:
         backlog: int = MAX_ACCEPT_BACKLOG,
         tls_context: Callable[[], ssl.SSLContext | None] | None = None,
         faults: EveryMinute | None = None,
+        overflow: int = 0,
     ) -> None:
         self.limits = limits
         self.cap = cap if cap is not None else limits.max_connections
+        self.overflow = overflow
+        """Newcomers allowed past the cap until they have had their turn (`probation_room`)."""
         self.backlog = backlog
         self.tls_context = tls_context or (lambda: None)
         self.faults = faults or EveryMinute()
         self.open: set[GuardedH11Protocol] = set()
-        self._waiting: OrderedDict[GuardedH11Protocol, None] = OrderedDict()
+        self._waiting: OrderedDict[GuardedH11Protocol, float] = OrderedDict()
         """Open connections with no request in flight, oldest wait first: the ones to evict."""
+        self.max_handshakes = MAX_PENDING_HANDSHAKES
+        self.handshakes: OrderedDict[GuardedH11Protocol, None] = OrderedDict()
+        """Connections whose TLS handshake is in progress, oldest first."""
+        self._fresh: list[GuardedH11Protocol] = []
+        self._turn_scheduled = False
+        self._trim_scheduled = False
 
     def admit(self, protocol: GuardedH11Protocol) -> bool:
-        """True when the new connection may stay; at the cap the longest waiter is closed for it."""
-        if len(self.open) >= self.cap:
+        """True when the new connection may stay. Past the cap and its overflow, the longest waiter
+        that has had its turn is closed for it; with none, it is refused."""
+        if len(self.open) >= self.cap + self.overflow:
             if not self._waiting:
                 self.faults.note(
                     "connection_cap",
@@ -186,27 +229,89 @@ class ConnectionGuard:
             )
             victim.evict()
         self.open.add(protocol)
-        self._waiting[protocol] = None
+        self.fresh(protocol)
         return True
+
+    def fresh(self, protocol: GuardedH11Protocol) -> None:
+        """`protocol` can send a request now (accepted, or its TLS handshake is done): it may be
+        evicted only after two turns of the loop, so that a turn's reads have reached it."""
+        self._fresh.append(protocol)
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._first_turn)
+
+    def _first_turn(self) -> None:
+        batch, self._fresh, self._turn_scheduled = self._fresh, [], False
+        asyncio.get_running_loop().call_soon(self._second_turn, batch)
+
+    def _second_turn(self, batch: list[GuardedH11Protocol]) -> None:
+        for protocol in batch:
+            if protocol in self.open and protocol.awaiting_request:
+                self._waiting[protocol] = time.monotonic()
+        if not self._trim_scheduled:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Back to the cap: close the connections that waited longest without a request, once
+        they have waited `TRIM_AFTER_SECONDS` (each one closed is a reconnect, if it is a flood)."""
+        self._trim_scheduled = False
+        while len(self.open) > self.cap and self._waiting:
+            victim, since = next(iter(self._waiting.items()))
+            wait = since + TRIM_AFTER_SECONDS - time.monotonic()
+            if wait > 0:
+                self._trim_scheduled = True
+                asyncio.get_running_loop().call_later(wait, self._trim)
+                return
+            del self._waiting[victim]
+            self.faults.note(
+                "connection_cap",
+                f"{len(self.open)} connections open (the cap, --max-connections): closing the ones "
+                "that waited longest without sending a request",
+            )
+            victim.evict()
 
     def waiting(self, protocol: GuardedH11Protocol) -> None:
         if protocol in self.open:
-            self._waiting[protocol] = None
+            self._waiting[protocol] = time.monotonic()
             self._waiting.move_to_end(protocol)
+            if not self._trim_scheduled:
+                self._trim()
 
     def busy(self, protocol: GuardedH11Protocol) -> None:
         self._waiting.pop(protocol, None)
 
+    def handshaking(self, protocol: GuardedH11Protocol) -> None:
+        """`protocol` starts a TLS handshake; past the bound the oldest one in progress is closed."""
+        while len(self.handshakes) >= self.max_handshakes:
+            victim, _ = self.handshakes.popitem(last=False)
+            self.faults.note(
+                "tls_handshakes",
+                f"{len(self.handshakes) + 1} TLS handshakes in progress (the bound): closing the oldest",
+            )
+            victim.evict()
+        self.handshakes[protocol] = None
+
+    def handshake_over(self, protocol: GuardedH11Protocol) -> None:
+        self.handshakes.pop(protocol, None)
+
     def release(self, protocol: GuardedH11Protocol) -> None:
         self.open.discard(protocol)
         self._waiting.pop(protocol, None)
+        self.handshakes.pop(protocol, None)
+
+
+class LeanSSLProtocol(sslproto.SSLProtocol):
+    """asyncio's TLS protocol with a read buffer of one TLS record instead of 256 KiB."""
+
+    max_size = TLS_READ_BUFFER
 
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a request deadline, the connection cap and per-connection TLS.
 
-    Phases: "tls" (handshake), "head" (waiting for a request), "body" (head in, body not yet),
-    "app" (the request is whole; the app answers it). The deadline runs in tls/head/body only.
+    Phases: "hello" (TLS, nothing received yet: no TLS state), "tls" (handshake), "head" (waiting
+    for a request), "body" (head in, body not yet), "app" (the request is whole; the app answers
+    it). The deadline runs in hello/tls/head/body only.
     """
 
     guard: ClassVar[ConnectionGuard]
@@ -218,50 +323,93 @@ class GuardedH11Protocol(H11Protocol):
         self._phase = "head"
         self._received_while_waiting = 0
         self._answered = 0
-        self._early: list[bytes] = []
         self._released = False
-        self._handshake_task: asyncio.Task[None] | None = None
+        self._hello = bytearray()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        if self._phase == "tls":  # the TLS transport: LeanSSLProtocol finished the handshake
+            self.guard.handshake_over(self)
+            self._made(transport)
+            self.guard.fresh(self)
+            return
         if not self.guard.admit(self):
             self._released = True
             transport.abort()
             return
         self._raw = transport
         self._arm()
-        context = self.guard.tls_context()
-        if context is None:
+        if self.guard.tls_context() is None:
             self._made(transport)
         else:
-            self._phase = "tls"
-            # Held here: the loop keeps only a weak reference to a task.
-            self._handshake_task = self.loop.create_task(self._handshake(transport, context))
+            self._phase = "hello"  # TLS state is made when the ClientHello's first bytes arrive
 
-    async def _handshake(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
-        timeout = max(0.1, self.guard.limits.request_timeout)
-        try:
-            tls = await self.loop.start_tls(
-                raw, self, context, server_side=True, ssl_handshake_timeout=timeout
-            )
-        except Exception as exc:  # a client that cannot finish a handshake is its own problem
-            self.guard.faults.note("tls_handshake", f"a client's TLS handshake failed ({_reason(exc)})")
-            tls = None
-        if tls is None or tls.is_closing() or self._released:
+    @property
+    def awaiting_request(self) -> bool:
+        """Nothing of a request is in yet (the connections the cap may evict)."""
+        return self._phase in ("hello", "head")
+
+    def _hello_received(self, data: bytes) -> None:
+        """Keep the client's first bytes until its first TLS record is whole (or cannot be one)."""
+        self._hello += data
+        hello = self._hello
+        if hello[0] == 0x16 and len(hello) < 5:
+            return
+        length = int.from_bytes(hello[3:5], "big") if len(hello) >= 5 else 0
+        if hello[0] == 0x16 and length <= TLS_RECORD_MAX and len(hello) < 5 + length:
+            return
+        self._hello = bytearray()
+        self._start_handshake(bytes(hello))  # whole, or not TLS at all: the TLS state says which
+
+    def _start_handshake(self, hello: bytes) -> None:
+        """The ClientHello is in: make the TLS state, hand it the socket and the bytes."""
+        raw, context = self._raw, self.guard.tls_context()
+        assert raw is not None
+        if context is None:  # turning TLS off needs a restart (webconfig_watch), so never here
             self._release()
             raw.close()
             return
-        assert isinstance(tls, asyncio.Transport)
-        self._made(tls)
+        self._phase = "tls"
+        self.guard.busy(self)
+        self.guard.handshaking(self)
+        waiter: asyncio.Future[None] = self.loop.create_future()
+        waiter.add_done_callback(self._handshake_ended)
+        timeout = max(0.1, min(TLS_HANDSHAKE_SECONDS, self.guard.limits.request_timeout))
+        tls = LeanSSLProtocol(  # typeshed has the timeout an int; asyncio takes float seconds
+            self.loop,
+            self,
+            context,
+            waiter,
+            server_side=True,
+            ssl_handshake_timeout=timeout,  # type: ignore[arg-type]
+        )
+        raw.set_protocol(tls)
+        tls.connection_made(raw)
+        view = memoryview(hello)
+        while view and not raw.is_closing():
+            buffer = tls.get_buffer(len(view))
+            size = min(len(buffer), len(view))
+            buffer[:size] = view[:size]
+            tls.buffer_updated(size)
+            view = view[size:]
+
+    def _handshake_ended(self, waiter: asyncio.Future[None]) -> None:
+        self.guard.handshake_over(self)
+        error = waiter.exception() if not waiter.cancelled() else asyncio.CancelledError()
+        if error is None and self.transport is not None:
+            return
+        if not self._released:  # not closed by the guard: the client could not finish a handshake
+            reason = _reason(error) if error is not None else "closed"
+            self.guard.faults.note("tls_handshake", f"a client's TLS handshake failed ({reason})")
+        self._release()
+        if self._raw is not None:
+            self._raw.close()
 
     def _made(self, transport: asyncio.Transport) -> None:
         self._phase = "head"
         super().connection_made(transport)
-        early, self._early = self._early, []
-        for data in early:
-            self.data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
@@ -279,7 +427,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def shutdown(self) -> None:
         """At shutdown, a request the client has not finished sending is not waited for."""
-        if self._phase in ("head", "body", "tls"):
+        if self._phase in ("head", "body", "tls", "hello"):
             self._cancel_timer()
             transport = self.transport or self._raw
             if transport is not None:
@@ -290,8 +438,8 @@ class GuardedH11Protocol(H11Protocol):
     # -- the request deadline -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        if self.transport is None:  # TLS data that arrived before the handshake's waiter woke us
-            self._early.append(data)
+        if self._phase == "hello":
+            self._hello_received(data)
             return
         self._received_while_waiting += len(data)
         super().data_received(data)

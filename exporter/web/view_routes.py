@@ -14,20 +14,25 @@ the browser refuse anything else, so the page works air-gapped and behind `--web
 
 from __future__ import annotations
 
+import html
 import json
+import socket
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from exporter import __version__
 from exporter.catalog import Catalog
+from exporter.roofline import REGIMES
 from exporter.state import GpuState, Snapshot
 from exporter.view.chart_svg import describe, render_svg, render_svg_document
 from exporter.view.node_view import Unplaced, charts_from_verdicts, point_key
 from exporter.view.roofline_chart import ChartSpec, TrailPoint, layout
+from exporter.view.units import REGIME_LOOKS, REGIME_ORDER, regime_glyph, regime_look, regime_word
 from exporter.web.live_routes import gpu_verdict
 from exporter.web.responses import JSON_MEDIA_TYPE, json_response
 
@@ -41,6 +46,42 @@ _STATIC_TYPES: dict[str, str] = {
     "live.js": "text/javascript; charset=utf-8",
     "live.css": "text/css; charset=utf-8",
 }
+_ASSET_TYPES: dict[str, str] = {**_STATIC_TYPES, "regimes.css": "text/css; charset=utf-8"}
+LEGEND_REGIMES: tuple[str, ...] = tuple(r for r in REGIME_ORDER if r in REGIMES)
+"""The regimes a live verdict can have (exporter.roofline.REGIMES), in the table's sort order."""
+
+
+def regime_stylesheet() -> str:
+    """`/static/regimes.css`: each regime's colour from exporter.view.units.REGIME_LOOKS, so the
+    page's legend and table marks are the chart's and the report's colours, written nowhere else."""
+    rules = [f".regime-{regime} {{ color: {look.colour}; }}" for regime, look in REGIME_LOOKS.items()]
+    rules.append(f".regime-other {{ color: {regime_look(None).colour}; }}")
+    head = "/* Generated from exporter/view/units.py (REGIME_LOOKS); do not edit. */"
+    return "\n".join([head, *rules]) + "\n"
+
+
+def legend_html() -> str:
+    """The page's legend: every live regime's glyph, coloured by regimes.css, and its word."""
+    items = [
+        f'<li><span class="mark regime-{regime}" aria-hidden="true">{regime_glyph(regime)}</span> '
+        f"{html.escape(regime_word(regime))}</li>"
+        for regime in LEGEND_REGIMES
+    ]
+    return "\n        ".join(items)
+
+
+def regimes_json() -> list[dict[str, str]]:
+    """What /live.json says of every regime, in sort order: live.js takes words and glyphs from it."""
+    return [
+        {
+            "regime": regime,
+            "word": look.word,
+            "shape": look.shape,
+            "glyph": regime_glyph(regime),
+            "colour": look.colour,
+        }
+        for regime, look in REGIME_LOOKS.items()
+    ]
 
 
 def _read_static(name: str) -> bytes:
@@ -48,10 +89,18 @@ def _read_static(name: str) -> bytes:
 
 
 def page_router() -> APIRouter:
-    """`/`, `/static/live.js`, `/static/live.css`, `/favicon.svg`: read once, served from memory."""
+    """`/`, `/static/live.js`, `/static/live.css`, `/static/regimes.css` (generated), `/favicon.svg`:
+    read (or built) once, served from memory."""
     router = APIRouter()
-    page = _read_static("live.html").decode("utf-8").replace("{{version}}", __version__).encode("utf-8")
+    page = (
+        _read_static("live.html")
+        .decode("utf-8")
+        .replace("{{version}}", __version__)
+        .replace("{{legend}}", legend_html())
+        .encode("utf-8")
+    )
     assets = {name: _read_static(name) for name in _STATIC_TYPES}
+    assets["regimes.css"] = regime_stylesheet().encode("utf-8")
     icon = _read_static("favicon.svg")
     page_headers = {
         "Content-Security-Policy": PAGE_POLICY,
@@ -66,14 +115,14 @@ def page_router() -> APIRouter:
         return Response(page, media_type="text/html; charset=utf-8", headers=page_headers)
 
     def asset_route(name: str) -> None:
-        body, media_type = assets[name], _STATIC_TYPES[name]
+        body, media_type = assets[name], _ASSET_TYPES[name]
 
         async def get_asset() -> Response:
             return Response(body, media_type=media_type, headers=asset_headers)
 
         router.add_api_route(f"/static/{name}", get_asset, methods=["GET"], include_in_schema=False)
 
-    for name in _STATIC_TYPES:
+    for name in assets:
         asset_route(name)
 
     @router.get("/favicon.svg", include_in_schema=False)
@@ -81,6 +130,19 @@ def page_router() -> APIRouter:
         return Response(icon, media_type="image/svg+xml", headers=asset_headers)
 
     return router
+
+
+def svg_caption(host: str | None, snapshot: Snapshot) -> str:
+    """ "node gpu-node-1:10295 · samples as of 2026-12-01 21:30:05 UTC": the node as the reader
+    addressed it (the page names it the same way) and the newest sample's time (the source's clock)."""
+    node = host or socket.gethostname()
+    newest = snapshot.last_sample_timestamp
+    when = (
+        "no sample yet"
+        if newest is None
+        else "samples as of " + datetime.fromtimestamp(newest, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    )
+    return f"Ridgeline · node {node} · {when}"
 
 
 def _unplaced_json(items: list[Unplaced]) -> list[dict[str, str]]:
@@ -154,6 +216,7 @@ class ViewBuilder:
             "gpus": verdicts,
             "charts": charts,
             "unplaced": _unplaced_json(unplaced),
+            "regimes": regimes_json(),
         }
         return json.dumps(body, allow_nan=False).encode("ascii")
 
@@ -185,8 +248,15 @@ def view_router(
         responses={200: {"content": {"image/svg+xml": {}}}, 404: {"description": "No such GPU"}},
     )
     async def get_roofline_svg(
+        request: Request,
         gpu: str | None = Query(
             default=None, description="a GPU index, UUID or index/instance: only its chart and its dot"
+        ),
+        caption: bool = Query(
+            default=True, description="the node and the newest sample's time on top; false leaves it out"
+        ),
+        legend: bool = Query(
+            default=True, description="the regimes' markers at the bottom; false leaves it out"
         ),
     ) -> Response:
         snapshot = state_provider()
@@ -209,7 +279,12 @@ def view_router(
             chosen = tuple(found)
         specs, unplaced, _ = builder.charts(snapshot, chosen)
         note = "; ".join(f"GPU {u.key}: {u.reason}" for u in unplaced)
-        svg = render_svg_document([layout(spec) for spec in specs], note=note)
+        svg = render_svg_document(
+            [layout(spec) for spec in specs],
+            note=note,
+            caption=svg_caption(request.headers.get("host"), snapshot) if caption else "",
+            legend=LEGEND_REGIMES if legend else (),
+        )
         return Response(
             svg.encode("utf-8"),
             media_type="image/svg+xml",

@@ -18,17 +18,17 @@ are refused with an error that names them. Client auth types that accept a clien
 without verifying it (RequestClientCert, RequireAnyClientCert) are refused for the same reason.
 
 Basic auth is an ASGI middleware. A bcrypt check costs tens of milliseconds by design, and a
-scrape every 15 s would pay it every time, so a successful (user, password) is remembered as an
-HMAC under a per-process random key (never the password) and later requests compare HMACs in
-constant time. Failures are never cached. `/healthz` is exempt by default: liveness probes
-cannot carry credentials without putting them in the pod spec, and it reveals only that the
-process is alive.
+scrape every 15 s would pay it every time, so outcomes are remembered as HMACs under a
+per-process random key (never the password): a credential that verified once, or was refused
+once, is answered without bcrypt, in constant time, and a reload keeps the outcomes of users
+whose hash did not change. `/healthz` is exempt by default: liveness probes cannot carry
+credentials without putting them in the pod spec, and it reveals only that the process is alive.
 
-Password guessing is bounded, not just slow: bcrypt checks run on one dedicated thread
-(`BCRYPT_WORKERS`) with at most `MAX_PENDING_CHECKS` waiting; a guess beyond that is held for
-`REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and answered 429 with Retry-After. A flood therefore
-costs at most one core of bcrypt and a trickle of answers, and an authorised scrape (already in
-the HMAC cache) never waits behind it (benchmarks/bench_hostile.py, docs/daemon.md).
+Password guessing is bounded, not just slow: bcrypt runs on one thread, a hash's cost is at most
+`MAX_BCRYPT_COST`, and exporter/web/auth_admission.py picks which waiting check runs next by the
+peer's record, so guessers cannot starve a scraper's first check. A guess with no room is held
+for `REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and answered 429 with Retry-After
+(benchmarks/bench_hostile.py, docs/daemon.md).
 
 The TLS context and the users can change while serving: exporter/web/webconfig_watch.py reloads
 the file when it or a file it names changes, and hands out the current ones.
@@ -44,8 +44,8 @@ import hmac
 import os
 import re
 import ssl
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -53,6 +53,8 @@ import bcrypt
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from exporter.web.auth_admission import CheckPool, peer_key
 
 ClientAuthType = Literal["NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"]
 
@@ -80,12 +82,16 @@ _BCRYPT_HASH = re.compile(r"^\$2[aby]\$(\d{2})\$[./A-Za-z0-9]{53}$")
 
 REALM = "ridgeline"
 
-BCRYPT_WORKERS = 1
-"""Threads that run bcrypt: a guessing flood costs at most this many cores."""
-MAX_PENDING_CHECKS = 32
-"""bcrypt checks allowed to wait for a worker; more are refused (429) without checking."""
-REFUSAL_DELAY_SECONDS = 1.0
-"""How long a refused guess is held before its 429, so a refused client cannot spin."""
+MAX_BCRYPT_COST = 14
+"""The dearest hash accepted: one check at cost 14 is about a second of a core, and each step
+doubles it (htpasswd -B writes 5, exporter-toolkit's docs use 10)."""
+BCRYPT_MAX_PASSWORD_BYTES = 72
+"""bcrypt reads no further; a longer password is refused before it costs a check."""
+REJECTED_CACHE = 4096
+"""Wrong credentials remembered (least recently used forgotten first)."""
+REFUSAL_DELAY_SECONDS = 3.0
+"""How long a refused guess is held before its 429, so a refused client cannot spin: guessers that
+wait for their answer send a third as many guesses as at 1 s, each one work for the event loop."""
 
 
 class WebConfigError(ValueError):
@@ -169,8 +175,11 @@ class WebConfig(BaseModel):
                     "e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
                 )
             cost = int(match.group(1))
-            if not 4 <= cost <= 31:
-                raise ValueError(f"user {user!r}: bcrypt cost {cost} is outside bcrypt's 4..31")
+            if not 4 <= cost <= MAX_BCRYPT_COST:
+                raise ValueError(
+                    f"user {user!r}: bcrypt cost {cost} is outside 4..{MAX_BCRYPT_COST} (each step "
+                    "doubles the CPU a check costs; 10 is usual)"
+                )
         return users
 
 
@@ -192,8 +201,11 @@ def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise WebConfigError(f"web config {file}{where}: not valid YAML: {error}") from None
-    if raw is None:
-        raw = {}
+    if raw is None:  # empty, blank or only comments: a truncating editor, `: > web.yml`
+        raise WebConfigError(
+            f"web config {file}: the file is empty (no tls_server_config, no basic_auth_users); "
+            "refused so that a truncated file cannot turn TLS or basic auth off"
+        )
     if not isinstance(raw, dict):
         raise WebConfigError(f"web config {file}: expected a mapping at the top level")
     try:
@@ -266,35 +278,68 @@ def tls_context(config: WebConfig, file: str | os.PathLike[str] = "") -> ssl.SSL
 
 
 class PasswordChecker:
-    """bcrypt verification with a cache of successful logins, kept as keyed HMACs."""
+    """bcrypt verification for one set of users, with caches of outcomes kept as keyed HMACs.
 
-    def __init__(self, users: Mapping[str, str]) -> None:
+    A credential that verified is remembered (never the password: an HMAC under a per-process
+    random key), so later requests compare HMACs in constant time and never queue for bcrypt. A
+    wrong one is remembered too, at most REJECTED_CACHE of them, so a client repeating a stale
+    password costs no bcrypt either. Built from `previous` (a reload), it keeps the outcomes of
+    every user whose hash did not change.
+    """
+
+    _key: bytes
+    _decoy: bytes
+
+    def __init__(self, users: Mapping[str, str], previous: PasswordChecker | None = None) -> None:
         # $2y$ (htpasswd) and $2b$ are the same algorithm; the bcrypt package wants $2b$.
         self._hashes = {user: _as_2b(hashed) for user, hashed in users.items()}
-        self._key = os.urandom(32)
-        self._verified: dict[str, bytes] = {}
+        self._key = previous._key if previous is not None else os.urandom(32)
+        self._verified: dict[bytes, str] = {}
+        self._rejected: OrderedDict[bytes, str] = OrderedDict()
         cost = max((int(h[4:6]) for h in self._hashes.values()), default=4)
-        # Unknown users are checked against this so they take as long as known ones.
-        self._decoy = bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(rounds=cost))
+        if previous is not None and int(previous._decoy[4:6]) == cost:
+            self._decoy = previous._decoy
+        else:  # unknown users are checked against this so they take as long as known ones
+            self._decoy = bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(rounds=cost))
+        if previous is not None:
+            unchanged = {u for u, h in self._hashes.items() if previous._hashes.get(u) == h}
+            self._verified = {d: u for d, u in dict(previous._verified).items() if u in unchanged}
+            for digest, user in list(previous._rejected.items()):
+                if user in unchanged or (user not in self._hashes and user not in previous._hashes):
+                    self._rejected[digest] = user
 
-    def cached(self, user: str, password: bytes) -> bool:
-        remembered = self._verified.get(user)
-        return remembered is not None and hmac.compare_digest(remembered, self._digest(user, password))
+    def digest(self, user: str, password: bytes) -> bytes:
+        return hmac.new(self._key, user.encode() + b"\0" + password, hashlib.sha256).digest()
+
+    def cached(self, digest: bytes) -> bool | None:
+        """True: verified before; False: rejected before; None: bcrypt has to say."""
+        if digest in self._verified:
+            return True
+        if digest in self._rejected:
+            self._rejected.move_to_end(digest)
+            return False
+        return None
 
     def verify(self, user: str, password: bytes) -> bool:
-        """The slow path: bcrypt. Call it off the event loop."""
+        """The slow path: bcrypt. Call it off the event loop; it changes nothing (see `remember`)."""
         hashed = self._hashes.get(user)
+        if len(password) > BCRYPT_MAX_PASSWORD_BYTES:
+            return False
         try:
             ok = bcrypt.checkpw(password, hashed if hashed is not None else self._decoy)
-        except ValueError:  # e.g. a password over bcrypt's 72-byte limit
+        except ValueError:
             ok = False
-        ok = ok and hashed is not None
-        if ok:
-            self._verified[user] = self._digest(user, password)
-        return ok
+        return ok and hashed is not None
 
-    def _digest(self, user: str, password: bytes) -> bytes:
-        return hmac.new(self._key, user.encode() + b"\0" + password, hashlib.sha256).digest()
+    def remember(self, user: str, digest: bytes, ok: bool) -> None:
+        """Record bcrypt's answer for `digest` (on the event loop's thread)."""
+        if ok:
+            self._verified[digest] = user
+            return
+        self._rejected[digest] = user
+        self._rejected.move_to_end(digest)
+        while len(self._rejected) > REJECTED_CACHE:
+            self._rejected.popitem(last=False)
 
 
 def _as_2b(hashed: str) -> bytes:
@@ -313,25 +358,6 @@ class _FixedUsers:
 
     def password_checker(self) -> PasswordChecker | None:
         return self._checker
-
-
-class CheckPool:
-    """bcrypt off the event loop, on `workers` threads, with at most `max_pending` waiting."""
-
-    def __init__(self, workers: int = BCRYPT_WORKERS, max_pending: int = MAX_PENDING_CHECKS) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ridgeline-bcrypt")
-        self.max_pending = max_pending
-        self.pending = 0
-
-    async def check(self, verify: Callable[[str, bytes], bool], user: str, password: bytes) -> bool | None:
-        """verify(user, password) on the pool; None when the queue is full (nothing was checked)."""
-        if self.pending >= self.max_pending:
-            return None
-        self.pending += 1
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, verify, user, password)
-        finally:
-            self.pending -= 1
 
 
 class BasicAuthMiddleware:
@@ -359,8 +385,8 @@ class BasicAuthMiddleware:
         self._on_refusal = on_refusal
         self._refusal_delay = refusal_delay
         self._hold_refusals = hold_refusals
-        """False when holding a refused guess would cost more than it saves (serve: when half the
-        connection cap is in use, a held guess is a slot a scrape may need)."""
+        """False when holding a refused guess would cost more than it saves (serve: when three
+        quarters of the connection cap are in use, a held guess is a slot a scrape may need)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         checker = self._source.password_checker()
@@ -381,7 +407,8 @@ class BasicAuthMiddleware:
         if verdict is None:
             if self._on_refusal is not None:
                 self._on_refusal(
-                    f"more than {self.pool.max_pending} password checks waiting: refusing guesses with 429"
+                    f"no room among the password checks waiting ({self.pool.max_pending} in all, "
+                    f"{self.pool.peer_pending} per client address): refusing guesses with 429"
                 )
             if self._hold_refusals():
                 await asyncio.sleep(self._refusal_delay)
@@ -392,14 +419,20 @@ class BasicAuthMiddleware:
         await _plain(send, 401, b"Unauthorized\n", [(b"www-authenticate", f'Basic realm="{REALM}"'.encode())])
 
     async def _authorised(self, checker: PasswordChecker, scope: Scope) -> bool | None:
-        """True/False, or None when the check was refused because the bcrypt queue is full."""
+        """True/False, or None when the check was refused unchecked (no room on the bcrypt thread)."""
         credentials = _credentials(scope)
         if credentials is None:
             return False
         user, password = credentials
-        if checker.cached(user, password):
-            return True
-        return await self.pool.check(checker.verify, user, password)
+        digest = checker.digest(user, password)
+        known = checker.cached(digest)
+        if known is not None:
+            return known
+        peer = peer_key(scope.get("client"))
+        verdict = await self.pool.check(checker.verify, user, password, peer=peer, digest=digest)
+        if verdict is not None:
+            checker.remember(user, digest, verdict)
+        return verdict
 
 
 async def _plain(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:

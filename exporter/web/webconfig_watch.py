@@ -6,8 +6,11 @@ following symlinks, so a Kubernetes Secret's `..data` swap counts — and when o
 loads and checks the whole config again off the event loop. A config that loads replaces the
 old one for every later connection (the TLS context is taken per connection by
 exporter/web/server.py; the users per request by BasicAuthMiddleware); one that does not is
-reported once per change and the old one stays in force. Turning TLS on or off changes what
-the listening socket speaks and needs a restart; that is reported too.
+reported once per change, as a warning, and the old one stays in force. Turning TLS on or off
+changes what the listening socket speaks and needs a restart; turning basic auth off (a file that
+lost its users) would fail open, so it needs a restart too; both are reported. SIGHUP
+(`request_reload`) reloads at once, changed or not. Credentials verified under the old config
+stay verified for the users whose hash did not change.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class WebConfigWatcher:
         self._signature = self._stat(config)
         self._poll = poll_seconds
         self._stop = threading.Event()
+        self._forced = threading.Event()
         self._thread: threading.Thread | None = None
         self.reloads = 0
         """Successful reloads since start."""
@@ -63,20 +67,30 @@ class WebConfigWatcher:
 
     def stop(self) -> None:
         self._stop.set()
+        self._forced.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def request_reload(self) -> None:
+        """Reload on the watcher's thread at once, whether or not a file changed (SIGHUP).
+        Safe from a signal handler: it only sets an event."""
+        self._forced.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self._poll):
+        while not self._stop.is_set():
+            forced = self._forced.wait(self._poll)
+            if self._stop.is_set():
+                return
+            self._forced.clear()
             try:
-                self.check()
+                self.check(force=forced)
             except Exception:  # a bug here must not end reloading for the life of the process
                 log.exception("checking web config %s failed", self.path)
 
-    def check(self) -> bool:
-        """Reload when a watched file changed; True when a new config is now in force."""
+    def check(self, force: bool = False) -> bool:
+        """Reload when a watched file changed (or `force`); True when a new config is now in force."""
         signature = self._stat(self.config)
-        if signature == self._signature:
+        if signature == self._signature and not force:
             return False
         self._signature = signature
         try:
@@ -91,18 +105,26 @@ class WebConfigWatcher:
                 "on" if config.tls_server_config is not None else "off",
             )
             return False
+        if self.config.basic_auth_users and not config.basic_auth_users:
+            log.warning(
+                "web config %s changed: it has no basic_auth_users any more; turning basic auth off "
+                "needs a restart; keeping the previous config",
+                self.path,
+            )
+            return False
         try:
             context = tls_context(config, self.path)
         except WebConfigError as exc:  # a file that changed between the check and the load
             log.warning("web config changed but cannot be used, keeping the previous one: %s", exc)
             return False
-        checker = _checker_for(config)
+        checker = _checker_for(config, self._checker)
         self.config, self._tls, self._checker = config, context, checker
         self._signature = self._stat(config)  # the files it names may be new ones
         self.reloads += 1
         log.info(
-            "web config %s reloaded (%s, %d basic-auth users)",
+            "web config %s reloaded%s (%s, %d basic-auth users)",
             self.path,
+            " on request (SIGHUP)" if force else "",
             "TLS" if context is not None else "no TLS",
             len(config.basic_auth_users),
         )
@@ -126,5 +148,5 @@ def _file_signature(path: Path) -> tuple[int, int, int, int] | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _checker_for(config: WebConfig) -> PasswordChecker | None:
-    return PasswordChecker(config.basic_auth_users) if config.basic_auth_users else None
+def _checker_for(config: WebConfig, previous: PasswordChecker | None = None) -> PasswordChecker | None:
+    return PasswordChecker(config.basic_auth_users, previous) if config.basic_auth_users else None

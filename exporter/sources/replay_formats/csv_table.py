@@ -33,6 +33,29 @@ from exporter.sources.replay_formats.common import (
 )
 from exporter.sources.replay_formats.lines import MAX_LINE_BYTES, Line
 
+_NVIDIA_SMI_COLUMNS = (
+    "utilization.gpu",
+    "clocks.sm",
+    "clocks.current.sm",
+    "pci.bus_id",
+    "memory.used",
+    "power.draw",
+)
+"""`nvidia-smi --query-gpu` property names (`nvidia-smi --help-query-gpu`), as its CSV header prints
+them (`utilization.gpu [%]`): how a refusal recognises nvidia-smi's format."""
+
+
+def _nvidia_smi_hint(header: list[str]) -> str:
+    """A refusal's tail naming nvidia-smi when the header is its --query-gpu CSV, else ''."""
+    names = {cell.strip().split(" [", 1)[0].lower() for cell in header}
+    if names.isdisjoint(_NVIDIA_SMI_COLUMNS):
+        return ""
+    return (
+        "; this is nvidia-smi --query-gpu CSV, which carries no DCGM profiling fields: record with "
+        "`dcgmi dmon -e 1001,1002,1004,1005` or from dcgm-exporter instead (docs/sources.md)"
+    )
+
+
 _ENTITY_COLUMNS = {
     "timestamp": "ts",
     "ts": "ts",
@@ -241,9 +264,14 @@ class _Table:
                 self.fields.append((index, column))
         if "gpu" not in roles:
             shown = ", ".join(h[:40] for h in header[:20])
-            raise ReplayFormatError(f"{ctx.name}:{line}: CSV header has no 'gpu' column (columns: {shown})")
+            hint = _nvidia_smi_hint(header)
+            raise ReplayFormatError(
+                f"{ctx.name}:{line}: CSV header has no 'gpu' column (columns: {shown}){hint}"
+            )
         if not self.fields:
-            raise ReplayFormatError(f"{ctx.name}:{line}: CSV header names no known DCGM field")
+            raise ReplayFormatError(
+                f"{ctx.name}:{line}: CSV header names no known DCGM field{_nvidia_smi_hint(header)}"
+            )
         self.width = len(header)
         self.ts_col = roles.get("ts")
         self.roles = roles

@@ -4,22 +4,11 @@
 "use strict";
 
 (function () {
-  const REGIME_WORDS = {
-    memory_bound: "memory-bound",
-    compute_bound: "compute-bound",
-    latency_bound: "latency-bound",
-    idle: "idle",
-    balanced: "balanced",
-    unknown: "unknown",
-  };
-  const REGIME_GLYPHS = {
-    memory_bound: "●",
-    compute_bound: "■",
-    latency_bound: "◆",
-    idle: "○",
-    balanced: "▲",
-  };
-  const REGIME_ORDER = ["memory_bound", "compute_bound", "latency_bound", "balanced", "idle", "unknown"];
+  // Each regime's word, glyph and sort order come from /live.json's `regimes` (the package's
+  // table, exporter/view/units.py); their colours from /static/regimes.css, generated from it.
+  let regimeLooks = new Map();
+  let regimeOrder = [];
+  const SHORT_LEVER = 48;
   const PREFIXES = [[1e18, "E"], [1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
 
   const state = {
@@ -28,6 +17,7 @@
     sort: { key: "gpu", direction: 1 },
     data: null,
     regimes: new Map(),
+    openLevers: new Set(),
     failingSince: null,
     lastStatus: "",
   };
@@ -67,7 +57,8 @@
 
   function regimeWord(regime) {
     if (regime === null || regime === undefined) return "no reading";
-    return REGIME_WORDS[regime] || String(regime).replace(/_/g, "-");
+    const look = regimeLooks.get(regime);
+    return look ? look.word : String(regime).replace(/_/g, "-");
   }
 
   function gpuKey(gpu) {
@@ -76,13 +67,24 @@
       : `${gpu.gpu}/${gpu.gpu_instance}`;
   }
 
-  // The ridge of the wall the verdict measures the GPU against: its compute roof (the ceiling of
-  // its mix of pipes, issue 9) over the bandwidth, else its precision's ridge.
+  // The ridge of the wall the verdict measures the GPU against: its own (its compute roof, the
+  // ceiling of its mix of pipes, over the bandwidth: GET /classify's own_ridge_flop_per_byte).
   function ridge(gpu) {
-    if (isNumber(gpu.compute_roof_flop_per_second) && isNumber(gpu.bandwidth_bytes_per_second) && gpu.bandwidth_bytes_per_second > 0) {
-      return gpu.compute_roof_flop_per_second / gpu.bandwidth_bytes_per_second;
-    }
+    if (isNumber(gpu.own_ridge_flop_per_byte)) return gpu.own_ridge_flop_per_byte;
     return isNumber(gpu.ridge_flop_per_byte) ? gpu.ridge_flop_per_byte : null;
+  }
+
+  // The lever's gist for the table (its first clause, without the regime the row already names);
+  // the whole sentence is one click away. exporter/view/units.py's short_lever is the same rule.
+  function shortLever(text) {
+    let gist = text.split(" — ")[0];
+    const colon = gist.indexOf(": ");
+    if (colon >= 0) gist = gist.slice(colon + 2);
+    if (gist.length > SHORT_LEVER) {
+      const cut = gist.lastIndexOf(" ", SHORT_LEVER - 1);
+      gist = `${gist.slice(0, cut > 0 ? cut : SHORT_LEVER - 1)}…`;
+    }
+    return gist;
   }
 
   function position(gpu) {
@@ -96,8 +98,8 @@
     card: (g) => g.card || "",
     pod: (g) => (g.attribution && g.attribution.pod) || "",
     regime: (g) => {
-      const i = REGIME_ORDER.indexOf(g.regime);
-      return i < 0 ? REGIME_ORDER.length : i;
+      const i = regimeOrder.indexOf(g.regime);
+      return i < 0 ? regimeOrder.length : i;
     },
     dram: (g) => g.dram_active,
     tensor: (g) => g.tensor_active,
@@ -153,13 +155,13 @@
       th.textContent = gpuKey(gpu);
       row.appendChild(th);
       cell(row, gpu.card || "–", "card");
-      cell(row, (gpu.attribution && gpu.attribution.pod) || "–");
+      cell(row, (gpu.attribution && gpu.attribution.pod) || "–", "pod");
       const regimeCell = cell(row, "", "regime");
-      const known = Object.prototype.hasOwnProperty.call(REGIME_GLYPHS, gpu.regime);
+      const look = regimeLooks.get(gpu.regime);
       const mark = document.createElement("span");
-      mark.className = `mark regime-${known ? gpu.regime : "other"}`;
+      mark.className = `mark regime-${look ? gpu.regime : "other"}`;
       mark.setAttribute("aria-hidden", "true");
-      mark.textContent = known ? REGIME_GLYPHS[gpu.regime] : "✕";
+      mark.textContent = look ? look.glyph : (regimeLooks.get("unknown") || { glyph: "✕" }).glyph;
       regimeCell.appendChild(mark);
       regimeCell.appendChild(document.createTextNode(` ${regimeWord(gpu.regime)}`));
       if (gpu.reading && gpu.reading !== "ok") {
@@ -172,15 +174,39 @@
       cell(row, percent(gpu.tensor_active), "num");
       cell(row, percent(gpu.flop_utilization), "num");
       const where = position(gpu);
-      cell(
+      const against = cell(
         row,
         isNumber(gpu.intensity_flop_per_byte)
           ? `${si(gpu.intensity_flop_per_byte)} / ${si(ridge(gpu))} (${si(where)}×)`
           : "–",
         "num",
       );
+      if (gpu.ridge_note && isNumber(gpu.intensity_flop_per_byte)) {
+        // its own ridge, not the one the chart marks: a word, and why in the tooltip
+        const own = document.createElement("abbr");
+        own.className = "own-ridge";
+        own.title = gpu.ridge_note;
+        own.textContent = "own";
+        against.append(" ", own);
+      }
       cell(row, percent(gpu.roofline_efficiency), "num");
-      cell(row, gpu.lever || "–", "lever");
+      const lever = cell(row, "", "lever");
+      if (gpu.lever) {
+        const details = document.createElement("details");
+        const summary = document.createElement("summary");
+        summary.textContent = shortLever(gpu.lever);
+        details.title = gpu.lever;
+        details.append(summary, document.createTextNode(gpu.lever));
+        const key = gpuKey(gpu);
+        details.open = state.openLevers.has(key); // the table is redrawn every poll: keep it open
+        details.addEventListener("toggle", () => {
+          if (details.open) state.openLevers.add(key);
+          else state.openLevers.delete(key);
+        });
+        lever.appendChild(details);
+      } else {
+        lever.textContent = "–";
+      }
       rows.push(row);
     }
     body.replaceChildren(...rows);
@@ -256,6 +282,10 @@
 
   function render(data) {
     state.data = data;
+    if (Array.isArray(data.regimes)) {
+      regimeLooks = new Map(data.regimes.map((r) => [r.regime, r]));
+      regimeOrder = data.regimes.map((r) => r.regime);
+    }
     document.body.classList.remove("stale");
     const gpuCount = data.gpus.length;
     const source = `source ${data.source} ${data.source_up ? "up" : "down"}`;

@@ -12,6 +12,11 @@ seed makes the output identical every time.
   profiling-frozen GR engine 0.92 and GPU_UTIL 97 %, DRAM and tensor exactly 0 (counters not collected)
   slurm-job        LLM decode as above on two GPUs no pod holds; the e2e test maps both to one Slurm
                    job (hpc_job) through a job-mapping directory
+
+Decode GPUs draw at their power limit with field 112's SW power cap bit (0x4) set, and the
+input-starved GPUs are held by sync boost (0x10): the clock-event findings have a workload in
+each cluster of the federation test. Fields 112, 155 (W) and 160 (W) are constants, so the seeded
+ratios are what they were before they were added.
 """
 
 from __future__ import annotations
@@ -54,7 +59,12 @@ def _busy(
 
 
 def decode(rng: random.Random, _t: int) -> Fields:
-    return _busy(rng, 0.95, 0.85, (0.70, 0.78), (0.08, 0.12), 98.0)
+    return {
+        **_busy(rng, 0.95, 0.85, (0.70, 0.78), (0.08, 0.12), 98.0),
+        "112": 4.0,
+        "155": 699.0,
+        "160": 700.0,
+    }
 
 
 def training(rng: random.Random, t: int) -> Fields:
@@ -64,7 +74,7 @@ def training(rng: random.Random, t: int) -> Fields:
 
 
 def input_starved(rng: random.Random, _t: int) -> Fields:
-    return _busy(rng, 0.90, 0.30, (0.05, 0.10), (0.05, 0.10), 90.0)
+    return {**_busy(rng, 0.90, 0.30, (0.05, 0.10), (0.05, 0.10), 90.0), "112": 16.0}
 
 
 def idle(rng: random.Random, _t: int) -> Fields:

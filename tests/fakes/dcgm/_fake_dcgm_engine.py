@@ -12,8 +12,9 @@ ST_CONNECTION_NOT_VALID = -21
 FP64_BLANK = 140737488355328.0
 INT64_BLANK = 0x7FFFFFFFFFFFFFF0
 
-INT64_FIELDS = frozenset({100, 203})
-"""DCGM_FI_DEV_SM_CLOCK and DCGM_FI_DEV_GPU_UTIL are int64 fields; profiling fields are doubles."""
+INT64_FIELDS = frozenset({100, 112, 203})
+"""DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_CLOCKS_EVENT_REASONS and DCGM_FI_DEV_GPU_UTIL are int64 fields;
+profiling fields and the power fields (155, 160) are doubles."""
 
 ALL_PROF_FIELDS = tuple(range(1001, 1016))
 

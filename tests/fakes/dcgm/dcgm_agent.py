@@ -12,7 +12,9 @@ import _fake_dcgm_engine
 import dcgm_fields
 import dcgm_structs
 
-CORE_FIELDS = frozenset({100, 203, 1001, 1002, 1003, 1004, 1005})
+CORE_FIELDS = frozenset({100, 112, 155, 160, 203, 1001, 1002, 1003, 1004, 1005})
+"""What a host engine that cannot collect every profiling group at once still watches: the
+first profiling group and any device field (clocks, utilisation, clock-event reasons, power)."""
 
 
 def _engine():

@@ -188,6 +188,12 @@ class FakeDevice:
     gpm_supported: bool = True
     sm_clock_mhz: int = 1980
     gpu_util_percent: int = 0
+    clocks_event_reasons: int | None = None
+    """nvmlClocksEventReason* bits; None: NVML_ERROR_NOT_SUPPORTED (the fake's default)."""
+    power_usage_mw: int | None = None
+    """nvmlDeviceGetPowerUsage, milliwatts; None: not supported."""
+    power_limit_mw: int | None = None
+    """nvmlDeviceGetPowerManagementLimit, milliwatts; None: not supported."""
     metrics: dict[int, float] = field(default_factory=dict)
     """GPM metric id -> value in NVML's unit (percent 0..100, MiB/s) over the last interval."""
     lost: bool = False
@@ -272,6 +278,24 @@ def nvmlDeviceGetClockInfo(handle, type):
     if type != NVML_CLOCK_SM:
         _nvmlCheckReturn(NVML_ERROR_NOT_SUPPORTED)
     return device.sm_clock_mhz
+
+
+def _supported(value):
+    if value is None:
+        _nvmlCheckReturn(NVML_ERROR_NOT_SUPPORTED)
+    return value
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(handle):
+    return _supported(_device(handle).clocks_event_reasons)
+
+
+def nvmlDeviceGetPowerUsage(handle):
+    return _supported(_device(handle).power_usage_mw)
+
+
+def nvmlDeviceGetPowerManagementLimit(handle):
+    return _supported(_device(handle).power_limit_mw)
 
 
 def nvmlDeviceGetUtilizationRates(handle):

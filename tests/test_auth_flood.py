@@ -1,0 +1,141 @@
+"""Password-guessing floods against a real `ridgeline serve` process (issue 20).
+
+The guessers run in their own process (asyncio, one connection per request, as a flood that
+really contends must: docs/daemon.md, "Hostile clients"), against a bcrypt cost-10 hash so the
+one bcrypt thread is the bottleneck. The authorised scraper is this test, one connection per
+scrape. What must hold is a count: how many authorised scrapes were refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import multiprocessing
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+from conftest import serve_process
+
+pytestmark = pytest.mark.slow
+
+USER, PASSWORD = "prometheus", "scrape-secret"
+GUESSERS = 200
+OTHER_HOSTS = [f"127.0.0.{n}" for n in range(2, 10)]
+"""Loopback addresses standing in for the attackers' hosts (Linux routes all of 127/8 here)."""
+
+
+def _guess(port: int, sources: list[str], concurrency: int, counts: Any, stop: Any) -> None:
+    async def guesser(index: int) -> None:
+        attempt = 0
+        source = sources[index % len(sources)]
+        while not stop.is_set():
+            attempt += 1
+            token = base64.b64encode(f"{USER}:guess-{index}-{attempt}".encode()).decode()
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+                writer.write(
+                    f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n"
+                    "Connection: close\r\n\r\n".encode()
+                )
+                await writer.drain()
+                line = await asyncio.wait_for(reader.readline(), 30)
+                writer.close()
+                status = int(line.split()[1]) if line else 0
+            except (TimeoutError, OSError, ValueError, IndexError):
+                status = 0
+                await asyncio.sleep(0.05)
+            with counts.get_lock():
+                counts[{401: 0, 429: 1}.get(status, 2)] += 1
+
+    async def main() -> None:
+        await asyncio.gather(*(guesser(i) for i in range(concurrency)))
+
+    asyncio.run(main())
+
+
+@contextmanager
+def guessing(port: int, sources: list[str], concurrency: int = GUESSERS) -> Iterator[Any]:
+    """`concurrency` guessers from `sources` until the block ends; yields their [401, 429, other] counts."""
+    counts = multiprocessing.Array("l", 3)
+    stop = multiprocessing.Event()
+    process = multiprocessing.Process(target=_guess, args=(port, sources, concurrency, counts, stop))
+    process.start()
+    try:
+        deadline = time.monotonic() + 30
+        while counts[1] < concurrency and time.monotonic() < deadline:  # until the queue is full
+            time.sleep(0.1)
+        yield counts
+    finally:
+        stop.set()
+        process.join(40)
+        if process.is_alive():
+            process.terminate()
+
+
+def scrape(port: int, password: str = PASSWORD, user: str = USER) -> int:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Basic {token}"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def web_config(tmp_path: Path) -> Path:
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
+    return path
+
+
+def _port(base: str) -> int:
+    return int(base.rsplit(":", 1)[1])
+
+
+def test_a_scraper_not_verified_yet_is_served_under_200_guessers_from_other_hosts(web_config: Path) -> None:
+    with serve_process("--replay", "demo", "--loop", "--web-config", str(web_config)) as (base, _):
+        port = _port(base)
+        with guessing(port, OTHER_HOSTS) as counts:
+            assert counts[1] >= GUESSERS, "the flood never filled the bcrypt queue"
+            statuses = [scrape(port) for _ in range(15)]
+            refused_guesses = counts[1]
+    assert statuses == [200] * 15  # was 15 of 15 answered 429
+    assert refused_guesses > 0  # the guessers did contend: their excess was refused
+
+
+def test_a_scraper_sharing_the_guessers_address_is_refused_at_most_once(web_config: Path) -> None:
+    """Nothing tells its first request from a guess; its retry of the same password goes first."""
+    with serve_process("--replay", "demo", "--loop", "--web-config", str(web_config)) as (base, _):
+        port = _port(base)
+        with guessing(port, ["127.0.0.1"]):
+            statuses = [scrape(port) for _ in range(15)]
+    assert statuses.count(429) <= 1 and statuses.count(200) >= 14, statuses
+    assert set(statuses) <= {200, 429}
+
+
+def test_a_reload_under_a_flood_keeps_the_verified_scraper_served(web_config: Path) -> None:
+    with serve_process("--replay", "demo", "--loop", "--web-config", str(web_config)) as (base, _):
+        port = _port(base)
+        assert scrape(port) == 200  # verified once, before the flood
+        with guessing(port, ["127.0.0.1"]):
+            other = bcrypt.hashpw(b"grafana-pass", bcrypt.gensalt(rounds=4)).decode()
+            text = web_config.read_text()
+            web_config.write_text(text + f"  grafana: '{other}'\n")
+            statuses, reloaded = [], False
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not reloaded:  # the watcher polls once a second
+                statuses.append(scrape(port))
+                reloaded = scrape(port, "grafana-pass", user="grafana") == 200
+            statuses += [scrape(port) for _ in range(20)]
+    assert reloaded, "the new user never got in: the reload did not happen"
+    assert statuses == [200] * len(statuses)  # was 23 of 92 answered 429
