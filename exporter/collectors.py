@@ -56,9 +56,10 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
     ),
     CollectorSpec(
         "regime",
-        ("ridgeline_regime",),
+        ("ridgeline_regime", "ridgeline_gpu_share_ratio"),
         len(REGIMES),
-        "the debounced regime, a state set (one series per regime)",
+        "the debounced regime, a state set (one series per regime), and the part of its physical "
+        "GPU each MIG instance is",
     ),
     CollectorSpec(
         "totals",

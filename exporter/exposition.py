@@ -106,11 +106,6 @@ _Labelled = list[tuple[GpuState, dict[str, str], Estimate | None]]
 """Each GPU with its labels and its Estimate, read once per snapshot (it is derived on read)."""
 
 
-def _roof(gpu: GpuState, estimate: Estimate) -> Roof | None:
-    """The roof a GPU's series show: none for a MIG parent whose instances carry theirs."""
-    return None if gpu.mig_parent else estimate.roof
-
-
 def gpu_labels(gpu: GpuState) -> dict[str, str]:
     """gpu, uuid, model, card; + namespace/pod/container when attributed; + gpu_instance for MIG;
     + hpc_job when an HPC job mapping names one job on the GPU (several: ridgeline_hpc_job_info)."""
@@ -168,8 +163,10 @@ _NO_LABELS: Mapping[str, str] = {}
 
 def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COLLECTORS) -> list[Family]:
     """The Ridgeline metric families of the enabled collectors for one snapshot (docs/design.md,
-    "Prometheus metrics"); the source-health families always."""
-    labelled: _Labelled = [(g, gpu_labels(g), g.estimate) for g in snapshot.gpus]
+    "Prometheus metrics"); the source-health families always. A MIG parent is in no per-GPU
+    family: its instances carry the time, the work and the verdicts (docs/model.md, "One count
+    per physical GPU")."""
+    labelled: _Labelled = [(g, gpu_labels(g), g.estimate) for g in snapshot.gpus if not g.mig_parent]
     out: list[Family] = []
 
     for collector, name, documentation, value_of in _GAUGES:
@@ -186,6 +183,7 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
         out.append(_hpc_job_family(labelled))
     if "regime" in collectors:
         out.append(_regime_family(labelled))
+        out.append(_share_family(labelled))
     if "totals" in collectors:
         out.extend(_totals_families(labelled))
     if "engine" in collectors:
@@ -214,7 +212,7 @@ def _card_families(labelled: _Labelled) -> list[Family]:
         if estimate is None:
             continue
         extra: tuple[tuple[str, str], ...] = ()
-        roof = _roof(gpu, estimate)
+        roof = estimate.roof
         if roof is not None and estimate.precision is not None:
             profile = gpu.entity.profile if gpu.entity.gpu_instance is not None else None
             extra = (("precision", estimate.precision),)
@@ -303,6 +301,25 @@ def _regime_family(labelled: _Labelled) -> Family:
         "compute_bound, latency_bound, unknown; 0 for the others.",
         type="gauge",
         rows=regime_rows,
+    )
+
+
+def _share_family(labelled: _Labelled) -> Family:
+    """The part of a physical GPU each MIG instance with a reading is: what the rules weight GPU
+    counts by, so that a MIG-partitioned card counts as one GPU. A whole GPU is 1 and has none,
+    so the family costs a series per MIG instance, not per GPU."""
+    rows = [
+        Row(sample="ridgeline_gpu_share_ratio", labels=labels, extra=(), value=gpu.gpu_share)
+        for gpu, labels, estimate in labelled
+        if estimate is not None and gpu.entity.gpu_instance is not None
+    ]
+    return Family(
+        name="ridgeline_gpu_share_ratio",
+        documentation="The part of its physical GPU a MIG instance is, 0-1: its compute slices over "
+        "those of its GPU's instances (equal parts when a profile is unknown); only on MIG "
+        "instances with a regime (a whole GPU is 1).",
+        type="gauge",
+        rows=rows,
     )
 
 

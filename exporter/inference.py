@@ -413,11 +413,13 @@ def add_interval(
     flop_per_second: float | None,
     bytes_per_second: float | None,
     dt: float | None,
+    time_weight: float = 1.0,
 ) -> Totals:
     """Add one interval (dt None: none to add) to the counters, and bear the ones not born yet.
 
     FLOPs integrate Σ u·P over the raw pipes, bytes d·B (None: this reading cannot say, nothing
-    added); a counter is born at 0 the first time its rate is known.
+    added); a counter is born at 0 the first time its rate is known. time_weight: the part of a
+    physical GPU the entity is (a MIG instance's share), so regime seconds are GPU-seconds.
     """
     seconds = totals.regime_seconds if totals.regime_seconds is not None else _NO_REGIME_SECONDS
     flops = totals.flop_total
@@ -429,9 +431,9 @@ def add_interval(
         bytes_ = 0.0
     if dt is not None:
         grown = dict(seconds)
-        grown[regime] += dt
+        grown[regime] += dt * time_weight
         seconds = MappingProxyType(grown)
-        integrated += dt
+        integrated += dt * time_weight
         if flop_per_second is not None and flops is not None:
             flops += flop_per_second * dt
         if bytes_per_second is not None and bytes_ is not None:
@@ -450,6 +452,7 @@ def step(
     totals: Totals | None = None,
     integrate: bool = True,
     count_work: bool = True,
+    time_weight: float = 1.0,
 ) -> EntityInference:
     """Fold one sample into a GPU's state.
 
@@ -458,7 +461,8 @@ def step(
     integrate=False skips integrating this sample's interval (the sampler says so after
     the GPU missed a batch: the interval then spans a dropout). count_work=False keeps FLOPs and
     bytes out of this GPU's counters (a MIG parent whose instances report them: docs/model.md,
-    "MIG roofs").
+    "MIG roofs"). time_weight scales the regime seconds: a MIG instance's share of its GPU, 0 for
+    a parent (docs/model.md, "One count per physical GPU").
     """
     timestamp = sample.timestamp
     if previous is not None and timestamp <= previous.timestamp:
@@ -518,6 +522,7 @@ def step(
         achieved_flops(raw_pipes, peaks) if work else None,
         dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None,
         dt if cap_ok else None,
+        time_weight,
     )
     return EntityInference(
         entity=entity,

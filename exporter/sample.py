@@ -28,6 +28,9 @@ class Entity:
     dcgm-exporter's GPU_I_PROFILE label, a replay file, or --mig-profile. None for a whole GPU
     and for an instance whose profile no source told. It sets the instance's roof
     (docs/model.md, "MIG roofs"); an instance without a known one gets no roof."""
+    node: str | None = None
+    """The node a multi-node replay line names (its `node` key or column); None elsewhere: a live
+    source is one node, and Prometheus adds the target's labels."""
 
     @property
     def key(self) -> tuple[int, int | None]:

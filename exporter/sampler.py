@@ -93,6 +93,7 @@ class _Tracked:
     missed_batches: int = 0
     hpc_job: str | None = None
     mig_parent: bool = False
+    gpu_share: float = 1.0
 
 
 class Sampler:
@@ -320,7 +321,7 @@ class Sampler:
         cards = self._cards
         attributor = self._attributor
         job_mapper = self._job_mapper
-        mig_parents = mig_parent_indexes(batch)
+        mig_parents, shares = mig_shares(batch, self._card_for)
         for sample in batch:
             entity = sample.entity
             key = (entity.uuid, entity.gpu_instance)
@@ -335,7 +336,8 @@ class Sampler:
             if key in seen:
                 continue  # one sample per entity per batch; a duplicate is the source's mistake
             seen.add(key)
-            mig_parent = entity.gpu_instance is None and entity.gpu in mig_parents
+            mig_parent = entity.gpu_instance is None and entity.uuid in mig_parents
+            share = 0.0 if mig_parent else shares.get(key, 1.0)
             model = entity.model
             card = cards[model] if model in cards else self._card_for(model)
             attribution = sample.attribution
@@ -354,10 +356,22 @@ class Sampler:
                         f"GPU {key[0]} is back in the batches; its series continue from where they were",
                         logging.INFO,
                     )
-                state = step(None, sample, card, config, totals=earlier, count_work=not mig_parent)
+                state = step(
+                    None,
+                    sample,
+                    card,
+                    config,
+                    totals=earlier,
+                    count_work=not mig_parent,
+                    time_weight=share,
+                )
                 advanced = True
                 tracked_by_key[key] = _Tracked(
-                    state=state, attribution=attribution, hpc_job=hpc_job, mig_parent=mig_parent
+                    state=state,
+                    attribution=attribution,
+                    hpc_job=hpc_job,
+                    mig_parent=mig_parent,
+                    gpu_share=share,
                 )
                 self._ordered = None
             else:
@@ -372,7 +386,13 @@ class Sampler:
                         "is not integrated)",
                     )
                     state = step(
-                        None, sample, card, config, totals=previous.totals, count_work=not mig_parent
+                        None,
+                        sample,
+                        card,
+                        config,
+                        totals=previous.totals,
+                        count_work=not mig_parent,
+                        time_weight=share,
                     )
                 else:
                     state = step(
@@ -382,6 +402,7 @@ class Sampler:
                         config,
                         integrate=tracked.missed_batches == 0,
                         count_work=not mig_parent,
+                        time_weight=share,
                     )
                 advanced = advanced or state is not previous
                 if state.entity is not previous.entity or tracked.mig_parent != mig_parent:
@@ -391,6 +412,7 @@ class Sampler:
                 tracked.hpc_job = hpc_job
                 tracked.missed_batches = 0
                 tracked.mig_parent = mig_parent
+                tracked.gpu_share = share
             totals_by_key[key] = state.totals
         if len(seen) != len(tracked_by_key):
             for key in list(tracked_by_key):
@@ -565,6 +587,7 @@ class Sampler:
                     inference=t.state,
                     hpc_job=t.hpc_job,
                     mig_parent=t.mig_parent,
+                    gpu_share=t.gpu_share,
                 )
                 for t in ordered
             ]
@@ -596,9 +619,30 @@ class Sampler:
                     log.exception("snapshot observer %r failed (logged once)", observe)
 
 
-def mig_parent_indexes(batch: list[Sample]) -> set[int]:
-    """GPU indexes with a MIG instance in this batch: their whole-GPU entries are MIG parents."""
-    return {sample.entity.gpu for sample in batch if sample.entity.gpu_instance is not None}
+def mig_shares(
+    batch: list[Sample], card_for: Callable[[str], Card | None]
+) -> tuple[set[str], dict[EntityKey, float]]:
+    """The MIG parents of a batch (uuids of GPUs with an instance in it) and each instance's share
+    of its GPU: its compute slices over those of the GPU's instances in the batch, or equal
+    shares when a profile is unknown. A GPU's instances together carry one GPU-second per second,
+    so a node's GPU-seconds are its cards' (docs/model.md, "One count per physical GPU")."""
+    by_parent: dict[str, list[tuple[EntityKey, int | None]]] = {}
+    for sample in batch:
+        entity = sample.entity
+        if entity.gpu_instance is None:
+            continue
+        card = card_for(entity.model)
+        slices = card.mig_slices(entity.profile) if card is not None and entity.profile else None
+        compute = slices.compute if slices is not None else None
+        by_parent.setdefault(entity.uuid, []).append(((entity.uuid, entity.gpu_instance), compute))
+    shares: dict[EntityKey, float] = {}
+    for instances in by_parent.values():
+        unique = dict(instances)
+        known = [c for c in unique.values() if c is not None]
+        whole = sum(known) if len(known) == len(unique) else 0
+        for key, compute in unique.items():
+            shares[key] = compute / whole if whole and compute is not None else 1.0 / len(unique)
+    return set(by_parent), shares
 
 
 def _order(tracked: _Tracked) -> tuple[int, int, str]:

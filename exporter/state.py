@@ -31,6 +31,9 @@ class GpuState(NamedTuple):
     mig_parent: bool = False
     """A whole GPU whose MIG instances report in the same batch: its instances carry the roof,
     FLOP and byte series, so no sum counts the card twice (docs/model.md, "MIG roofs")."""
+    gpu_share: float = 1.0
+    """The part of a physical GPU this entity is: 1 for a whole GPU, a MIG instance its share of
+    the GPU's instances (docs/model.md, "One count per physical GPU"), 0 for a MIG parent."""
 
     @property
     def estimate(self) -> Estimate | None:

@@ -41,6 +41,9 @@ WORKLOADS = (
     ("free", None, None, "idle", 0.0, 0.0),
     ("hpc", None, None, "compute_bound", 0.64, 0.31),
 )
+HPC_IDLE_TAIL_SECONDS = 1800.0
+"""An HPC job's last half hour is idle (it holds its GPUs while it waits on its file system):
+idle while allocated, by a job no pod holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +135,11 @@ def make_fleet(
                 who = node if whole_nodes else f"{node}-{i}"
                 pod = f"{prefix}-{who}-{k}" if prefix else None
                 job = f"{4000 + n * 10 + (0 if whole_nodes else i)}" if kind == "hpc" else None
+                busy_until = stop - HPC_IDLE_TAIL_SECONDS if job is not None else stop
                 segments.append(
                     Segment(
                         start=t,
-                        end=stop,
+                        end=busy_until,
                         regime=regime,
                         tk=tk,
                         dram=dram,
@@ -144,6 +148,10 @@ def make_fleet(
                         hpc_job=job,
                     )
                 )
+                if busy_until < stop:
+                    segments.append(
+                        Segment(start=busy_until, end=stop, regime="idle", tk=0.0, dram=0.0, hpc_job=job)
+                    )
                 t = stop
                 k += 1
             shared = tuple(segments)
@@ -323,9 +331,10 @@ def write_recorded(
     eval_seconds: float = 60.0,
     milliseconds: bool = False,
 ) -> int:
-    """namespace_pod:*, instance:* and cluster:* series as the recording rules would record them at each
-    evaluation in [start, end] (rates over the 5 minutes before it); without the # EOF."""
-    from exporter.report.series import CLUSTER, INSTANCE, NAMESPACE_POD
+    """namespace_pod:*, instance:*, hpc_job:* and cluster:* series as the recording rules would
+    record them at each evaluation in [start, end] (rates over the 5 minutes before it),
+    idle-while-allocated seconds included; without the # EOF."""
+    from exporter.report.series import CLUSTER, HPC_JOB, INSTANCE, NAMESPACE_POD
 
     window = 300.0
 
@@ -344,6 +353,11 @@ def write_recorded(
         for segment in gpu.segments:
             if segment.pod is not None and segment.namespace is not None:
                 pods.setdefault((segment.namespace, segment.pod), []).append((gpu, segment))
+    jobs: dict[str, list[tuple[Gpu, Segment]]] = {}
+    for gpu in fleet.gpus:
+        for segment in gpu.segments:
+            if segment.hpc_job is not None:
+                jobs.setdefault(segment.hpc_job, []).append((gpu, segment))
     cluster = {"cluster": fleet.cluster}
 
     def rates(
@@ -370,6 +384,7 @@ def write_recorded(
             [({"namespace": ns, "pod": pod, **cluster}, parts) for (ns, pod), parts in sorted(pods.items())],
         ),
         (INSTANCE, [(node_labels, parts) for node_labels, parts in _by_node(fleet)]),
+        (HPC_JOB, [({"hpc_job": job, **cluster}, parts) for job, parts in sorted(jobs.items())]),
         (CLUSTER, [(dict(cluster), [(gpu, s) for gpu in fleet.gpus for s in gpu.segments])]),
     )
     for level, groups in levels:
@@ -401,6 +416,17 @@ def write_recorded(
                     for row in rows:
                         out.write(f"{name}{{{text}}} {row}\n")
                         written += 1
+    for level, groups in ((INSTANCE, levels[1][1]), (CLUSTER, levels[3][1])):
+        name = level.idle_allocated
+        assert name is not None
+        out.write(f"# TYPE {name} gauge\n")
+        for labels, parts in groups:
+            held = [(gpu, s) for gpu, s in parts if s.pod is not None or s.hpc_job is not None]
+            for at in evals:
+                idle = rates(held, at)[0]["idle"]
+                if idle > 0:  # the rule's inputs are absent while 0
+                    out.write(f"{name}{{{_label_text(labels)}}} {idle!r} {stamp(at)}\n")
+                    written += 1
     return written
 
 

@@ -318,3 +318,35 @@ def test_an_exporter_down_inhibits_the_other_health_alerts_of_its_target(routed:
         if a["labels"]["alertname"] == "RidgelineProfilingCountersFrozen"
     }
     assert state[other["instance"]]["state"] == "active" and not state[other["instance"]]["inhibitedBy"]
+
+
+def test_every_notifying_receiver_sends_resolved() -> None:
+    """A ticket or a page that never closes outlives its cause: every webhook says when it ends."""
+    config = yaml.safe_load(EXAMPLE.read_text())
+    webhooks = [w for r in config["receivers"] for w in r.get("webhook_configs", [])]
+    assert webhooks and all(w.get("send_resolved") is True for w in webhooks), webhooks
+
+
+def test_a_ticket_resolves_when_its_alert_ends(routed: Routed) -> None:
+    """Posted to Alertmanager's API: a warning opens a ticket, and its end closes it (the webhook
+    gets the alert again with status resolved)."""
+    labels = {
+        "alertname": "RidgelineGREngineActiveStuck",
+        "severity": "warning",
+        "cluster": "resolve",
+        "job": "ridgeline",
+        "instance": "resolve-test:10295",
+    }
+    later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 600))
+    routed.post_alerts([{"labels": labels, "endsAt": later}])
+
+    def ticket(status: str) -> str | None:
+        seen = [
+            a["status"] for a in routed.webhooks.alerts("/ticket") if a["labels"].get("cluster") == "resolve"
+        ]
+        return None if status in seen else f"ticket notifications so far: {seen}"
+
+    wait_for(lambda: ticket("firing"), routed.stack, "the ticket", 30.0)
+    ended = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
+    routed.post_alerts([{"labels": labels, "endsAt": ended}])
+    wait_for(lambda: ticket("resolved"), routed.stack, "the ticket's resolution", 30.0)

@@ -77,9 +77,11 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             rule_file = tmp / f"level-{level}.rules.yml"
             rule_file.write_text(yaml.safe_dump({"groups": [{"name": f"level-{level}", "rules": rules}]}))
             recorded = tmp / f"recorded-{level}"
+            # --end is exclusive: one interval past the history's end, so the rules evaluate at it
+            # (live, they run on; without it a workload that ends with the history loses a minute)
             _run(
                 [PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--start={int(half)}",
-                 f"--end={int(fleet.end)}", f"--url={stack.prometheus_url}", f"--output-dir={recorded}",
+                 f"--end={int(fleet.end) + 60}", f"--url={stack.prometheus_url}", f"--output-dir={recorded}",
                  "--eval-interval=60s", str(rule_file)]
             )  # fmt: skip
             backfill.terminate()
@@ -268,11 +270,12 @@ def test_report_equals_the_known_history(
     if by in ("namespace", "node"):
         # the first half from the raw counters, the second from the recording rules' series
         assert "raw counters" in read
-        level = "namespace_pod:" if by == "namespace" else "instance:"
+        level = {"namespace": "namespace_pod:", "node": "instance:"}[by]
         if level not in read:
             _recorded_levels_absent(history[backend], history["half"], history["fleet"].end, level, document)
     else:
-        assert "recorded" not in read  # no recorded level keeps card or hpc_job
+        # no recorded level keeps card; hpc_job:* is read only where no raw counters are
+        assert "recorded" not in read
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -314,3 +317,28 @@ def test_a_range_off_the_window_grid_is_counted_exactly(
     document = report(history[backend], fleet, tmp_path, "--by", "namespace", start=start, end=end)
     assert document["range"]["start_timestamp"] == start and document["range"]["end_timestamp"] == end
     assert_matches_truth(document, fleet, ("namespace",), start, end)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--by", "team"), "--by team: no Ridgeline series carries it; the labels they have: "),
+        (("--by", "namespace", "--match", 'cluster="elsewhere"'), "no GPU-seconds between"),
+    ],
+)
+def test_an_unknown_or_empty_grouping_is_exit_2_naming_the_labels_there(
+    history: dict[str, Any], backend: str, args: tuple[str, ...], needle: str, tmp_path: Path
+) -> None:
+    fleet = history["fleet"]
+    command = [
+        sys.executable, "-m", "exporter", "report", "--prometheus", history[backend],
+        "--start", str(int(fleet.start)), "--end", str(int(fleet.end)), "--json", str(tmp_path / "r.json"),
+        *args,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert needle in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    if "--by" in args and "team" in args:
+        assert "hpc_job" in done.stderr and "namespace" in done.stderr  # the labels that exist
+    assert not (tmp_path / "r.json").exists()

@@ -8,6 +8,7 @@ import base64
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,7 +27,7 @@ from exporter.report.prometheus import (
     level_for,
     split_credentials,
 )
-from exporter.report.series import INSTANCE, NAMESPACE_POD, recorded_names
+from exporter.report.series import CLUSTER, HPC_JOB, INSTANCE, NAMESPACE_POD, recorded_names
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,8 +62,13 @@ def test_recorded_window_reads_the_rate_every_five_minutes() -> None:
         "sum by (namespace, regime) (sum_over_time(last_over_time("
         "namespace_pod:ridgeline_regime_seconds:rate5m[90000ms])[3599999ms:300s])) * 300"
     )
+    # the node level records idle-while-allocated time of its own; a level that does not, refuses
+    assert promql.window_expr("idle_allocated", ("node",), 3600, level=INSTANCE) == (
+        "sum by (node) (sum_over_time("
+        "instance:ridgeline_idle_allocated_seconds:rate5m[3599999ms:300s])) * 300"
+    )
     with pytest.raises(ValueError, match="allocated"):
-        promql.window_expr("idle_allocated", ("node",), 3600, level=INSTANCE)
+        promql.window_expr("idle_allocated", ("node",), 3600, level=replace(INSTANCE, idle_allocated=None))
 
 
 def test_stretch_total_and_open_ranges() -> None:
@@ -91,6 +97,9 @@ def test_steps_are_sized_to_the_range() -> None:
     assert level_for(("namespace",), []) is NAMESPACE_POD
     assert level_for(("node",), []) is INSTANCE
     assert level_for(("card",), []) is None
+    assert level_for(("hpc_job",), []) is None  # raw counters where they are: exact to the scrape
+    assert level_for(("hpc_job",), [], raw_present=False) is HPC_JOB  # a global server
+    assert level_for(("cluster",), []) is CLUSTER
     assert level_for(("namespace",), [promql.parse_matcher('node="n1"')]) is None
 
 

@@ -222,3 +222,57 @@ def test_user_mistakes_end_in_one_line_and_exit_2(args: tuple[str, ...], needle:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert needle in done.stderr and "Traceback" not in done.stderr
     assert lines[-1].startswith("ridgeline report: error:") or "usage:" in done.stderr
+
+
+def multi_node_trace(path: Path, *, uuid: bool, node: bool) -> Path:
+    """Two nodes of 4 GPUs for 120 s, every GPU busy; node b's GPUs 0-3 share node a's indexes.
+    Node a's GPU 0 is held by pod train/a-0 (so the two nodes' time can be told by node too)."""
+    lines = []
+    for i in range(121):
+        for name in ("a", "b"):
+            for gpu in range(4):
+                sample_values: dict[int, float | None] = {1005: 0.75, 1004: 0.1, 1001: 0.9}
+                line = json.loads(
+                    replay_line(
+                        1_800_000_000.0 + i,
+                        gpu,
+                        sample_values,
+                        uuid=f"GPU-{name}{gpu}",
+                        attribution=Attribution("train", "a-0", "main") if (name, gpu) == ("a", 0) else None,
+                    )
+                )
+                if not uuid:
+                    del line["uuid"]
+                if node:
+                    line["node"] = f"node-{name}"
+                lines.append(json.dumps(line))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("uuid", "node"), [(True, False), (False, True), (True, True)])
+def test_a_multi_node_trace_counts_every_gpu_once(tmp_path: Path, uuid: bool, node: bool) -> None:
+    """GPUs told apart by uuid, or by node without one: 8 GPUs for 120 s, nothing skipped."""
+    trace = multi_node_trace(tmp_path / "t.jsonl", uuid=uuid, node=node)
+    out = tmp_path / "r.json"
+    by = "node" if node else "uuid"
+    done = run_report("--replay", str(trace), "--by", by, "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["fleet"]["gpu_seconds_total"] == pytest.approx(8 * 120, rel=0.01)
+    assert not any("skipped" in note for note in report["notes"])
+    groups = {g["labels"].get(by): g["gpu_seconds_total"] for g in report["groups"]}
+    if node:
+        assert groups == pytest.approx({"node-a": 4 * 120, "node-b": 4 * 120}, rel=0.01)
+    else:
+        assert len(groups) == 8
+
+
+def test_a_trace_mostly_skipped_exits_non_zero_with_the_reason(tmp_path: Path) -> None:
+    """Two nodes' lines with neither uuid nor node: half of them collide with the other node's
+    GPU of the same index, and the report refuses to describe what is left."""
+    trace = multi_node_trace(tmp_path / "t.jsonl", uuid=False, node=False)
+    done = run_report("--replay", str(trace), "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 2, done.stderr
+    assert "duplicate_entity" in done.stderr and "uuid or a node" in done.stderr
+    assert not (tmp_path / "r.json").exists()

@@ -238,9 +238,11 @@ READS = {
 CARD_CONSTANTS = {"ridgeline_card_ridge_flop_per_byte", "ridgeline_card_peak_flop_per_second",
                   "ridgeline_card_peak_bandwidth_bytes_per_second"}  # fmt: skip
 """Per node, not per GPU: a level may read them where it needs a card's figure."""
+PER_MIG_INSTANCE = {"ridgeline_gpu_share_ratio"}
+"""On MIG instances only (a whole GPU is 1): a few series per partitioned card, not one per GPU."""
 PER_GPU_FAMILIES = {
     name for spec in COLLECTORS if spec.name not in {"card", "process"} for name in spec.families
-} | {"ridgeline_gpu_info"}
+} - PER_MIG_INSTANCE | {"ridgeline_gpu_info"}
 
 
 def test_names_read_finds_what_an_expression_reads() -> None:
@@ -271,7 +273,7 @@ def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
         if len(rules) == 1:
             continue
         regimes = [re.findall(rf'{family}\{{regime="(\w+)"\}}', r["expr"]) for r in rules]
-        assert all(len(found) == 1 for found in regimes), f"{family} read whole by several rules"
+        assert all(len(set(found)) == 1 for found in regimes), f"{family} read whole by several rules"
         assert sorted(found[0] for found in regimes) == sorted(REGIMES), f"{family}: {regimes}"
     groups_reading: dict[str, set[str]] = {}
     for path in RULE_FILES:
@@ -312,3 +314,39 @@ def test_annotations_read_only_the_alerts_own_labels_and_value() -> None:
                 )
                 refs = set(re.findall(r"\$\w+", action))
                 assert refs <= {"$labels", "$value"}, f"{rule['alert']} {key}: {refs}"
+
+
+def _minutes(duration: str) -> int:
+    found = re.fullmatch(r"(\d+)m", duration)
+    assert found, f"durations here are whole minutes, not {duration!r}"
+    return int(found.group(1))
+
+
+def _lead_minutes(expr: str, records: dict[str, str]) -> int:
+    """How long an alert's condition needs data before it can hold: the longest range or offset
+    in its expression and in the instance_gpu: rules it reads (the staged frozen-counter rules)."""
+    lead = [int(m) for m in re.findall(r"(?:\[|offset )(\d+)m\b", expr)]
+    for name in _names_read(expr):
+        if name.startswith("instance_gpu:") and name in records:
+            lead.append(_lead_minutes(records[name], records))
+    return max(lead, default=0)
+
+
+def test_each_alerts_text_says_its_own_durations() -> None:
+    """The longest time an alert's text names is its `for:` (how long the condition has held when
+    it fires); any other is the window its condition reads; the seconds it names are thresholds in
+    its expression. One value, read from the rule, not retyped."""
+    records = {r["record"]: r["expr"] for r in _rules("record")}
+    for rule in _rules("alert"):
+        text = " ".join(rule["annotations"].values())
+        hold = _minutes(rule["for"])
+        lead = _lead_minutes(rule["expr"], records)
+        for seconds in re.findall(r"(\d+) s\b", text):
+            assert re.search(rf"\b{seconds}\b", rule["expr"]), (
+                f"{rule['alert']}: {seconds} s is not in its expr"
+            )
+        minutes = [int(m) for m in re.findall(r"(\d+) minutes?", text)]
+        if not minutes:  # RidgelineSamplesStale says how old the sample is, from its value
+            continue
+        assert max(minutes) == hold, f"{rule['alert']}: fires after {hold} min held, text says {minutes}"
+        assert set(minutes) <= {hold, lead} - {0}, f"{rule['alert']}: {minutes}"

@@ -32,6 +32,9 @@ log = logging.getLogger("exporter.report")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
+DEFAULT_BY = ("namespace",)
+"""--by's default: a fleet without pods (Slurm only) lacks it, and gets one ungrouped group."""
+
 
 def parse_duration(text: str) -> float:
     """A Prometheus duration: 7d, 90m, 1h30m, 1w, 45s (a bare number is seconds)."""
@@ -121,7 +124,7 @@ def register(subparsers: Any) -> None:
         parser,
         "--by",
         type=parse_labels,
-        default=("namespace",),
+        default=DEFAULT_BY,
         metavar="LABEL[,LABEL]",
         help="group by these labels: namespace (default), pod, card, node, hpc_job or any label",
     )
@@ -338,6 +341,7 @@ def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any
             step=step,
             matchers=matchers,
             use_recorded=not args.raw_counters_only,
+            require_by=tuple(args.by) != DEFAULT_BY,  # a fleet without pods has no namespace
         )
     except QueryError as exc:
         raise UserError(str(exc)) from None

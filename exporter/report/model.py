@@ -302,8 +302,9 @@ def build_report(
 
 def _remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:
     """The fleet's usage that no group accounts for, when it is more than rounding: GPUs without
-    the grouping labels (not held by a pod when the groups come from pod-level series), so none
-    of it counts as allocated."""
+    the grouping labels (not held by a pod when the groups come from pod-level series). Its idle
+    time counts as allocated as far as the fleet's idle-while-allocated exceeds the groups' (an
+    HPC job's GPUs that no pod holds)."""
     total = fleet.total_gpu_seconds
     if total <= 0:
         return None
@@ -314,10 +315,15 @@ def _remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:
         r: fleet.gpu_seconds.get(r, 0.0) - sum(u.gpu_seconds.get(r, 0.0) for u in groups) for r in REGIMES
     }
     rest = total - grouped
+    gpu_seconds: dict[str, float] = {
+        r: s if s > UNATTRIBUTED_SHARE * rest else 0.0 for r, s in seconds.items()
+    }
+    idle_allocated = fleet.idle_allocated_gpu_seconds - sum(u.idle_allocated_gpu_seconds for u in groups)
     return Usage(
         labels={},
         # a regime the difference leaves a rounding's worth of (two queries over one range) is 0
-        gpu_seconds={r: s if s > UNATTRIBUTED_SHARE * rest else 0.0 for r, s in seconds.items()},
+        gpu_seconds=gpu_seconds,
+        idle_allocated_gpu_seconds=min(gpu_seconds["idle"], max(0.0, idle_allocated)),
         flop=max(0.0, fleet.flop - sum(u.flop for u in groups)),
         dram_bytes=max(0.0, fleet.dram_bytes - sum(u.dram_bytes for u in groups)),
         card_gpu_seconds={},

@@ -166,8 +166,16 @@ class PrometheusClient:
             out.append((item.get("metric") or {}, points))
         return out
 
-    def _post(self, path: str, form: dict[str, str]) -> dict[str, Any]:
-        body = urllib.parse.urlencode(form).encode("ascii")
+    def labels(self, matches: Sequence[str], start: float, end: float) -> list[str]:
+        """The label names the series matching any of `matches` carry within [start, end]."""
+        form = [("start", _ts(start)), ("end", _ts(end)), *(("match[]", m) for m in matches)]
+        data: Any = self._post("/api/v1/labels", form)
+        return sorted(str(name) for name in data) if isinstance(data, list) else []
+
+    def _post(self, path: str, form: dict[str, str] | list[tuple[str, str]]) -> Any:
+        pairs = list(form.items()) if isinstance(form, dict) else form
+        query = next((value for key, value in pairs if key in ("query", "match[]")), "")
+        body = urllib.parse.urlencode(pairs).encode("ascii")
         request = urllib.request.Request(
             self.url + path,
             data=body,
@@ -180,7 +188,7 @@ class PrometheusClient:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            raise QueryError(_http_error(self.url, path, exc, form["query"])) from None
+            raise QueryError(_http_error(self.url, path, exc, query)) from None
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, ssl.SSLError):
@@ -191,8 +199,7 @@ class PrometheusClient:
             raise QueryError(f"cannot reach {self.url}: {reason}") from None
         except TimeoutError:
             raise QueryError(
-                f"{self.url} did not answer within {self._timeout:g} s (--prometheus-timeout): "
-                f"{form['query'][:200]}"
+                f"{self.url} did not answer within {self._timeout:g} s (--prometheus-timeout): {query[:200]}"
             ) from None
         except OSError as exc:
             raise QueryError(f"cannot reach {self.url}: {exc}") from None
@@ -206,7 +213,7 @@ class PrometheusClient:
             error = document.get("error") if isinstance(document, dict) else None
             raise QueryError(f"{self.url}{path}: {error or 'not a Prometheus API answer'}")
         data = document.get("data")
-        if not isinstance(data, dict):
+        if not isinstance(data, (dict, list)):
             raise QueryError(f"{self.url}{path}: the answer has no data")
         return data
 
@@ -313,10 +320,15 @@ def inner_range(start: float, end: float, step: int) -> tuple[float, float]:
     return float(math.ceil(start / step) * step), float(math.floor(end / step) * step)
 
 
-def level_for(by: Sequence[str], matchers: Sequence[promql.Matcher]) -> RecordedLevel | None:
-    """The recorded level that keeps every grouping and matcher label, if any."""
+def level_for(
+    by: Sequence[str], matchers: Sequence[promql.Matcher], raw_present: bool = True
+) -> RecordedLevel | None:
+    """The recorded level that keeps every grouping and matcher label, if any (a level only for
+    servers without raw counters: only where `raw_present` is False)."""
     wanted = set(by) | {m.label for m in matchers}
     for level in GROUP_LEVELS:
+        if level.without_raw_only and raw_present:
+            continue
         if wanted <= level.labels:
             return level
     return None
@@ -337,6 +349,7 @@ def collect(
     matchers: Sequence[promql.Matcher] = (),
     use_recorded: bool = True,
     parallel: int = PARALLEL_QUERIES,
+    require_by: bool = True,
 ) -> Collected:
     """Measure every group's usage over [start, end] (docs/report.md, "How the numbers are read")."""
     notes: list[str] = []
@@ -363,8 +376,9 @@ def collect(
     if end <= start:  # shorter than a window: the whole windows that hold it
         start, end = aligned_range(wanted_start, wanted_end, step)
         wanted_start, wanted_end = start, end
-    level = level_for(by, matchers) if use_recorded else None
-    workload_level = level_for(workload_by, matchers) if use_recorded else None
+    raw_present = sample_interval is not None
+    level = level_for(by, matchers, raw_present) if use_recorded else None
+    workload_level = level_for(workload_by, matchers, raw_present) if use_recorded else None
     fleet_level: RecordedLevel | None = None
     if use_recorded:
         fleet_level = CLUSTER if {m.label for m in matchers} <= CLUSTER.labels else level
@@ -408,8 +422,17 @@ def collect(
         fleet, timeline = _fleet(fleet_jobs, step)
     if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
         notes.append(
-            "groups come from pod-level series: GPUs held by no pod form the ungrouped remainder, "
-            "and their idle time (an HPC job's included) does not count as allocated"
+            "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
+            "workload form the ungrouped remainder; its idle time is allocated as far as the "
+            "fleet's idle-while-allocated time exceeds the groups'"
+        )
+    missing_by = _check_grouping(client, by, groups, fleet, wanted_start, wanted_end, require_by)
+    if missing_by is not None:
+        notes.append(missing_by)
+    if use_recorded and level is None and step >= RATE_WINDOW_SECONDS:
+        notes.append(
+            f"no recorded level keeps {', '.join(by)} (and the --match labels): groups read from "
+            "the raw counters"
         )
     gaps = _gaps(timeline, start, end, step)
     series = _described(group_stretches, fleet_stretches)
@@ -428,6 +451,36 @@ def collect(
     return Collected(
         groups=groups, fleet=fleet, workloads=workloads, provenance=provenance, queries=client.queries
     )
+
+
+def _check_grouping(
+    client: PrometheusClient,
+    by: Sequence[str],
+    groups: Sequence[Usage],
+    fleet: Usage,
+    start: float,
+    end: float,
+    require_by: bool = True,
+) -> str | None:
+    """An empty answer or a grouping no series carries is the user's mistake, not a report of
+    nothing: a QueryError naming the labels the Ridgeline series there have. require_by False
+    (the default grouping, which a fleet without pods lacks): a note instead, for the latter."""
+    if fleet.total_gpu_seconds > 0 and any(u.labels for u in groups):
+        return None
+    names = dict.fromkeys([RAW_REGIME_SECONDS, *(lv.regime_seconds for lv in (*GROUP_LEVELS, CLUSTER))])
+    present = [name for name in client.labels(list(names), start, end) if name != "__name__"]
+    there = ", ".join(present) or "none: no Ridgeline series at all"
+    if fleet.total_gpu_seconds <= 0:
+        raise QueryError(
+            f"no GPU-seconds between {iso_time(start)} and {iso_time(end)} on {client.url} "
+            f"(raw counters or recorded series); labels there: {there}"
+        )
+    if set(by) & set(present):
+        return None
+    message = f"--by {','.join(by)}: no Ridgeline series carries it; the labels they have: {there}"
+    if require_by:
+        raise QueryError(message)
+    return message
 
 
 def _sample_interval(
@@ -559,7 +612,7 @@ def _usage_jobs(
         for quantity in quantities:
             q_level = lv
             if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
-                q_level = None  # the node level does not tell allocated GPUs: raw counters
+                q_level = lv if lv.idle_allocated is not None else None  # else raw counters
             keys: tuple[str, ...] = by
             if quantity == "regime" and lv is None:
                 keys = (*by, "card")  # raw: the card split comes with the regimes
@@ -630,7 +683,14 @@ def _fleet_jobs(
     for stretch in stretches:
         lv = stretch.fleet_level
         usable = [m for m in matchers if lv is None or m.label in lv.labels]
-        for quantity in ("regime", "flop", "dram_bytes"):
+        for quantity in ("regime", "flop", "dram_bytes", "idle_allocated"):
+            if (
+                quantity == "idle_allocated"
+                and lv is not None
+                and lv.idle_allocated is None
+                and not lv.allocated_only
+            ):
+                continue  # a level that cannot tell; the groups' sum stands
             expr = promql.window_expr(
                 quantity,
                 (),
@@ -653,7 +713,7 @@ def _fleet(jobs: _Jobs, step: int) -> tuple[Usage, list[TimelinePoint]]:
     """The fleet's totals and its timeline (GPUs per regime in each window)."""
     seconds: dict[str, float] = dict.fromkeys(REGIMES, 0.0)
     per_window: dict[float, dict[str, float]] = {}
-    flop = dram = 0.0
+    flop = dram = idle_allocated = 0.0
     for job, future in jobs:
         quantity = job.removeprefix("edge ")
         for metric, answer in future.result():
@@ -668,10 +728,15 @@ def _fleet(jobs: _Jobs, step: int) -> tuple[Usage, list[TimelinePoint]]:
                         per_window.setdefault(t, {})[regime] = v / step
             elif quantity == "flop":
                 flop += sum(v for _, v in points)
+            elif quantity == "idle_allocated":
+                idle_allocated += sum(v for _, v in points)
             else:
                 dram += sum(v for _, v in points)
     timeline = [TimelinePoint(end=t, gpus=per_window[t]) for t in sorted(per_window)]
-    return Usage(labels={}, gpu_seconds=seconds, flop=flop, dram_bytes=dram), timeline
+    fleet = Usage(
+        labels={}, gpu_seconds=seconds, idle_allocated_gpu_seconds=idle_allocated, flop=flop, dram_bytes=dram
+    )
+    return fleet, timeline
 
 
 def _gaps(timeline: Sequence[TimelinePoint], start: float, end: float, step: int) -> list[Window]:

@@ -151,16 +151,16 @@ def window_expr(
             )
             inner = f"{function}({metric}{_selector(matchers)}[{window}])"
         return f"sum by ({keys}) ({inner})"
-    if quantity == "idle_allocated" and not level.allocated_only:
+    if quantity == "idle_allocated" and not level.allocated_only and level.idle_allocated is None:
         raise ValueError(f"the {level.name} level does not tell allocated GPUs from the others")
     metric = {
         "regime": level.regime_seconds,
-        "idle_allocated": level.regime_seconds,
+        "idle_allocated": level.idle_allocated or level.regime_seconds,
         "flop": level.flop,
         "dram_bytes": level.dram_bytes,
         "cards": level.gpus,
     }[quantity]
-    extra = ('regime="idle"',) if quantity == "idle_allocated" else ()
+    extra = ('regime="idle"',) if quantity == "idle_allocated" and level.idle_allocated is None else ()
     rate = duration(RATE_WINDOW_SECONDS)
     reading = f"{metric}{_selector(matchers, *extra)}"
     if lookback is not None:

@@ -119,6 +119,8 @@ def collect_replay(
     accrued: dict[_LabelKey, _Accrued] = {}
     first_seen: dict[tuple[str, int | None], float] = {}
     last_seen: dict[tuple[str, int | None], float] = {}
+    shares: dict[tuple[str, int | None], float] = {}
+    """Each GPU's part of a physical GPU (a MIG instance's share; a parent's 0): its span counts so."""
     intervals: Counter[float] = Counter()
     recent: list[float] = []
     gaps: list[Window] = []
@@ -194,13 +196,14 @@ def collect_replay(
                         attribution=gpu.attribution,
                         hpc_job=gpu.hpc_job,
                         card=gpu.card,
-                        labels=tuple(sorted(gpu_labels(gpu).items())),
+                        labels=_labels_of(gpu),
                         allocated=gpu.attribution is not None or gpu.hpc_job is not None,
                         start=start,
                         latest=totals,
                     )
                 segment.latest = totals
                 last_seen[key] = gpu.inference.timestamp
+                shares[key] = gpu.gpu_share
             if progress is not None and batches % 10000 == 0:
                 progress(batches)
             if ts - (checkpoints[-1][0] if checkpoints else first_ts) >= checkpoint_every:
@@ -214,6 +217,7 @@ def collect_replay(
         sampler.stop()
     for segment in segments.values():
         close(segment)
+    _refuse_mostly_skipped(source)
     if first_ts is None or previous_ts is None:
         raise ReplayReportError(f"{source.display_name}: no sample to report on")
 
@@ -235,7 +239,7 @@ def collect_replay(
         card_gpu_seconds=fleet.card_gpu_seconds,
     )
     interval = _median(intervals) or options.interval_seconds
-    spans = sum(last_seen[k] - first_seen[k] for k in last_seen)
+    spans = sum((last_seen[k] - first_seen[k]) * shares[k] for k in last_seen)
     integrated = fleet.total_gpu_seconds
     notes = [
         f"{samples} samples in {batches} batches from {source.display_name} ({source.format}), "
@@ -280,6 +284,14 @@ def collect_replay(
     )
 
 
+def _labels_of(gpu: GpuState) -> _LabelKey:
+    """The GPU's series labels, and its node where a multi-node trace names one."""
+    labels = gpu_labels(gpu)
+    if gpu.entity.node is not None:
+        labels = {**labels, "node": gpu.entity.node}
+    return tuple(sorted(labels.items()))
+
+
 def _usage_for(labels: _LabelKey, bucket: _Accrued, by: Sequence[str]) -> Usage:
     own: Mapping[str, str] = dict(labels)
     card = own.get("card")
@@ -290,6 +302,29 @@ def _usage_for(labels: _LabelKey, bucket: _Accrued, by: Sequence[str]) -> Usage:
         flop=bucket.flop,
         dram_bytes=bucket.dram_bytes,
         card_gpu_seconds={card: sum(bucket.seconds.values())} if card else {},
+    )
+
+
+SKIPPED_SHARE_REFUSED = 0.5
+"""A trace with at least this share of its lines skipped is refused: its report would describe
+what was left, not the trace (two nodes' lines told apart by index alone lose exactly half)."""
+
+
+def _refuse_mostly_skipped(source: ReplaySource) -> None:
+    stats = source.replay_stats
+    if stats.lines_read == 0 or stats.lines_skipped < SKIPPED_SHARE_REFUSED * stats.lines_read:
+        return
+    reasons = ", ".join(
+        f"{r}: {n}" for r, n in sorted(stats.skipped_by_reason.items(), key=lambda kv: -kv[1])
+    )
+    hint = ""
+    if "duplicate_entity" in stats.skipped_by_reason:
+        hint = (
+            " (lines for one GPU index at one time: a multi-node trace needs a uuid or a node on each "
+            "line to tell its GPUs apart)"
+        )
+    raise ReplayReportError(
+        f"{source.display_name}: {stats.lines_skipped} of {stats.lines_read} lines skipped ({reasons}){hint}"
     )
 
 

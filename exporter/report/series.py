@@ -32,7 +32,13 @@ class RecordedLevel:
     gpus: str
     """GPUs per debounced regime and card (labels `regime`, `card`)."""
     allocated_only: bool
-    """Every GPU the level counts is held by a pod (so its idle time is idle while allocated)."""
+    """Every GPU the level counts is held by a workload (so its idle time is idle while allocated)."""
+    idle_allocated: str | None = None
+    """Idle-while-allocated GPU-seconds per second, on a level that also counts GPUs nobody holds."""
+    without_raw_only: bool = False
+    """Read only from a server without raw counters (a global one): where they are, the raw
+    counters are exact to the scrape, while a level of many short-lived series (HPC jobs, one per
+    node each) rounds every series' start and end to its 5-minute rates."""
 
 
 NAMESPACE_POD = RecordedLevel(
@@ -52,6 +58,17 @@ INSTANCE = RecordedLevel(
     dram_bytes="instance:ridgeline_dram_bytes:rate5m",
     gpus="instance:ridgeline_gpus:count",
     allocated_only=False,
+    idle_allocated="instance:ridgeline_idle_allocated_seconds:rate5m",
+)
+HPC_JOB = RecordedLevel(
+    name="hpc_job",
+    labels=frozenset({"cluster", "hpc_job"}),
+    regime_seconds="hpc_job:ridgeline_regime_seconds:rate5m",
+    flop="hpc_job:ridgeline_flop:rate5m",
+    dram_bytes="hpc_job:ridgeline_dram_bytes:rate5m",
+    gpus="hpc_job:ridgeline_gpus:count",
+    allocated_only=True,
+    without_raw_only=True,
 )
 CLUSTER = RecordedLevel(
     name="cluster",
@@ -61,15 +78,20 @@ CLUSTER = RecordedLevel(
     dram_bytes="cluster:ridgeline_dram_bytes:rate5m",
     gpus="cluster:ridgeline_gpus:count",
     allocated_only=False,
+    idle_allocated="cluster:ridgeline_idle_allocated_seconds:rate5m",
 )
 
-GROUP_LEVELS: tuple[RecordedLevel, ...] = (NAMESPACE_POD, INSTANCE)
-"""Levels a grouping may be read from, tried in this order."""
-LEVELS: tuple[RecordedLevel, ...] = (NAMESPACE_POD, INSTANCE, CLUSTER)
+GROUP_LEVELS: tuple[RecordedLevel, ...] = (CLUSTER, NAMESPACE_POD, INSTANCE, HPC_JOB)
+"""Levels a grouping may be read from, tried in this order (`--by cluster` from the complete
+cluster level, not from the pods)."""
+LEVELS: tuple[RecordedLevel, ...] = (NAMESPACE_POD, INSTANCE, HPC_JOB, CLUSTER)
 
 
 def recorded_names() -> list[str]:
     """Every recorded series name the report reads."""
     return [
-        name for level in LEVELS for name in (level.regime_seconds, level.flop, level.dram_bytes, level.gpus)
+        name
+        for level in LEVELS
+        for name in (level.regime_seconds, level.flop, level.dram_bytes, level.gpus, level.idle_allocated)
+        if name is not None
     ]

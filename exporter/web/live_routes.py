@@ -64,10 +64,18 @@ NO_READING_HINT = (
 )
 
 
+MIG_PARENT_REASON = (
+    "MIG-partitioned: its MIG instances carry the verdicts, the time and the work "
+    '(docs/model.md, "One count per physical GPU")'
+)
+
+
 def reading_state(gpu: GpuState, estimate: Estimate | None) -> tuple[str, str | None]:
     """(`reading`, `no_verdict_reason`) of `gpu` and its `estimate` (read once by the caller): ok,
     partial (a regime from what is present, naming what an unknown one needs) or none (no activity
-    field at all: no verdict, and why)."""
+    field at all: no verdict, and why). A MIG parent has none: its instances carry the verdicts."""
+    if gpu.mig_parent:
+        return "none", MIG_PARENT_REASON
     if estimate is None:
         lacking = ", ".join(gpu.inference.missing_fields) or "every activity field"
         reason = f"no profiling activity field in the latest sample (lacking {lacking}): "
@@ -86,7 +94,7 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     `own_ridge_flop_per_byte` and `ridge_note` say when the GPU's ridge is not the card's.
     """
     entity = gpu.entity
-    estimate = gpu.estimate
+    estimate = None if gpu.mig_parent else gpu.estimate  # its instances carry the verdicts
     smoothing = gpu.inference.smoothing
     roof = estimate.roof if estimate is not None else None
     attribution = gpu.attribution

@@ -97,6 +97,10 @@ def column_for(name: str) -> Column | None:
     return Column(fid)
 
 
+_EntityKey = tuple[int, str, str, int | None, str | None, str | None]
+"""(gpu, uuid, model, GPU instance, profile, node): one shared Entity each."""
+
+
 @dataclass
 class ParseContext:
     """State of one pass over a file: where we are, what was skipped, and small lookup caches."""
@@ -115,7 +119,7 @@ class ParseContext:
     logged_skips: int = 0
     warned: set[str] = field(default_factory=set)
     _columns: dict[str, Column | None] = field(default_factory=dict)
-    _entities: dict[tuple[int, str, str, int | None, str | None], Entity] = field(default_factory=dict)
+    _entities: dict[_EntityKey, Entity] = field(default_factory=dict)
     _attributions: dict[tuple[str, str, str], Attribution] = field(default_factory=dict)
 
     def skip(self, line_number: int, reason: str, message: str, outcome: str = "line skipped") -> None:
@@ -154,20 +158,28 @@ class ParseContext:
         return found
 
     def entity(
-        self, gpu: int, uuid: str | None, model: str, gpu_instance: int | None, profile: str | None = None
+        self,
+        gpu: int,
+        uuid: str | None,
+        model: str,
+        gpu_instance: int | None,
+        profile: str | None = None,
+        node: str | None = None,
     ) -> Entity:
-        """One shared Entity per GPU, so the sampler sees the same identity batch after batch."""
+        """One shared Entity per GPU, so the sampler sees the same identity batch after batch.
+        Without a uuid, a GPU is named by its node and index (a MIG instance by its GPU's, as
+        DCGM's instances carry their GPU's UUID): index alone would merge two nodes' GPU 0."""
         if uuid is None:
-            uuid = f"GPU-replay-{gpu}" if gpu_instance is None else f"MIG-replay-{gpu}-{gpu_instance}"
+            uuid = f"GPU-replay-{gpu}" if node is None else f"GPU-replay-{node}-{gpu}"
         if gpu_instance is not None and profile is None:
             profile = hinted_profile(self.mig_profiles, gpu, gpu_instance)
-        key = (gpu, uuid, model, gpu_instance, profile)
+        key = (gpu, uuid, model, gpu_instance, profile, node)
         found = self._entities.get(key)
         if found is None:
             if len(self._entities) >= _CACHE_LIMIT:
                 self._entities.clear()
             found = self._entities[key] = Entity(
-                gpu=gpu, uuid=uuid, model=model, gpu_instance=gpu_instance, profile=profile
+                gpu=gpu, uuid=uuid, model=model, gpu_instance=gpu_instance, profile=profile, node=node
             )
         return found
 
@@ -331,12 +343,13 @@ class TimeBatcher:
     are waiting behind it, or at the end of the file, so a file a little out of time order plays
     in order with bounded memory. A line older than a batch already handed out is skipped
     (`out_of_order`); a second sample for one entity and timestamp replaces the first
-    (`duplicate_entity`).
+    (`duplicate_entity`). An entity is its uuid and GPU instance, as the sampler keys it: a
+    multi-node trace's GPUs 0 are as many entities as they have uuids (or nodes).
     """
 
     def __init__(self, ctx: ParseContext) -> None:
         self._ctx = ctx
-        self._pending: dict[float, dict[tuple[int, int | None], Sample]] = {}
+        self._pending: dict[float, dict[tuple[str, int | None], Sample]] = {}
         self._order: list[float] = []
         self._held = 0
         self._played = -math.inf
@@ -356,7 +369,7 @@ class TimeBatcher:
         if batch is None:
             batch = self._pending[timestamp] = {}
             heapq.heappush(self._order, timestamp)
-        key = sample.entity.key
+        key = (sample.entity.uuid, sample.entity.gpu_instance)
         if key in batch:
             self._ctx.skip(
                 line_number,

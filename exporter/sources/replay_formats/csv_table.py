@@ -1,8 +1,9 @@
 """CSV replay files (RFC 4180): a header row naming the columns, then one sample per record.
 
 Entity columns: timestamp (or ts, time), gpu, uuid, model, gpu_instance, gpu_instance_profile,
-namespace, pod, container. Every other column is a field, named by DCGM id ("1005"), DCGM name
-(DCGM_FI_PROF_DRAM_ACTIVE) or dmon tag (DRAMA); unknown columns are ignored with one warning.
+namespace, pod, container, node (or hostname: a multi-node trace). Every other column is a
+field, named by DCGM id ("1005"), DCGM name (DCGM_FI_PROF_DRAM_ACTIVE) or dmon tag (DRAMA);
+unknown columns are ignored with one warning.
 An empty cell or N/A is a blank. Records are read by the standard library's csv module, so a
 quoted cell may hold commas, doubled quotes and line breaks; a UTF-8 byte-order mark is
 dropped. Without a timestamp column, records are batched like dmon text (a new batch when a GPU
@@ -62,6 +63,8 @@ _ENTITY_COLUMNS = {
     "gpu": "gpu",
     "gpu_index": "gpu",
     "uuid": "uuid",
+    "node": "node",
+    "hostname": "node",
     "model": "model",
     "modelname": "model",
     "gpu_instance": "gpu_instance",
@@ -320,7 +323,12 @@ class _Table:
         if namespace or pod:
             attribution = ctx.attribution(namespace or "", pod or "", self._text(cells, "container") or "")
         entity = ctx.entity(
-            gpu, self._text(cells, "uuid"), model, gpu_instance, profile if gpu_instance is not None else None
+            gpu,
+            self._text(cells, "uuid"),
+            model,
+            gpu_instance,
+            profile if gpu_instance is not None else None,
+            self._text(cells, "node"),
         )
         sample = Sample(timestamp=0.0, entity=entity, values=values, attribution=attribution)
         return sample, timestamp

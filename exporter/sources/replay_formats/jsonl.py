@@ -48,6 +48,7 @@ ENTITY_KEYS = frozenset(
         "pod",
         "container",
         "hpc_job",
+        "node",
     }
 )
 """Top-level keys a line may carry besides known field names."""
@@ -78,6 +79,8 @@ def sample_to_json(sample: Sample) -> str:
         line["container"] = sample.attribution.container
     if sample.hpc_job is not None:
         line["hpc_job"] = sample.hpc_job
+    if entity.node is not None:
+        line["node"] = entity.node
     return json.dumps(line, separators=(",", ":"), allow_nan=False)
 
 
@@ -195,7 +198,14 @@ def sample_from_object(obj: dict[str, object], ctx: ParseContext) -> Sample:
     namespace, pod, container = _text(obj, "namespace"), _text(obj, "pod"), _text(obj, "container")
     if namespace is not None or pod is not None:
         attribution = ctx.attribution(namespace or "", pod or "", container or "")
-    entity = ctx.entity(gpu, uuid, model, gpu_instance, profile if gpu_instance is not None else None)
+    entity = ctx.entity(
+        gpu,
+        uuid,
+        model,
+        gpu_instance,
+        profile if gpu_instance is not None else None,
+        _text(obj, "node") or None,
+    )
     return Sample(
         timestamp=timestamp,
         entity=entity,
