@@ -221,6 +221,18 @@ def http_get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+def http_until(base: str, path: str, fragment: str, seconds: float = 20.0) -> str:
+    """GET `base + path` every 0.1 s until its body holds `fragment`; the body, or fail naming it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        _, body = http_get(base + path)
+        if fragment in body:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never said {fragment!r}: {body.strip()[:500]}")
+        time.sleep(0.1)
+
+
 @contextmanager
 def serve_process(
     *args: str, env: dict[str, str] | None = None, preexec_fn: Callable[[], None] | None = None

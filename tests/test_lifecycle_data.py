@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import http_get, serve_process
+from conftest import http_get, http_until, serve_process
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -195,19 +195,8 @@ def test_serve_reports_a_looping_replay_truncated_and_plays_it_again(tmp_path: P
     content = "".join(_line(1000.0 + i) + "\n" for i in range(10))
     trace.write_text(content)
     with serve_process("--replay", str(trace), "--loop", "--speed", "20") as (base, _process):
-        _until(base, "/readyz", "ready")
+        http_until(base, "/readyz", "ready")
         trace.write_text("")
-        assert "replay_empty" in _until(base, "/readyz", "replay_empty")
+        assert "replay_empty" in http_until(base, "/readyz", "replay_empty")
         trace.write_text(content)
-        assert _until(base, "/readyz", "ready", seconds=40).strip() == "ready"
-
-
-def _until(base: str, path: str, fragment: str, seconds: float = 20.0) -> str:
-    deadline = time.monotonic() + seconds
-    while True:
-        _, body = http_get(base + path)
-        if fragment in body:
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never said {fragment!r}: {body.strip()[:300]}")
-        time.sleep(0.1)
+        assert http_until(base, "/readyz", "ready", seconds=40).strip() == "ready"

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import http_get, serve_process
+from conftest import http_get, http_until, serve_process
 from upstream import DRAM, Upstream, millis, stamped, upstream, url_of
 
 from exporter import fields
@@ -247,7 +247,7 @@ def test_serve_answers_200_through_nan_and_inf_pages_and_then_follows_the_gpu() 
     with upstream(page) as server:
         args = (*args[:3], url_of(server), *args[4:])
         with serve_process(*args) as (base, _process):
-            assert _until(base, "/readyz", "ready").strip() == "ready"
+            assert http_until(base, "/readyz", "ready").strip() == "ready"
             for bad in ("NaN", "+Inf"):
                 mode[:] = [bad, "0.2"]
                 requests = server.requests
@@ -263,20 +263,9 @@ def test_serve_answers_200_through_nan_and_inf_pages_and_then_follows_the_gpu() 
                 assert status == 200 or (path == "/classify/0" and status == 404), (path, status, body[:300])
                 assert "NaN" not in body and "Infinity" not in body, (path, body[:300])
             mode[:] = ["good", "0.65"]
-            gpu = json.loads(_until(base, "/classify/0", '"dram_active": 0.65'))
+            gpu = json.loads(http_until(base, "/classify/0", '"dram_active": 0.65'))
             assert math.isfinite(gpu["timestamp"]) and abs(gpu["timestamp"] - time.time()) < 60
-            assert _until(base, "/readyz", "ready").strip() == "ready"
-
-
-def _until(base: str, path: str, fragment: str, seconds: float = 20.0) -> str:
-    deadline = time.monotonic() + seconds
-    while True:
-        _, body = http_get(base + path)
-        if fragment in body:
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never said {fragment!r}: {body.strip()[:500]}")
-        time.sleep(0.1)
+            assert http_until(base, "/readyz", "ready").strip() == "ready"
 
 
 def test_ingest_takes_trace_time_and_checks_only_finiteness() -> None:

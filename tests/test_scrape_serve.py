@@ -7,13 +7,12 @@ from __future__ import annotations
 import base64
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import http_get, serve_process, stop_process
+from conftest import http_get, http_until, serve_process, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -67,17 +66,6 @@ def upstream() -> Iterator[str]:
     server.server_close()
 
 
-def _until(base: str, path: str, fragment: str, seconds: float = 20.0) -> str:
-    deadline = time.monotonic() + seconds
-    while True:
-        _, body = http_get(base + path)
-        if fragment in body:
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never said {fragment!r}: {body.strip()}")
-        time.sleep(0.1)
-
-
 def _output(process: subprocess.Popen[str]) -> str:
     stop_process(process)
     return process.stdout.read() if process.stdout else ""
@@ -90,7 +78,7 @@ def test_the_password_reaches_the_upstream_and_is_shown_nowhere(upstream: str) -
         base,
         process,
     ):
-        assert _until(base, "/readyz", "ready").strip() == "ready"
+        assert http_until(base, "/readyz", "ready").strip() == "ready"
         bodies = [
             http_get(base + path)[1] for path in ("/readyz", "/classify", "/classify/0", "/metrics", "/")
         ]
@@ -103,7 +91,7 @@ def test_the_password_reaches_the_upstream_and_is_shown_nowhere(upstream: str) -
 def test_a_wrong_password_is_reported_redacted_in_readyz_classify_and_the_log(upstream: str) -> None:
     url = f"http://ridgeline:wrong-{SECRET}@{upstream}/metrics"
     with serve_process("--source", "scrape", "--scrape-url", url) as (base, process):
-        readyz = _until(base, "/readyz", "401")
+        readyz = http_until(base, "/readyz", "401")
         assert "ridgeline:xxxxx@" in readyz
         classify = http_get(base + "/classify")[1]
         metrics = http_get(base + "/metrics")[1]
@@ -117,7 +105,7 @@ def test_a_wrong_password_is_reported_redacted_in_readyz_classify_and_the_log(up
 def test_a_dripping_upstream_takes_the_source_down_with_reason_timeout(upstream: str) -> None:
     args = ("--source", "scrape", "--scrape-url", f"http://{upstream}/drip", "--scrape-timeout", "0.5")
     with serve_process(*args) as (base, _process):
-        readyz = _until(base, "/readyz", "timeout")
-        metrics = _until(base, "/metrics", 'ridgeline_sample_errors_total{reason="timeout"')
+        readyz = http_until(base, "/readyz", "timeout")
+        metrics = http_until(base, "/metrics", 'ridgeline_sample_errors_total{reason="timeout"')
     assert "did not answer within 0.5 s" in readyz
     assert 'ridgeline_source_up{source="scrape"} 0' in metrics
