@@ -148,40 +148,7 @@ def measure(
 def hold_slow_connections(port: int, count: int, ready: Any, stop_event: Any) -> None:
     """Keep `count` connections open that never finish their head; reconnect each one the server
     closes (its request deadline), as a slowloris client does, and trickle a byte a second."""
-    selector = selectors.DefaultSelector()
-
-    def open_one() -> None:
-        try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            sock.sendall(PARTIAL_HEAD)
-            sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ)
-        except OSError:
-            time.sleep(0.01)
-
-    for _ in range(count):
-        open_one()
-    ready.set()
-    last_trickle = time.monotonic()
-    while not stop_event.is_set():
-        for key, _ in selector.select(timeout=0.2):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                data = sock.recv(4096)
-            except OSError:
-                data = b""
-            if not data:
-                selector.unregister(sock)
-                sock.close()
-                open_one()
-        if time.monotonic() - last_trickle > 1.0:
-            last_trickle = time.monotonic()
-            for key in list(selector.get_map().values()):
-                with contextlib.suppress(OSError):
-                    key.fileobj.send(b"x")  # type: ignore[union-attr]
-    for key in list(selector.get_map().values()):
-        key.fileobj.close()  # type: ignore[union-attr]
+    hold_connections(port, count, PARTIAL_HEAD, ready, stop_event, trickle=True)
 
 
 def guess_passwords(
@@ -330,9 +297,12 @@ def client_tls() -> ssl.SSLContext:
     return context
 
 
-def hold_connections(port: int, count: int, payload: bytes, ready: Any, stop_event: Any) -> None:
-    """Keep `count` connections open that send `payload` and then nothing; reopen each one the
-    server closes at once (a client that reconnects as soon as it is dropped)."""
+def hold_connections(
+    port: int, count: int, payload: bytes, ready: Any, stop_event: Any, trickle: bool = False
+) -> None:
+    """Keep `count` connections open that send `payload` and then nothing (or, with `trickle`, a
+    byte a second); reopen each one the server closes at once (a client that reconnects as soon
+    as it is dropped)."""
     selector = selectors.DefaultSelector()
 
     def open_one() -> None:
@@ -348,6 +318,7 @@ def hold_connections(port: int, count: int, payload: bytes, ready: Any, stop_eve
     for _ in range(count):
         open_one()
     ready.set()
+    last_trickle = time.monotonic()
     while not stop_event.is_set():
         for key, _ in selector.select(timeout=0.2):
             sock = key.fileobj
@@ -360,6 +331,11 @@ def hold_connections(port: int, count: int, payload: bytes, ready: Any, stop_eve
                 selector.unregister(sock)
                 sock.close()
                 open_one()
+        if trickle and time.monotonic() - last_trickle > 1.0:
+            last_trickle = time.monotonic()
+            for key in list(selector.get_map().values()):
+                with contextlib.suppress(OSError):
+                    key.fileobj.send(b"x")  # type: ignore[union-attr]
     for key in list(selector.get_map().values()):
         key.fileobj.close()  # type: ignore[union-attr]
 
