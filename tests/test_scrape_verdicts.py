@@ -20,7 +20,7 @@ from conftest import serve_process
 from prometheus_client.parser import text_string_to_metric_families
 from test_serve_cli import poll
 
-from exporter.catalog import load_catalog
+from exporter.catalog import Catalog, load_catalog
 from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import InferenceConfig
@@ -92,14 +92,20 @@ def test_gpus_without_profiling_counters_stay_and_say_why(exporter_url: str) -> 
             assert "runbooks.md#ridgelineprofilingcountersmissing" in gpu["no_verdict_reason"]
 
 
-def test_mig_instances_from_gpu_i_profile_get_their_sms_roof(exporter_url: str) -> None:
-    options = SourceOptions(scrape_url=f"{exporter_url}/mig-a100.txt")
+def _sampled_twice(url: str) -> tuple[Sampler, ScrapeSource, Catalog]:
+    """A sampler over the scrape source at `url`, after two rounds (the second has intervals)."""
+    options = SourceOptions(scrape_url=url)
     source = ScrapeSource(options)
     source.open()
     catalog = load_catalog()
     sampler = Sampler("scrape", options, catalog, InferenceConfig(), source=source)
     for _ in range(2):
         assert sampler.run_once()
+    return sampler, source, catalog
+
+
+def test_mig_instances_from_gpu_i_profile_get_their_sms_roof(exporter_url: str) -> None:
+    sampler, source, catalog = _sampled_twice(f"{exporter_url}/mig-a100.txt")
     a100 = catalog.lookup("a100-sxm4-80gb")
     instances = [g for g in sampler.snapshot.gpus if g.entity.gpu_instance is not None]
     assert {g.entity.profile for g in instances} == {"3g.40gb"}
@@ -132,13 +138,7 @@ H100_INSTANCE_SMS = {"1g.10gb": 16, "1g.20gb": 26, "2g.20gb": 32, "3g.40gb": 60,
 
 
 def test_h100_mig_instances_get_their_sms_share_not_a_seventh_per_slice(exporter_url: str) -> None:
-    options = SourceOptions(scrape_url=f"{exporter_url}/mig-h100-profiles.txt")
-    source = ScrapeSource(options)
-    source.open()
-    catalog = load_catalog()
-    sampler = Sampler("scrape", options, catalog, InferenceConfig(), source=source)
-    for _ in range(2):
-        assert sampler.run_once()
+    sampler, source, catalog = _sampled_twice(f"{exporter_url}/mig-h100-profiles.txt")
     source.close()
     h100 = catalog.lookup("h100-sxm")
     instances = [g for g in sampler.snapshot.gpus if g.entity.gpu_instance is not None]
