@@ -970,6 +970,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
     tsdb.mkdir()
     start = (int(time.time()) - int(args.hours * 3600)) // SCRAPE * SCRAPE
     began = time.monotonic()
+    rules = copied_rules(args.rules, work / "current-rules")  # edits during the run change nothing
     fleet = build_fleet(nodes, args.seed, float(start))
     phases["fleet model s"] = time.monotonic() - began
     print(f"N={nodes}: {fleet.gpus} GPUs, {fleet.series_count} series ({work})", flush=True)
@@ -979,16 +980,16 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
     server.start()
     prometheus: Prometheus | None = None
     try:
-        prometheus = start_prometheus(fleet, args.rules, tsdb, work, port)
+        prometheus = start_prometheus(fleet, rules, tsdb, work, port)
         if args.recorded_step > 0:
             phases["recorded history s"] = backfill_recordings(
-                prometheus, args.rules, start + 300, history.end, work, args.recorded_step
+                prometheus, rules, start + 300, history.end, work, args.recorded_step
             )
         phases["compaction wait s"] = wait_for_blocks(prometheus)
         began = time.monotonic()
         load_before = os.getloadavg()[0]
         time.sleep(2 * SCRAPE)  # every target scraped and every group evaluated on the settled TSDB
-        variants = {"current": args.rules}
+        variants = {"current": rules}
         if args.baseline_rev:
             variants = {args.baseline_rev: baseline_rules(args.baseline_rev, work), **variants}
         rounds = alternate_rounds(prometheus, variants, args.rounds, args.cycles)
@@ -1042,6 +1043,13 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
         server.join(10)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def copied_rules(files: list[Path], into: Path) -> list[Path]:
+    into.mkdir(exist_ok=True)
+    for path in files:
+        shutil.copyfile(path, into / path.name)
+    return [into / path.name for path in files]
 
 
 def baseline_rules(revision: str, work: Path) -> list[Path]:
