@@ -87,6 +87,9 @@ PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SCRAPE = 15
 """Scrape and rule evaluation interval, seconds (Prometheus' and kube-prometheus' common default)."""
 GPUS_PER_NODE = 8
+CATCH_UP_SECONDS = 120
+"""The history stops this close to the present rather than chase it with slices of a scrape or
+two, each a promtool run that takes longer than a scrape interval on a loaded machine."""
 SLICE_SAMPLES = 8_000_000
 """Samples per OpenMetrics slice: about 1.5 GB of text, a few hundred MB of promtool memory."""
 DASHBOARD_WIDTH_PX = 1870
@@ -438,7 +441,7 @@ def backfill_history(fleet: Fleet, start: int, tsdb: Path, work: Path) -> Histor
     t = start
     while True:
         present = int(time.time() - 5) // SCRAPE * SCRAPE
-        if t > present:
+        if t > present or (history.slices and present - t < CATCH_UP_SECONDS):
             break
         times = list(range(t, min(t + per_slice * SCRAPE, present + SCRAPE), SCRAPE))
         path = work / f"slice-{history.slices:03d}.om"
