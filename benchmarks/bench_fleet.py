@@ -2,7 +2,7 @@
 
 Run: nice -n 10 .venv/bin/python benchmarks/bench_fleet.py [--nodes 100 --nodes 1000] [--hours 2]
                                                            [--json results.json] [--workdir DIR]
-Rules only, before and after side by side (about 15 minutes at 1,000 nodes on 2 cores):
+Rules only, before and after side by side (about 15 minutes at 1,000 nodes on a quiet 2-core machine):
      nice -n 10 .venv/bin/python benchmarks/bench_fleet.py --nodes 1000 --hours 0.25 \
          --recorded-step 0 --dashboards --baseline-rev main --rounds 3 --cycles 4
 
