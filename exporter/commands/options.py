@@ -12,9 +12,12 @@ import math
 import os
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from exporter.http_client import HTTPClientConfig
+from exporter.option_specs import OptionSpec
 from exporter.sources import SOURCE_NAMES
 from exporter.sources.base import REPLAY_FORMATS, MigProfileHint, SourceOptions
 
@@ -34,6 +37,8 @@ LEGACY_VARIABLE_COMMANDS = frozenset({"serve"})
 deployment files and existing environment files set them for serve. Deprecated."""
 
 _deprecated_seen: list[tuple[str, str]] = []
+_renamed_seen: list[tuple[str, str]] = []
+_renamed_told = False
 
 
 def env_name(flag: str, command: str | None = None) -> str:
@@ -55,13 +60,70 @@ def deprecated_variables() -> list[tuple[str, str]]:
     return list(_deprecated_seen)
 
 
-def _variable_value(flag: str, aliases: tuple[str, ...], command: str | None) -> tuple[str, str | None]:
-    """(the variable's name, its value or None): the command's own variable, else (for serve) a
-    deprecated shared one, noted for serve to warn about."""
+def note_renamed(old: str, new: str) -> None:
+    """Note that a deprecated flag or variable was used: one warning per name, logged by
+    tell_renamed() once logging is set up (or at once, after it)."""
+    if (old, new) in _renamed_seen:
+        return
+    _renamed_seen.append((old, new))
+    if _renamed_told:
+        _warn_renamed(old, new)
+
+
+def tell_renamed() -> None:
+    """Log the deprecated names used so far (the CLI calls it once logging is set up)."""
+    global _renamed_told
+    _renamed_told = True
+    for old, new in _renamed_seen:
+        _warn_renamed(old, new)
+
+
+def renamed_names() -> list[tuple[str, str]]:
+    """(old name, what replaces it) for each deprecated flag or variable used in this process."""
+    return list(_renamed_seen)
+
+
+def _warn_renamed(old: str, new: str) -> None:
+    import logging
+
+    logging.getLogger("ridgeline").warning("%s is deprecated: use %s", old, new)
+
+
+def _noting(base: type[argparse.Action], flag: str, replaced_by: str | None) -> type[argparse.Action]:
+    """`base` (argparse's action class) that notes a deprecated spelling when it is the one given."""
+
+    class Noting(base):  # type: ignore[misc, valid-type]
+        def __call__(
+            self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+            option_string: str | None = None,
+        ) -> None:  # fmt: skip
+            if replaced_by is not None:
+                note_renamed(flag, replaced_by)
+            elif option_string is not None and option_string != flag:
+                note_renamed(option_string, flag)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Noting
+
+
+def _variable_value(
+    flag: str, aliases: tuple[str, ...], command: str | None, warn: bool = False
+) -> tuple[str, str | None]:
+    """(the variable's name, its value or None): the command's own variable, else one of the
+    aliases' (noted as deprecated), else (for serve) a deprecated shared one, noted for serve to
+    warn about."""
     variable = env_name(flag, command)
     raw = os.environ.get(variable)
     if raw is not None and raw.strip():
         return variable, raw
+    if command is not None:
+        for alias in aliases:
+            old = env_name(alias, command)
+            raw = os.environ.get(old)
+            if raw is not None and raw.strip():
+                if warn:
+                    note_renamed(old, variable)
+                return old, raw
     if command in LEGACY_VARIABLE_COMMANDS:
         for old in [env_name(alias) for alias in aliases] or [env_name(flag)]:
             raw = os.environ.get(old)
@@ -84,19 +146,28 @@ def _shown_default(value: Any) -> str | None:
 
 
 def add_flag(
-    parser: argparse.ArgumentParser | Any, flag: str, *aliases: str, help: str, **kwargs: Any
+    parser: argparse.ArgumentParser | Any,
+    flag: str,
+    *aliases: str,
+    help: str,
+    replaced_by: str | None = None,
+    warn: bool = False,
+    **kwargs: Any,
 ) -> None:
     """add_argument whose default comes from the command's RIDGELINE_<COMMAND>_<FLAG> variable.
 
     `aliases` are older spellings of the flag, kept working ("deprecated" in --help). The help
     text names the variable and the default, so `--help` documents both. Boolean flags
-    (action="store_true") accept 1/true/yes/on and 0/false/no/off. An empty variable counts as
+    (action="store_true") accept 1/true/yes/on and 0/false/no/off. With `warn`, giving an alias
+    (or its variable) logs one warning naming the new name (note_renamed), as does a flag that is
+    `replaced_by` another (--listen and --web-config keep their quiet aliases: deployments and
+    scripts written before the rename use them). An empty variable counts as
     unset (as kingpin-based exporters treat it). argparse checks `choices` only on the command
     line, so a variable's value is checked against them here (after the flag's type, which may
     map an old word to its new one).
     """
     command = command_of(parser)
-    variable, raw = _variable_value(flag, aliases, command)
+    variable, raw = _variable_value(flag, aliases, command, warn)
     if raw is not None:
         choices = kwargs.get("choices")
         if choices is not None:
@@ -122,6 +193,8 @@ def add_flag(
                 except (argparse.ArgumentTypeError, ValueError) as exc:
                     parser.error(f"{variable}={raw!r}: {exc}")
             kwargs["default"] = raw
+        if replaced_by is not None:
+            note_renamed(variable, replaced_by)
     notes = []
     shown = _shown_default(kwargs.get("default"))
     if shown is not None and "default" not in help:
@@ -129,9 +202,25 @@ def add_flag(
     notes.append(f"env {env_name(flag, command)}")
     if aliases:
         notes.append(f"deprecated: {', '.join(aliases)}")
+    if replaced_by is not None:
+        notes.append(f"deprecated: use {replaced_by}")
     if aliases and "dest" not in kwargs:
         kwargs["dest"] = aliases[-1].lstrip("-").replace("-", "_").replace(".", "_")
+    if (aliases and warn) or replaced_by is not None:
+        base = parser._registry_get("action", kwargs.get("action"), kwargs.get("action"))
+        kwargs["action"] = _noting(base, flag, replaced_by)
     parser.add_argument(flag, *aliases, help=f"{help} [{'; '.join(notes)}]", **kwargs)
+
+
+def add_spec(parser: argparse.ArgumentParser | Any, spec: OptionSpec) -> None:
+    """A flag that a module below the CLI declared (exporter/option_specs.py), through add_flag;
+    its older spellings warn when used."""
+    kwargs = spec.argparse_kwargs()
+    if kwargs.get("default") is None and spec.action is None:
+        del kwargs["default"]
+    add_flag(
+        parser, spec.flag, *spec.aliases, help=spec.help, replaced_by=spec.replaced_by, warn=True, **kwargs
+    )
 
 
 def add_log_flags(parser: argparse.ArgumentParser | Any, *, top: bool) -> None:
@@ -291,23 +380,42 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="one deadline for a whole scrape: lookup, connect, TLS, headers and body (default 5)",
     )
-    add_flag(
-        parser,
-        "--scrape-auth-file",
-        metavar="PATH",
-        help="file whose first line is user:password, for basic auth to the scraped exporter",
-    )
-    add_flag(
-        parser,
-        "--scrape-bearer-token-file",
-        metavar="PATH",
-        help="file holding a bearer token for the scraped exporter",
-    )
+    for spec in scrape_client_flags():
+        add_spec(parser, spec)
     add_flag(
         parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
     )
     add_flag(parser, "--dcgm-bindings", metavar="DIR", help="directory holding DCGM's Python bindings")
     add_flag(parser, "--gpus", type=gpu_list, metavar="0,1,...", help="sample only these GPU indexes")
+
+
+def scrape_client_flags() -> tuple[OptionSpec, ...]:
+    """The scrape source's HTTP client flags (--scrape.*), and the older --scrape-auth-file."""
+    from exporter.http_client import client_flags
+
+    renamed = {"bearer-token-file": ("--scrape-bearer-token-file",)}
+    older = OptionSpec(
+        flag="--scrape-auth-file",
+        dest="scrape_auth_file",
+        metavar="PATH",
+        help="file whose first line is user:password, for basic auth to the scraped exporter",
+        replaced_by="--scrape.basic-auth.username and --scrape.basic-auth.password-file",
+    )
+    return (*client_flags("scrape", "the scraped exporter", renamed), older)
+
+
+def scrape_client_config(args: argparse.Namespace) -> HTTPClientConfig:
+    """The scrape source's HTTPClientConfig from its flags; UserError names a bad one."""
+    from exporter.http_client import ClientConfigError, config_from
+
+    try:
+        config = config_from(args, "scrape")
+        if args.scrape_auth_file:
+            config = replace(config, basic_auth_file=Path(args.scrape_auth_file))
+            config.check()
+    except ClientConfigError as exc:
+        raise UserError(str(exc)) from None
+    return config
 
 
 def add_replay_flags(parser: argparse.ArgumentParser) -> None:
@@ -426,10 +534,7 @@ def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
         loop=bool(args.loop),
         scrape_url=args.scrape_url,
         scrape_timeout_seconds=args.scrape_timeout,
-        scrape_auth_file=Path(args.scrape_auth_file) if args.scrape_auth_file else None,
-        scrape_bearer_token_file=(
-            Path(args.scrape_bearer_token_file) if args.scrape_bearer_token_file else None
-        ),
+        scrape_client=scrape_client_config(args) if name == "scrape" else HTTPClientConfig(),
         dcgm_address=args.dcgm_address,
         dcgm_bindings=Path(args.dcgm_bindings) if args.dcgm_bindings else None,
         gpus=args.gpus,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from exporter.http_client import HTTPClientConfig
 from exporter.sample import Sample
 
 
@@ -86,10 +87,8 @@ class SourceOptions:
     exporter.redaction.redact_credentials."""
     scrape_timeout_seconds: float = 5.0
     """One deadline for the whole scrape: name lookup, connect, TLS, headers and body."""
-    scrape_auth_file: Path | None = None
-    """A file whose first line is `user:password`, for basic auth to the upstream."""
-    scrape_bearer_token_file: Path | None = None
-    """A file holding a bearer token for the upstream (Authorization: Bearer)."""
+    scrape_client: HTTPClientConfig = field(default_factory=HTTPClientConfig)
+    """Basic auth, bearer token and TLS towards the upstream (the `--scrape.*` flags)."""
     dcgm_address: str | None = None
     dcgm_bindings: Path | None = None
     gpus: tuple[int, ...] | None = None
