@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from exporter.option_specs import OptionSpec
+from exporter.option_specs import OptionError, OptionSpec
 
 MAX_SECRET_BYTES = 4096
 """A password or token file is read up to this much of its first line."""
 
 
-class ClientConfigError(ValueError):
+class ClientConfigError(OptionError):
     """A credential or TLS setting that cannot be used; the message names the flag and the file."""
 
 

@@ -1,5 +1,8 @@
-"""What the commands share: the user-error type, flags that also read RIDGELINE_* variables, the
-flag value parsers, and the source flags of `serve` and `record`.
+"""What the commands share: the user-error type, flags that also read RIDGELINE_* variables
+(and flags declared as data, add_spec), and the flag groups of several commands: the source
+flags of `serve` and `record` (each source declares its own: exporter/sources/options.py), the
+inference flags, where serve listens, the collectors. The value parsers live beside the specs
+(exporter/option_specs.py, exporter/sources/options.py) and are importable from here.
 
 Commands import this module and never each other (docs/design.md, "CLI"), so one definition of
 each flag serves every command that takes it.
@@ -8,18 +11,19 @@ each flag serves every command that takes it.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
-from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporter.http_client import HTTPClientConfig
-from exporter.option_specs import OptionSpec
-from exporter.sources import SOURCE_NAMES
-from exporter.sources.base import REPLAY_FORMATS, MigProfileHint, SourceOptions
+from exporter.option_specs import OptionError, OptionSpec
+from exporter.option_specs import non_negative_seconds as non_negative_seconds
+from exporter.option_specs import parse_speed as parse_speed
+from exporter.option_specs import positive_int as positive_int
+from exporter.option_specs import positive_seconds as positive_seconds
+from exporter.option_specs import unit_ratio as unit_ratio
+from exporter.sources.base import SourceOptions
+from exporter.sources.options import gpu_list as gpu_list
+from exporter.sources.options import mig_profiles as mig_profiles
 
 if TYPE_CHECKING:
     from exporter.inference import InferenceConfig
@@ -255,201 +259,33 @@ def add_log_flags(parser: argparse.ArgumentParser | Any, *, top: bool) -> None:
     )  # fmt: skip
 
 
-# -- flag value parsers ---------------------------------------------------------------------
-
-
-def parse_speed(text: str) -> float | None:
-    """--speed: a positive multiplier, or "max" (None: as fast as possible)."""
-    word = str(text).strip().lower()
-    if word == "max":
-        return None
-    try:
-        value = float(word)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}")
-    return value
-
-
-def _finite_number(text: str, accept: Callable[[float], bool], expected: str) -> float:
-    """A flag value that must parse as a finite float and pass `accept`; else a usage error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-    if not (math.isfinite(value) and accept(value)):
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    return _finite_number(text, lambda v: v > 0, "a positive number of seconds")
-
-
-def non_negative_seconds(text: str) -> float:
-    return _finite_number(text, lambda v: v >= 0, "a number of seconds >= 0")
-
-
-def positive_int(text: str) -> int:
-    word = str(text).strip()
-    if not (word.isascii() and word.isdigit()) or int(word) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(word)
-
-
-def unit_ratio(text: str) -> float:
-    return _finite_number(text, lambda v: 0 < v <= 1, "a ratio in (0, 1]")
-
-
-def gpu_list(text: str) -> tuple[int, ...]:
-    try:
-        indexes = tuple(int(part) for part in str(text).split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}") from None
-    if not indexes or any(i < 0 for i in indexes):
-        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}")
-    return indexes
-
-
-def mig_profiles(text: str) -> tuple[MigProfileHint, ...]:
-    """--mig-profile: comma-separated [GPU:]GI=PROFILE, e.g. 1=3g.40gb,0:2=2g.20gb."""
-    hints: list[MigProfileHint] = []
-    expected = "[GPU:]GI=PROFILE pairs like 1=3g.40gb,0:2=2g.20gb"
-    for item in str(text).split(","):
-        if not item.strip():
-            continue
-        where, equals, profile = item.strip().partition("=")
-        gpu_text, colon, instance_text = where.strip().rpartition(":")
-        profile = profile.strip()
-        indexes = [instance_text, gpu_text] if colon else [instance_text]
-        if (
-            not equals
-            or not all(t.strip().isascii() and t.strip().isdigit() and len(t.strip()) <= 5 for t in indexes)
-            or not profile
-            or not profile.isascii()
-            or not all(c.isalnum() or c in ".+_-" for c in profile)
-            or len(profile) > 64
-        ):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {item.strip()!r}")
-        hints.append(
-            MigProfileHint(
-                gpu_instance=int(instance_text),
-                profile=profile,
-                gpu=int(gpu_text) if colon else None,
-            )
-        )
-    if not hints:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return tuple(hints)
-
-
 # -- the source flags of serve and record --------------------------------------------------
 
 
 def add_source_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags that choose and configure a source; shared by `serve` and `record`."""
+    """--source and the flags every registered source declares (exporter/sources/options.py);
+    shared by `serve` and `record`."""
+    from exporter.sources import option_specs, source_names
+
     add_flag(
         parser,
         "--source",
-        choices=SOURCE_NAMES,
+        choices=source_names(),
         default=None,
         help="where samples come from (default: replay when --replay is given, else auto: dcgm, then nvml)",
     )
-    add_replay_flags(parser)
-    add_flag(
-        parser,
-        "--speed",
-        type=parse_speed,
-        default=1.0,
-        metavar="N|max",
-        help="replay speed multiplier or max",
-    )
-    add_flag(parser, "--loop", action="store_true", default=False, help="replay the file over and over")
-    add_flag(
-        parser,
-        "--scrape-url",
-        metavar="URL",
-        help="dcgm-exporter /metrics URL for --source scrape (user:password@ allowed; shown redacted)",
-    )
-    add_flag(
-        parser,
-        "--scrape-timeout",
-        type=positive_seconds,
-        default=5.0,
-        metavar="S",
-        help="one deadline for a whole scrape: lookup, connect, TLS, headers and body (default 5)",
-    )
-    for spec in scrape_client_flags():
+    for spec in option_specs():
         add_spec(parser, spec)
-    add_flag(
-        parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
-    )
-    add_flag(parser, "--dcgm-bindings", metavar="DIR", help="directory holding DCGM's Python bindings")
-    add_flag(parser, "--gpus", type=gpu_list, metavar="0,1,...", help="sample only these GPU indexes")
-
-
-def scrape_client_flags() -> tuple[OptionSpec, ...]:
-    """The scrape source's HTTP client flags (--scrape.*), and the older --scrape-auth-file."""
-    from exporter.http_client import client_flags
-
-    renamed = {"bearer-token-file": ("--scrape-bearer-token-file",)}
-    older = OptionSpec(
-        flag="--scrape-auth-file",
-        dest="scrape_auth_file",
-        metavar="PATH",
-        help="file whose first line is user:password, for basic auth to the scraped exporter",
-        replaced_by="--scrape.basic-auth.username and --scrape.basic-auth.password-file",
-    )
-    return (*client_flags("scrape", "the scraped exporter", renamed), older)
-
-
-def scrape_client_config(args: argparse.Namespace) -> HTTPClientConfig:
-    """The scrape source's HTTPClientConfig from its flags; UserError names a bad one."""
-    from exporter.http_client import ClientConfigError, config_from
-
-    try:
-        config = config_from(args, "scrape")
-        if args.scrape_auth_file:
-            config = replace(config, basic_auth_file=Path(args.scrape_auth_file))
-            config.check()
-    except ClientConfigError as exc:
-        raise UserError(str(exc)) from None
-    return config
 
 
 def add_replay_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags that name and read a replay file: part of the source flags, and all of them
-    that `report --replay` takes."""
-    add_flag(
-        parser, "--replay", metavar="PATH|demo", help="replay a recorded file, or the bundled demo trace"
-    )
-    add_flag(
-        parser,
-        "--replay-format",
-        choices=REPLAY_FORMATS,
-        help="format of the --replay file (detected from its content when omitted)",
-    )
-    add_flag(
-        parser, "--model", metavar="NAME", help="NVML model name, for replay formats that lack it (dmon)"
-    )
-    add_flag(
-        parser,
-        "--interval",
-        type=positive_seconds,
-        default=1.0,
-        metavar="S",
-        help="seconds between samples of a live source (default 1); dmon/CSV sample spacing",
-    )
-    add_flag(
-        parser,
-        "--mig-profile",
-        type=mig_profiles,
-        default=(),
-        metavar="[GPU:]GI=PROFILE,...",
-        help="MIG profile of GPU instances the input does not name (dcgmi dmon), e.g. 1=3g.40gb,0:2=2g.20gb;"
-        " GPU: also names the instance's parent GPU",
-    )
+    """The flags that name and read a replay file, all of the source flags that `report
+    --replay` takes."""
+    from exporter.sources.options import INTERVAL, MIG_PROFILE
+    from exporter.sources.replay import FILE_OPTIONS
+
+    for spec in (*FILE_OPTIONS, INTERVAL, MIG_PROFILE):
+        add_spec(parser, spec)
 
 
 # -- the inference flags of serve and report --------------------------------------------------
@@ -515,32 +351,14 @@ def inference_config(args: argparse.Namespace) -> InferenceConfig:
 
 
 def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
-    """(source name, SourceOptions) from the shared source flags."""
-    name: str | None = args.source
-    if name is None:
-        name = "replay" if args.replay else "auto"
-    if name == "replay" and not args.replay:
-        raise UserError("--source replay needs --replay PATH (or --replay demo)")
-    if name == "scrape" and not args.scrape_url:
-        raise UserError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
-    if args.replay and name != "replay":
-        raise UserError(f"--replay is only used with --source replay, not --source {name}")
-    options = SourceOptions(
-        interval_seconds=args.interval,
-        replay=args.replay,
-        replay_format=args.replay_format,
-        model=args.model,
-        speed=args.speed,
-        loop=bool(args.loop),
-        scrape_url=args.scrape_url,
-        scrape_timeout_seconds=args.scrape_timeout,
-        scrape_client=scrape_client_config(args) if name == "scrape" else HTTPClientConfig(),
-        dcgm_address=args.dcgm_address,
-        dcgm_bindings=Path(args.dcgm_bindings) if args.dcgm_bindings else None,
-        gpus=args.gpus,
-        mig_profiles=args.mig_profile,
-    )
-    return name, options
+    """(source name, SourceOptions) from the source flags; UserError names a wrong one."""
+    from exporter.sources import source_options
+
+    name: str = args.source or ("replay" if args.replay else "auto")
+    try:
+        return name, source_options(name, args)
+    except OptionError as exc:
+        raise UserError(str(exc)) from None
 
 
 # -- where serve listens (serve, and the healthcheck that finds it) ---------------------------

@@ -16,10 +16,13 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from exporter import __version__, fields
-from exporter.http_client import ClientConfigError
+from exporter.http_client import ClientConfigError, client_flags, config_from
+from exporter.option_specs import OptionError, OptionSpec, positive_seconds
 from exporter.redaction import misread_credentials, redact_url
 from exporter.sample import MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
 from exporter.sources.base import (
@@ -592,3 +595,49 @@ class ScrapeSource:
                 reader.first_skip,
                 self._skipped_total,
             )
+
+
+# -- the flags this source reads (exporter/sources/options.py) ------------------------------
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        flag="--scrape-url",
+        dest="scrape_url",
+        metavar="URL",
+        help="dcgm-exporter /metrics URL for --source scrape (user:password@ allowed; shown redacted)",
+    ),
+    OptionSpec(
+        flag="--scrape-timeout",
+        dest="scrape_timeout",
+        type=positive_seconds,
+        default=5.0,
+        metavar="S",
+        help="one deadline for a whole scrape: lookup, connect, TLS, headers and body (default 5)",
+    ),
+    *client_flags("scrape", "the scraped exporter", {"bearer-token-file": ("--scrape-bearer-token-file",)}),
+    OptionSpec(
+        flag="--scrape-auth-file",
+        dest="scrape_auth_file",
+        metavar="PATH",
+        help="file whose first line is user:password, for basic auth to the scraped exporter",
+        replaced_by="--scrape.basic-auth.username and --scrape.basic-auth.password-file",
+    ),
+)
+
+
+def options_from(values: Any, chosen: bool) -> dict[str, Any]:
+    """The URL, the deadline and, when this source is chosen, its HTTP client configuration
+    (checked, its files read once)."""
+    if not chosen:
+        return {"scrape_url": values.scrape_url, "scrape_timeout_seconds": values.scrape_timeout}
+    if not values.scrape_url:
+        raise OptionError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
+    client = config_from(values, CLIENT_PREFIX.strip("-."))
+    if values.scrape_auth_file:
+        client = replace(client, basic_auth_file=Path(values.scrape_auth_file))
+        client.check()
+    return {
+        "scrape_url": values.scrape_url,
+        "scrape_timeout_seconds": values.scrape_timeout,
+        "scrape_client": client,
+    }
