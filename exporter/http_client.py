@@ -307,9 +307,7 @@ def config_from(values: Any, prefix: str) -> HTTPClientConfig:
                 f"{flag}basic-auth.username USER needs a password: USER:PASSWORD or "
                 f"{flag}basic-auth.password-file FILE"
             )
-        basic = BasicAuth(
-            username=name, password=password if password_file is None else None, password_file=password_file
-        )
+        basic = BasicAuth(username=name, password=password if colon else None, password_file=password_file)
     config = HTTPClientConfig(
         basic_auth=basic,
         bearer_token_file=path("bearer-token-file"),

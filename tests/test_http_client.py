@@ -257,6 +257,11 @@ def test_each_commands_flags_build_the_same_config(tls_server: tuple[_Server, st
     )
     built = config_from(insecure, "node")
     assert built.tls_config.insecure_skip_verify and built.authorization() == "Bearer abc.def.ghi"
+    both = parser.parse_args(
+        ["top", "--node.basic-auth.username", "u:p", "--node.basic-auth.password-file", "f"]
+    )
+    with pytest.raises(ClientConfigError, match="or with the user, not both"):
+        config_from(both, "node")
 
 
 def ridgeline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
