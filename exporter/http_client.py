@@ -20,6 +20,10 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from exporter.option_specs import OptionError, OptionSpec
 
+SCRAPE_FLAGS, NODE_FLAGS, PROMETHEUS_FLAGS = "scrape", "node", "prometheus"
+"""The three clients' flag prefixes: the scrape source's (serve, record), top's towards its nodes,
+report's towards the query API. Here, so that a command's parser never imports its client."""
+
 MAX_SECRET_BYTES = 4096
 """A password or token file is read up to this much of its first line."""
 

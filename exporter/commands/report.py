@@ -254,8 +254,7 @@ def _writable(name: str | None, flag: str) -> Path | None:
 
 def prometheus_client_flags() -> tuple[Any, ...]:
     """The HTTP client flags towards the query API (--prometheus.*); the older names are aliases."""
-    from exporter.http_client import client_flags
-    from exporter.report.prometheus import CLIENT_PREFIX
+    from exporter.http_client import PROMETHEUS_FLAGS, client_flags
 
     renamed = {
         "basic-auth.username": ("--prometheus-user",),
@@ -266,7 +265,7 @@ def prometheus_client_flags() -> tuple[Any, ...]:
         "tls.key-file": ("--prometheus-key-file",),
         "tls.insecure-skip-verify": ("--prometheus-insecure-skip-verify",),
     }
-    return client_flags(CLIENT_PREFIX, "the query API", renamed)
+    return client_flags(PROMETHEUS_FLAGS, "the query API", renamed)
 
 
 def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any, Any, Any, Any]:

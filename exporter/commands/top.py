@@ -52,8 +52,7 @@ def register(subparsers: Any) -> None:
 
 def node_client_flags() -> tuple[Any, ...]:
     """The HTTP client flags towards the nodes (--node.*); top's older names are aliases."""
-    from exporter.http_client import client_flags
-    from exporter.top.client import CLIENT_PREFIX
+    from exporter.http_client import NODE_FLAGS, client_flags
 
     renamed = {
         "basic-auth.username": ("--user",),
@@ -63,7 +62,7 @@ def node_client_flags() -> tuple[Any, ...]:
         "tls.key-file": ("--key",),
         "tls.insecure-skip-verify": ("--insecure",),
     }
-    return client_flags(CLIENT_PREFIX, "the nodes", renamed)
+    return client_flags(NODE_FLAGS, "the nodes", renamed)
 
 
 def clients_for(args: argparse.Namespace) -> list[Any]:

@@ -36,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from exporter.http_client import ClientConfigError, HTTPClientConfig
+from exporter.http_client import PROMETHEUS_FLAGS, ClientConfigError, HTTPClientConfig
 from exporter.report import promql
 from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
 from exporter.report.series import (
@@ -79,7 +79,7 @@ class QueryError(Exception):
     """The query API could not be reached or refused a query; the message says which and why."""
 
 
-CLIENT_PREFIX = "prometheus"
+CLIENT_PREFIX = PROMETHEUS_FLAGS
 """The report's HTTP client flags: --prometheus.basic-auth.username, --prometheus.tls.ca-file, ..."""
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from exporter import __version__, fields
-from exporter.http_client import ClientConfigError, client_flags, config_from
+from exporter.http_client import SCRAPE_FLAGS, ClientConfigError, client_flags, config_from
 from exporter.option_specs import OptionError, OptionSpec, positive_seconds
 from exporter.redaction import misread_credentials, redact_url
 from exporter.sample import MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
@@ -44,7 +44,7 @@ MAX_INDEX_DIGITS = 5
 
 MAX_PROFILE_CHARS = 64
 
-CLIENT_PREFIX = "--scrape."
+CLIENT_PREFIX = f"--{SCRAPE_FLAGS}."
 """The scrape source's HTTP client flags: --scrape.basic-auth.username, --scrape.tls.ca-file, ..."""
 
 SKIP_LOG_EVERY_SECONDS = 60.0
@@ -614,7 +614,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="S",
         help="one deadline for a whole scrape: lookup, connect, TLS, headers and body (default 5)",
     ),
-    *client_flags("scrape", "the scraped exporter", {"bearer-token-file": ("--scrape-bearer-token-file",)}),
+    *client_flags(
+        SCRAPE_FLAGS, "the scraped exporter", {"bearer-token-file": ("--scrape-bearer-token-file",)}
+    ),
     OptionSpec(
         flag="--scrape-auth-file",
         dest="scrape_auth_file",
@@ -632,7 +634,7 @@ def options_from(values: Any, chosen: bool) -> dict[str, Any]:
         return {"scrape_url": values.scrape_url, "scrape_timeout_seconds": values.scrape_timeout}
     if not values.scrape_url:
         raise OptionError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
-    client = config_from(values, CLIENT_PREFIX.strip("-."))
+    client = config_from(values, SCRAPE_FLAGS)
     if values.scrape_auth_file:
         client = replace(client, basic_auth_file=Path(values.scrape_auth_file))
         client.check()

@@ -22,9 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from exporter.http_client import BasicAuth, ClientConfigError, HTTPClientConfig, split_url_credentials
+from exporter.http_client import (
+    NODE_FLAGS,
+    BasicAuth,
+    ClientConfigError,
+    HTTPClientConfig,
+    split_url_credentials,
+)
 
-CLIENT_PREFIX = "node"
+CLIENT_PREFIX = NODE_FLAGS
 """`top`'s HTTP client flags: --node.basic-auth.username, --node.tls.ca-file, ..."""
 
 CREDENTIAL_FLAGS = (
