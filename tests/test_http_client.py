@@ -38,6 +38,8 @@ from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
 from exporter.sources.scrape import ScrapeSource
 from exporter.top.client import NodeClient
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "tests" / "data" / "dcgm-exporter" / "legacy-h100-no-pods.txt").read_bytes()
 SERVER_NAME = "gpu-node.ridgeline.test"
