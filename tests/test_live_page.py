@@ -22,6 +22,7 @@ import bcrypt
 import pytest
 from browser import chromium, console_errors, foreign_requests, requested_urls
 from conftest import serve_process, stop_process
+from test_scrape_verdicts import throttled_node
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -336,30 +337,15 @@ return [...document.querySelectorAll('#gpus tbody tr')].map(r => {
 
 
 @pytest.fixture(scope="module")
-def throttled_node() -> Iterator[str]:
-    """`serve --source scrape` on tests/data/dcgm-exporter/throttled-h100.txt over loopback: GPU 0
-    a GEMM held at 1185 MHz by its power cap, GPU 1 at 1410 MHz by heat, GPU 2 at full clock."""
-    from http.server import ThreadingHTTPServer
-    from threading import Thread
-
-    from test_scrape_verdicts import _Page
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/throttled-h100.txt"
-    try:
-        with serve_process("--source", "scrape", "--scrape-url", url) as (base, _):
-            wait_for("three verdicts", lambda: len(get_json(base + "/classify")["gpus"]) == 3)
-            yield base
-    finally:
-        server.shutdown()
-        server.server_close()
+def throttled() -> Iterator[str]:
+    with throttled_node() as base:
+        yield base
 
 
-def test_a_gpu_at_a_reduced_clock_is_marked_with_its_cause_and_the_gain(throttled_node: str) -> None:
+def test_a_gpu_at_a_reduced_clock_is_marked_with_its_cause_and_the_gain(throttled: str) -> None:
     """Issue 19: the regime cell names what holds the clock down; its tooltip says the clock and
     what the full clock gives back (GET /classify's reduced_clock)."""
-    base = throttled_node
+    base = throttled
     classify = {str(g["gpu"]): g for g in get_json(base + "/classify")["gpus"]}
     assert classify["2"]["reduced_clock"] is None  # at full clock: no marker
     with chromium() as driver:
