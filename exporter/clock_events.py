@@ -161,3 +161,47 @@ def reduced_clock_note(marker: ReducedClock) -> str:
     if marker.give_back is None:
         return f"{said}: not compute-bound, so the full clock would give back little of its time"
     return f"{said}: compute-bound, so the full clock gives back up to {marker.give_back:.0%} more FLOP/s"
+
+
+UNREPORTED = "unreported"
+"""The cause label of clock-lost time neither field 112 nor the power draw explains."""
+
+
+def cause_label(cause: str) -> str:
+    """A cause as a label value: "power cap" -> "power_cap" (ridgeline_clock_event_active's)."""
+    return cause.lower().replace(" ", "_")
+
+
+CAUSE_LABELS: tuple[str, ...] = (*dict.fromkeys(cause_label(c) for c in CAUSES.values()), UNREPORTED)
+"""Every cause label of ridgeline_clock_lost_seconds_total, each born at 0 together."""
+
+
+def clock_loss(
+    regime: str,
+    pipe: str | None,
+    clock_ratio: float,
+    vector_clock_ratio: float,
+    causes: tuple[str, ...],
+) -> tuple[float, tuple[str, ...]] | None:
+    """(1 − k, the causes) of a compute-bound reading whose binding pipe runs below REDUCED_CLOCK
+    of its peak's clock (k: that pipe's ratio, 1 where unknown); None for any other reading. At its
+    wall the pipe's work per cycle is fixed, so the full clock would do the same work in k of the
+    time: 1 − k of each such GPU-second is what the clock cost."""
+    if regime != "compute_bound" or pipe is None:
+        return None
+    k = clock_ratio if pipe == "tensor" else vector_clock_ratio
+    if not k < REDUCED_CLOCK:
+        return None
+    return 1.0 - k, causes
+
+
+def lost_to_clock(
+    lost: Mapping[str, float] | None, fraction: float, causes: tuple[str, ...], gpu_seconds: float
+) -> Mapping[str, float]:
+    """`lost` (None: not born: every cause label at 0) plus fraction × gpu_seconds, split evenly
+    between the causes (UNREPORTED without one)."""
+    grown = dict.fromkeys(CAUSE_LABELS, 0.0) if lost is None else dict(lost)
+    labels = [cause_label(c) for c in causes] or [UNREPORTED]
+    for label in labels:
+        grown[label] += fraction * gpu_seconds / len(labels)
+    return MappingProxyType(grown)

@@ -146,6 +146,9 @@ class Totals(NamedTuple):
     flop_total: float | None = None
     dram_bytes_total: float | None = None
     integrated_seconds: float = 0.0
+    clock_lost_seconds: Mapping[str, float] | None = None
+    """GPU-seconds a reduced clock cost by cause label (clock_events.lost_to_clock), every cause
+    born at 0 the first time the GPU is compute-bound at one; None before (most GPUs never are)."""
 
 
 class Smoothing(NamedTuple):
@@ -414,12 +417,14 @@ def add_interval(
     bytes_per_second: float | None,
     dt: float | None,
     time_weight: float = 1.0,
+    clock_loss: tuple[float, tuple[str, ...]] | None = None,
 ) -> Totals:
     """Add one interval (dt None: none to add) to the counters, and bear the ones not born yet.
 
     FLOPs integrate Σ u·P over the raw pipes, bytes d·B (None: this reading cannot say, nothing
     added); a counter is born at 0 the first time its rate is known. time_weight: the part of a
     physical GPU the entity is (a MIG instance's share), so regime seconds are GPU-seconds.
+    clock_loss: (1 − k, its causes) of a compute-bound reading at a reduced clock.
     """
     seconds = totals.regime_seconds if totals.regime_seconds is not None else _NO_REGIME_SECONDS
     flops = totals.flop_total
@@ -438,8 +443,15 @@ def add_interval(
             flops += flop_per_second * dt
         if bytes_per_second is not None and bytes_ is not None:
             bytes_ += bytes_per_second * dt
+    lost = totals.clock_lost_seconds
+    if clock_loss is not None:
+        lost = clock_events.lost_to_clock(lost, clock_loss[0], clock_loss[1], (dt or 0.0) * time_weight)
     return Totals(
-        regime_seconds=seconds, flop_total=flops, dram_bytes_total=bytes_, integrated_seconds=integrated
+        regime_seconds=seconds,
+        flop_total=flops,
+        dram_bytes_total=bytes_,
+        integrated_seconds=integrated,
+        clock_lost_seconds=lost,
     )
 
 
@@ -493,7 +505,8 @@ def step(
     thresholds = config.thresholds
     raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
     raw_pipes = pipe_utilizations(raw)
-    raw_regime = judge_counters(raw, thresholds).regime  # its lever is not kept
+    raw_call = judge_counters(raw, thresholds)  # its lever is not kept
+    raw_regime = raw_call.regime
     reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
     call = judge_counters(
         reading,
@@ -523,6 +536,7 @@ def step(
         dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None,
         dt if cap_ok else None,
         time_weight,
+        clock_events.clock_loss(raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes),
     )
     return EntityInference(
         entity=entity,
