@@ -481,7 +481,7 @@ def step(
         return previous  # duplicate or out-of-order: the interval was already accounted for
     entity = sample.entity
     mig = entity.gpu_instance is not None
-    profile = card_profile(card, config, instance=mig, mig_profile=entity.profile)
+    profile = card_profile(card, config, instance=mig, mig_profile=entity.profile, live_sms=entity.sm_count)
     dt, recent = _interval(previous, timestamp)
     base = previous.totals if previous is not None else (totals or Totals())
     values = sample.values
@@ -672,6 +672,8 @@ class CardProfile:
     another precision)."""
     instance: bool = False
     mig_profile: str | None = None
+    live_sms: int | None = None
+    """The instance's SM count from the GPU library (Entity.sm_count), over the catalog's."""
 
     def clock_ratios(
         self, precision: str | None, sm_clock: float | None
@@ -701,31 +703,35 @@ class CardProfile:
         if known is None:
             roof = self.roof
             if precision != self.precision and self.card is not None and precision is not None:
-                roof = entity_roof(self.card, precision, self.instance, self.mig_profile)
+                roof = entity_roof(self.card, precision, self.instance, self.mig_profile, self.live_sms)
             peaks = pipe_peaks(roof, self.vector_peaks) if roof is not None else _UNIT_PEAKS
             known = self.roofs[precision] = (roof, peaks)
         return precision, known[0], known[1]
 
 
-def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | None) -> Roof | None:
+def entity_roof(
+    card: Card, precision: str, instance: bool, mig_profile: str | None, live_sms: int | None = None
+) -> Roof | None:
     """The roof of a whole card, or of a MIG instance: the card's peak scaled by the instance's
     SMs and its bandwidth by its memory slices (Card.instance_roof: the MIG user guide's slice
     tables, `nvidia-smi mig -lgip`'s SM counts). A MIG instance whose profile is absent, unknown
     to the card or without a published SM count has no roof: it gets ratios and a regime, never
-    the whole card's figures."""
+    the whole card's figures. `live_sms` (the library's count) goes before the catalog's."""
     if not instance:
         return card.roof(precision)
     if mig_profile is None:
         return None
-    return card.instance_roof(precision, mig_profile)
+    return card.instance_roof(precision, mig_profile, live_sms)
 
 
-def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapping[str, float]:
+def vector_peaks_of(
+    card: Card, instance: bool, mig_profile: str | None, live_sms: int | None = None
+) -> Mapping[str, float]:
     """The CUDA-core FP64/FP32/FP16 peaks in FLOP/s where the catalog has them; a MIG instance's
     scaled by its share of the SMs (none without a known profile and SM count, as for its roof)."""
     scale = 1.0
     if instance:
-        slices = card.mig_slices(mig_profile) if mig_profile is not None else None
+        slices = card.mig_slices(mig_profile, live_sms) if mig_profile is not None else None
         fraction = None if slices is None else slices.sm_fraction
         if fraction is None:
             return MappingProxyType({})
@@ -734,20 +740,25 @@ def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapp
     return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
 
 
-_profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, CardProfile]] = {}
+_profiles: dict[tuple[int, str | None, bool, str | None, int | None], tuple[Card | None, CardProfile]] = {}
 MAX_PROFILES = 1024
 """Cached profiles at most: a node has a few cards and MIG profiles; a file may name any."""
 
 
 def card_profile(
-    card: Card | None, config: InferenceConfig, *, instance: bool, mig_profile: str | None
+    card: Card | None,
+    config: InferenceConfig,
+    *,
+    instance: bool,
+    mig_profile: str | None,
+    live_sms: int | None = None,
 ) -> CardProfile:
     """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
 
     The cache keeps a reference to the card, so an id is never reused while its entry lives;
     catalogs are small and long-lived, so the cache stays small.
     """
-    cache_key = (id(card), config.precision, instance, mig_profile)
+    cache_key = (id(card), config.precision, instance, mig_profile, live_sms)
     hit = _profiles.get(cache_key)
     if hit is not None and hit[0] is card:
         return hit[1]
@@ -765,14 +776,14 @@ def card_profile(
         )
     else:
         precision, note = precision_on(card, config.precision or DEFAULT_PRECISION)
-        roof = entity_roof(card, precision, instance, mig_profile)
+        roof = entity_roof(card, precision, instance, mig_profile, live_sms)
         profile = CardProfile(
             key=card.key,
             card=card,
             precision=precision,
             note=note,
             roof=roof,
-            vector_peaks=vector_peaks_of(card, instance, mig_profile),
+            vector_peaks=vector_peaks_of(card, instance, mig_profile, live_sms),
             vector_clock=card.vector_clock_mhz(),
             dominant=config.precision is None and roof is not None,
             fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
@@ -780,6 +791,7 @@ def card_profile(
             roofs={},
             instance=instance,
             mig_profile=mig_profile,
+            live_sms=live_sms,
         )
     if len(_profiles) >= MAX_PROFILES:
         _profiles.clear()  # MIG profile names come from the input: a hostile one must not grow this
