@@ -452,7 +452,7 @@ class Card(BaseModel):
 
         None when the card has no MIG table or does not list the profile. `live_sms`: the
         instance's SM count as the GPU library reports it, which overrides `mig_sms` and fills it
-        for a profile the table lacks (docs/cards.md, "SM counts"); one above the card's is ignored.
+        for a profile the table lacks (docs/model.md, "MIG roofs"); one above the card's is ignored.
         """
         if self.mig is None:
             return None

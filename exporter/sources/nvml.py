@@ -226,7 +226,7 @@ class NvmlSource:
     def _instance_profile(self, nvml: ModuleType, handle: Any, gi: int) -> tuple[str | None, int | None]:
         """(profile name, SMs) of GPU instance `gi` from NVML's GPU instance profile info, which
         carries both: the name ("3g.40gb") gives the memory slices, multiprocessorCount the SMs
-        GPM samples over (docs/cards.md, "SM counts"). (None, None) where this nvidia-ml-py or
+        GPM samples over (docs/model.md, "MIG roofs"). (None, None) where this nvidia-ml-py or
         driver lacks the calls or refuses them: the instance then has ratios and a regime but no
         roof, as without this."""
         try:
