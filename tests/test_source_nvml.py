@@ -295,3 +295,31 @@ def test_a_live_count_fills_a_profile_the_table_lacks_and_a_bad_one_is_ignored()
     assert h100.instance_roof("bf16", "1c.3g.40gb") is None  # unpublished, and no source told
     # more SMs than the card has: not believed, the table's count stands
     assert h100.instance_roof("bf16", "3g.40gb", live_sms=500) == h100.instance_roof("bf16", "3g.40gb")
+
+
+def test_a_recording_keeps_the_live_sm_count_and_a_bad_one_is_refused(
+    nvml: ModuleType, tmp_path: Path
+) -> None:
+    from replay_lines import play_all, read_samples, replay_source
+
+    from exporter.recorder import record
+
+    _mig_h100(nvml)
+    source = _open()
+    trace = tmp_path / "mig.jsonl"
+    ticks = iter(range(100))  # one read: the clock passes the 2.5 s deadline at the second
+    assert record(source, trace, 2.5, 0.001, clock=lambda: float(next(ticks))) == 4
+    source.close()
+    entities = {s.entity.gpu_instance: s.entity for s in read_samples(trace)}
+    assert (entities[2].profile, entities[2].sm_count) == ("1g.10gb", 14)  # replays with NVML's count
+    assert entities[3].sm_count is None and entities[None].sm_count is None
+    line = (
+        '{"ts": 1.0, "gpu": 0, "model": "%s", "gpu_instance": 1, "gpu_instance_sm_count": %s, '
+        '"fields": {"1005": 0.5}}'
+    )
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(line % (H100, value) + "\n" for value in ("0", "true", '"60"', "2000", "60")))
+    replay = replay_source(bad)
+    samples = [s for batch in play_all(replay) for s in batch]
+    assert [s.entity.sm_count for s in samples] == [60]
+    assert replay.replay_stats.skipped_by_reason == {"bad_entity": 4}
