@@ -49,6 +49,7 @@ _ESTIMATE_FIELDS: tuple[str, ...] = (
     "fp64_active",
     "fp32_active",
     "fp16_active",
+    "link",
 )
 """Estimate attributes a live verdict carries under the same names (null without a reading)."""
 
@@ -137,6 +138,7 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
             "integrated_seconds": totals.integrated_seconds,
         },
     }
+    answer["link_utilization"] = {} if estimate is None else dict(estimate.link_utilization)
     answer["own_ridge_flop_per_byte"] = own_ridge(answer)
     answer["ridge_note"] = ridge_note(answer)
     return answer
