@@ -335,6 +335,7 @@ def _ratio(value: float) -> float:
 
 
 _INPUT_FIELDS: tuple[tuple[str, int], ...] = (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items())
+_LINK_INPUTS: tuple[tuple[str, int], ...] = tuple(LINK_FIELDS.items())
 
 
 def raw_inputs(values: Mapping[int, float | None]) -> dict[str, float]:
@@ -346,7 +347,7 @@ def raw_inputs(values: Mapping[int, float | None]) -> dict[str, float]:
         value = values.get(fid)
         if value is not None:
             inputs[name] = _ratio(value)
-    for name, fid in LINK_FIELDS.items():
+    for name, fid in _LINK_INPUTS:
         rate = values.get(fid)
         if rate is not None and 0.0 <= rate < math.inf:
             inputs[name] = float(rate)
@@ -411,16 +412,21 @@ _LINK_FIELD_NAMES: Mapping[str, tuple[tuple[int, str], ...]] = MappingProxyType(
 )
 
 
+def link_field_names(bandwidths: Mapping[str, float]) -> tuple[tuple[int, str], ...]:
+    """(id, DCGM name) of the link byte fields (1009-1012) of each link with a figure."""
+    return tuple(pair for link in bandwidths for pair in _LINK_FIELD_NAMES[link])
+
+
 def missing_link_fields(
-    values: Mapping[int, float | None], bandwidths: Mapping[str, float]
+    values: Mapping[int, float | None], names: tuple[tuple[int, str], ...]
 ) -> tuple[str, ...]:
-    """DCGM names of the link byte fields a sample lacks, for the links with a figure (`bandwidths`):
-    without them the interconnect wall cannot be judged, and the verdict is the ratios' alone."""
-    if not bandwidths:
+    """DCGM names of the link byte fields a sample lacks among `names` (link_field_names: the
+    links with a figure): without them the interconnect wall cannot be judged, and the verdict
+    is the ratios' alone."""
+    if not names:
         return ()
-    return tuple(
-        [name for link in bandwidths for fid, name in _LINK_FIELD_NAMES[link] if values.get(fid) is None]
-    )
+    found = [name for fid, name in names if values.get(fid) is None]
+    return tuple(found) if found else ()
 
 
 def missing_profiling_fields(values: Mapping[int, float | None]) -> tuple[str, ...]:
@@ -538,7 +544,7 @@ def step(
             recent_intervals=recent,
             missing_fields=missing,
             card_key=profile.key,
-            missing_link_fields=missing_link_fields(values, profile.link_bandwidths),
+            missing_link_fields=missing_link_fields(values, profile.link_fields),
         )
 
     prior = previous.smoothing if previous is not None else None
@@ -548,8 +554,10 @@ def step(
     thresholds = config.thresholds
     raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
     raw_pipes = pipe_utilizations(raw)
-    bandwidths = profile.link_bandwidths
-    raw_regime = judge_counters(raw, thresholds, links=links_of(inputs, bandwidths)).regime  # lever not kept
+    walls = profile.link_walls
+    raw_regime = judge_counters(
+        raw, thresholds, links=links_of(inputs, *walls)
+    ).regime  # its lever is not kept
     reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
     call = judge_counters(
         reading,
@@ -558,7 +566,7 @@ def step(
         fp64_tensor_faster=fp64_faster,
         precision=precision,
         precisions=profile.precisions,
-        links=links_of(smoothed, bandwidths),
+        links=links_of(smoothed, *walls),
     )
     reasons = clock_events.active_reasons(values.get(fields.CLOCKS_EVENT_REASONS))
     causes = clock_events.causes_of(
@@ -594,7 +602,7 @@ def step(
         raw_regime=raw_regime,
         clock_reasons=reasons,
         clock_causes=causes,
-        missing_link_fields=missing_link_fields(values, bandwidths),
+        missing_link_fields=missing_link_fields(values, profile.link_fields),
     )
 
 
@@ -688,25 +696,26 @@ def estimate_of(
         link_bytes_per_second=tuple(
             (link, direction, smoothed[name]) for link, direction, name in LINK_DIRECTIONS if name in smoothed
         ),
-        link_utilization=link_utilizations(links_of(smoothed, profile.link_bandwidths)),
+        link_utilization=link_utilizations(links_of(smoothed, *profile.link_walls)),
         link=call.link,
     )
 
 
-def links_of(inputs: Mapping[str, float], bandwidths: Mapping[str, float]) -> LinkLoad | None:
-    """Each link's load from these inputs (roofline.link_load); None without a link figure or
-    without a link counter (the verdict is then the one the ratios give alone)."""
-    if not bandwidths:
+def links_of(inputs: Mapping[str, float], nvlink_bw: float | None, pcie_bw: float | None) -> LinkLoad | None:
+    """Each link's load from these inputs against the per-direction bandwidths (roofline.link_load);
+    None without a link figure or a link counter (the verdict is then the ratios' alone)."""
+    if nvlink_bw is None and pcie_bw is None:
         return None
-    nvlink = link_load(
-        inputs.get("nvlink_tx_bytes_per_second"),
-        inputs.get("nvlink_rx_bytes_per_second"),
-        bandwidths.get("nvlink"),
-    )
-    pcie = link_load(
-        inputs.get("pcie_tx_bytes_per_second"), inputs.get("pcie_rx_bytes_per_second"), bandwidths.get("pcie")
-    )
-    return None if nvlink is None and pcie is None else LinkLoad(nvlink=nvlink, pcie=pcie)
+    nvlink = pcie = None
+    if nvlink_bw is not None:
+        nvlink = link_load(
+            inputs.get("nvlink_tx_bytes_per_second"), inputs.get("nvlink_rx_bytes_per_second"), nvlink_bw
+        )
+    if pcie_bw is not None:
+        pcie = link_load(
+            inputs.get("pcie_tx_bytes_per_second"), inputs.get("pcie_rx_bytes_per_second"), pcie_bw
+        )
+    return None if nvlink is None and pcie is None else LinkLoad(nvlink, pcie)
 
 
 def link_utilizations(load: LinkLoad | None) -> tuple[tuple[str, float], ...]:
@@ -761,6 +770,11 @@ class CardProfile:
     mig_profile: str | None = None
     link_bandwidths: Mapping[str, float] = field(default_factory=lambda: _NO_LINKS)
     """Per-direction bytes/s of each link with a figure (link_bandwidths_of); empty: no wall."""
+    link_walls: tuple[float | None, float | None] = (None, None)
+    """(NVLink, PCIe) bytes/s per direction, None without a figure: link_bandwidths, unpacked
+    once for the sample loop."""
+    link_fields: tuple[tuple[int, str], ...] = ()
+    """link_field_names(link_bandwidths): the link fields whose absence the missing family names."""
 
     def clock_ratios(
         self, precision: str | None, sm_clock: float | None
@@ -869,7 +883,9 @@ def card_profile(
             roofs={},
             instance=instance,
             mig_profile=mig_profile,
-            link_bandwidths=link_bandwidths_of(card, instance),
+            link_bandwidths=(bandwidths := link_bandwidths_of(card, instance)),
+            link_walls=(bandwidths.get("nvlink"), bandwidths.get("pcie")),
+            link_fields=link_field_names(bandwidths),
         )
     if len(_profiles) >= MAX_PROFILES:
         _profiles.clear()  # MIG profile names come from the input: a hostile one must not grow this

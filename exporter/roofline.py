@@ -399,10 +399,12 @@ def link_load(
 ) -> float | None:
     """max(TX, RX) / the per-direction bandwidth: the busier direction is the one at the wall
     (a link carries each direction on its own lanes). None without a figure or either counter."""
-    if bandwidth is None or not (math.isfinite(bandwidth) and bandwidth > 0):
+    if bandwidth is None or not (0.0 < bandwidth < math.inf):
         return None
-    reported = [v for v in (tx_bytes_per_second, rx_bytes_per_second) if v is not None]
-    return max(reported) / bandwidth if reported else None
+    tx, rx = tx_bytes_per_second, rx_bytes_per_second
+    if tx is None:
+        return None if rx is None else rx / bandwidth
+    return (tx if rx is None or tx >= rx else rx) / bandwidth
 
 
 def busiest_link(load: LinkLoad | None) -> tuple[Link, float] | None:
