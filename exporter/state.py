@@ -59,7 +59,8 @@ class GpuState(NamedTuple):
     """The part of a physical GPU this entity is: 1 for a whole GPU, a MIG instance its share of
     the GPU's instances (docs/model.md, "One count per physical GPU"), 0 for a MIG parent."""
     derived: Derived | None = None
-    """This GpuState's own memo (the sampler gives each one); None: derive on every read."""
+    """This GpuState's own memo (the sampler gives each one); None: derive on every read. A copy
+    made with `_replace` shares it: give a changed copy `derived=Derived()` (or None)."""
 
     @property
     def estimate(self) -> Estimate | None:
