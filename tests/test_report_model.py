@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -600,3 +602,22 @@ def test_the_levers_ceiling_follows_the_thresholds() -> None:
     assert latency.formula.endswith("= 0.5)")  # θ × max(0.9, 1.0)
     latency = levers(Thresholds(theta=0.5, dram_wall=0.5, tensor_wall=0.9))[2]
     assert latency.formula.endswith("= 0.45)")
+
+
+def test_the_levers_formulas_are_docs_reports_and_their_titles_as_printed() -> None:
+    """docs/report.md's levers table states each bound; the document carries the same formula
+    (the latency lever adds the ceiling's value at the thresholds in use)."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "report.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| `(\w+)` \| (S [^|]+?) \|", docs, flags=re.MULTILINE))
+    found = levers(Thresholds())
+    assert [lv.key for lv in found] == list(table)
+    for lever in found:
+        formula = re.sub(r" = [\d.]+\)$", ")", lever.formula)
+        assert " ".join(formula.split()) == table[lever.key], lever.key
+    assert found[2].formula.endswith(f"= {Thresholds().theta * 0.93:.3g})")
+    assert [lv.title for lv in found] == [
+        "Give back GPUs that sit idle while allocated",
+        "Move half the bytes (fp8 weights, kernel fusion, a quantized KV cache)",
+        "Reach the roofline (bigger batches, CUDA graphs, fewer launches, a faster input path)",
+    ]
+    assert all(lv.assumptions for lv in found)
