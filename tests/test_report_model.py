@@ -23,7 +23,7 @@ from exporter.report.model import (
     levers,
     merge_usage,
 )
-from exporter.roofline import Thresholds
+from exporter.roofline import REGIMES, Thresholds
 
 H100_PEAK = 989.5e12
 H100_BANDWIDTH = 3.35e12
@@ -38,6 +38,11 @@ def provenance() -> Provenance:
         step_seconds=1.0,
         sample_interval_seconds=1.0,
     )
+
+
+def every_regime(**seconds: float) -> dict[str, float]:
+    """A per-regime figure as the document writes it: every regime, 0 where there was none."""
+    return {r: seconds.get(r, 0.0) for r in REGIMES}
 
 
 def usage(name: str, **seconds: float) -> Usage:
@@ -288,20 +293,15 @@ def test_the_document_carries_the_range_source_resolution_gaps_and_timeline(cata
     assert d["notes"] == ["a note"]
     assert d["precision"] == "fp16"
     assert d["thresholds"] == {"theta": 0.5, "dram_wall": 0.8, "tensor_wall": 0.93}
-    assert [lv["key"] for lv in d["levers"]] == ["idle_allocated", "memory_bound", "latency_bound"]
-    assert d["levers"][1]["formula"] == "S ≤ T_memory × 0.5"
-    assert "= 0.465)" in d["levers"][2]["formula"]  # θ·max(walls) = 0.5 × 0.93
+    formulas = {lv["key"]: lv["formula"] for lv in d["levers"]}
+    assert [lv["key"] for lv in d["levers"]][:3] == ["idle_allocated", "memory_bound", "latency_bound"]
+    assert formulas["memory_bound"] == "S ≤ T_memory × 0.5"
+    assert "= 0.465)" in formulas["latency_bound"]  # θ·max(walls) = 0.5 × 0.93
     # every regime in every timeline point, 0 where the window had none
     assert d["timeline"] == [
         {
             "end": 1_700_000_060.0,
-            "gpus": {
-                "memory_bound": 0.5,
-                "compute_bound": 0.0,
-                "latency_bound": 0.0,
-                "idle": 2.0,
-                "unknown": 0.0,
-            },
+            "gpus": every_regime(memory_bound=0.5, idle=2.0),
         }
     ]
     json.dumps(d, allow_nan=False)
@@ -357,13 +357,9 @@ def test_the_fleet_row_has_the_fleets_work_and_its_groups_time(catalog: Catalog)
     assert row["achieved_flop_per_second_per_gpu"] == pytest.approx(4e15 / 200.0)
     assert row["card"] == "h100-sxm"
     assert row["idle_allocated_gpu_seconds"] == 15.0
-    assert row["gpu_seconds"] == {
-        "memory_bound": 100.0,
-        "compute_bound": 60.0,
-        "latency_bound": 40.0,
-        "idle": 20.0,
-        "unknown": 0.0,
-    }
+    assert row["gpu_seconds"] == every_regime(
+        memory_bound=100.0, compute_bound=60.0, latency_bound=40.0, idle=20.0
+    )
     assert row["gpu_seconds_total"] == 220.0
     groups = {g["labels"]["namespace"]: g for g in d["groups"]}
     for lever in ("idle_allocated", "memory_bound", "latency_bound"):
@@ -411,13 +407,7 @@ def test_the_remainder_holds_what_the_groups_miss_regime_by_regime(catalog: Cata
     )
     d = doc(catalog, [group], fleet)
     rest = next(g for g in d["groups"] if not g["labels"])
-    assert rest["gpu_seconds"] == {
-        "memory_bound": 0.0,
-        "compute_bound": 0.0,
-        "latency_bound": 50.0,
-        "idle": 200.0,
-        "unknown": 0.0,
-    }
+    assert rest["gpu_seconds"] == every_regime(latency_bound=50.0, idle=200.0)
     assert rest["idle_allocated_gpu_seconds"] == 50.0  # the fleet's 90 less the group's 40
     assert rest["flop"] == 2e15
     assert rest["dram_bytes"] == 0.0
@@ -528,13 +518,7 @@ def test_a_group_row_carries_its_inputs(catalog: Catalog) -> None:
     assert list(g["labels"]) == ["namespace", "pod"]  # sorted
     assert g["cards_gpu_seconds"] == {"a100-sxm4-80gb": 1.0, "h100-sxm": 6.0}
     assert list(g["cards_gpu_seconds"]) == ["a100-sxm4-80gb", "h100-sxm"]
-    assert g["gpu_seconds"] == {
-        "memory_bound": 3.0,
-        "compute_bound": 0.0,
-        "latency_bound": 0.0,
-        "idle": 0.0,
-        "unknown": 4.0,
-    }
+    assert g["gpu_seconds"] == every_regime(memory_bound=3.0, unknown=4.0)
     assert g["gpu_seconds_total"] == 7.0 and g["busy_gpu_seconds"] == 3.0
     assert g["idle_allocated_gpu_seconds"] == 2.0 and g["flop"] == 5.0 and g["dram_bytes"] == 6.0
     assert g["savings_gpu_seconds"]["idle_allocated"] == 2.0
@@ -598,10 +582,13 @@ def test_times_are_rfc3339_utc_and_names_mark_missing_labels() -> None:
 
 
 def test_the_levers_ceiling_follows_the_thresholds() -> None:
-    latency = levers(Thresholds(theta=0.5, dram_wall=1.0, tensor_wall=0.9))[2]
-    assert latency.formula.endswith("= 0.5)")  # θ × max(0.9, 1.0)
-    latency = levers(Thresholds(theta=0.5, dram_wall=0.5, tensor_wall=0.9))[2]
-    assert latency.formula.endswith("= 0.45)")
+    def latency(thresholds: Thresholds) -> str:
+        return next(lv.formula for lv in levers(thresholds) if lv.key == "latency_bound")
+
+    assert latency(Thresholds(theta=0.5, dram_wall=1.0, tensor_wall=0.9)).endswith(
+        "= 0.5)"
+    )  # θ × max(0.9, 1)
+    assert latency(Thresholds(theta=0.5, dram_wall=0.5, tensor_wall=0.9)).endswith("= 0.45)")
 
 
 def test_the_levers_formulas_are_docs_reports_and_their_titles_as_printed() -> None:
@@ -614,10 +601,12 @@ def test_the_levers_formulas_are_docs_reports_and_their_titles_as_printed() -> N
     for lever in found:
         formula = re.sub(r" = [\d.]+\)$", ")", lever.formula)
         assert " ".join(formula.split()) == table[lever.key], lever.key
-    assert found[2].formula.endswith(f"= {Thresholds().theta * 0.93:.3g})")
-    assert [lv.title for lv in found] == [
-        "Give back GPUs that sit idle while allocated",
-        "Move half the bytes (fp8 weights, kernel fusion, a quantized KV cache)",
-        "Reach the roofline (bigger batches, CUDA graphs, fewer launches, a faster input path)",
-    ]
+    latency = next(lv for lv in found if lv.key == "latency_bound")
+    assert latency.formula.endswith(f"= {Thresholds().theta * 0.93:.3g})")
+    titles = {lv.key: lv.title for lv in found}
+    assert titles["idle_allocated"] == "Give back GPUs that sit idle while allocated"
+    assert titles["memory_bound"] == "Move half the bytes (fp8 weights, kernel fusion, a quantized KV cache)"
+    assert titles["latency_bound"] == (
+        "Reach the roofline (bigger batches, CUDA graphs, fewer launches, a faster input path)"
+    )
     assert all(lv.assumptions for lv in found)

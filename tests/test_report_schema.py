@@ -22,9 +22,10 @@ from exporter.report.model import (
     Usage,
     Window,
     build_report,
+    levers,
 )
 from exporter.report.replay import collect_replay
-from exporter.roofline import REGIMES
+from exporter.roofline import REGIMES, Thresholds
 from exporter.sources import SourceOptions
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "docs" / "report.schema.json"
@@ -88,11 +89,15 @@ def rich_document(catalog: Catalog) -> dict[str, Any]:
     )
 
 
-def test_the_schema_names_the_models_version_and_regimes(validator: jsonschema.protocols.Validator) -> None:
+def test_the_schema_names_the_models_version_regimes_and_levers(
+    validator: jsonschema.protocols.Validator,
+) -> None:
     schema = validator.schema
     assert schema["properties"]["schema"] == {"const": SCHEMA}
     assert schema["$id"] == SCHEMA
     assert set(schema["$defs"]["per_regime"]["required"]) <= set(REGIMES)
+    keys = [lever.key for lever in levers(Thresholds())]
+    assert set(schema["$defs"]["savings"]["required"]) <= set(keys)
 
 
 def test_a_rich_document_validates(catalog: Catalog, validator: jsonschema.protocols.Validator) -> None:
@@ -158,12 +163,17 @@ def test_the_demo_traces_report_validates(validator: jsonschema.protocols.Valida
         (
             ("groups", 0, "savings_gpu_seconds"),
             lambda d: d.update(memory_bound="5"),
-            "'5' is not of type 'number'",
+            "'5' is not valid under any",
         ),
         (("range",), lambda d: d.update(start="2023-11-14 22:13:20"), "does not match"),
         ((), lambda d: d.update(schema="ridgeline.report/v2"), "'ridgeline.report/v1' was expected"),
         (("workloads", "latency_bound", 0), lambda d: d.update(labels={}), "should be non-empty"),
-        (("levers", 0), lambda d: d.update(key="free_lunch"), "is not one of"),
+        (("levers", 0), lambda d: d.update(key="free lunch"), "does not match"),
+        (
+            ("groups", 1, "savings_gpu_seconds"),
+            lambda d: d.update(latency_bound=-1.0),
+            "-1.0 is not valid under any",
+        ),
         (("source",), lambda d: d.update(kind="csv"), "is not one of"),
         ((), lambda d: d.pop("timeline"), "'timeline' is a required property"),
     ],
