@@ -4,7 +4,8 @@ and `ridgeline top` read (docs/api.md, "GET /classify").
 The daemon builds one per GPU per snapshot (exporter/web/live_routes.py, memoised on the
 snapshot's GpuState); `to_json` writes it as the API answers it, and `decode_verdict` reads an
 answer back for `top`, which has only the HTTP API. The field order is the JSON's key order, so
-a new field is one line here, placed where it should appear. Standard library only: `top` imports
+a new field is one line here, placed where it should appear (a nested object: a record class here
+and the line); its JSON reader follows from its annotation. Standard library only: `top` imports
 it without the daemon's state.
 """
 
@@ -102,16 +103,16 @@ class LiveVerdict(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         """The verdict as the API writes it: nested records as objects, in field order."""
-        out = self._asdict()
-        for name in _NESTED:
-            value = out[name]
-            if value is not None:
-                out[name] = value._asdict()
-        return out
+        return _as_json(self)
 
 
-_NESTED: tuple[str, ...] = ("attribution", "smoothing", "totals")
-"""The fields holding a record of their own."""
+def _as_json(record: Any) -> dict[str, Any]:
+    out: dict[str, Any] = record._asdict()
+    for name in _NESTED[type(record)]:
+        value = out[name]
+        if value is not None:
+            out[name] = _as_json(value)
+    return out
 
 
 # -- reading an answer back (`ridgeline top`): whatever a node sent, a wrong type reads as absent --
@@ -164,7 +165,7 @@ def _decoder(record: type[Any]) -> Callable[[object], Any]:
     field of a type without a converter fails at import, so a new field cannot be left unread."""
     fields: list[tuple[str, Callable[[object], object]]] = []
     for name, annotation in record.__annotations__.items():
-        text = str(getattr(annotation, "__forward_arg__", annotation))  # NamedTuple: a ForwardRef
+        text = _annotation(annotation)
         nested = _RECORDS.get(text.removesuffix(" | None"))
         if nested is not None:
             fields.append((name, _decoder(nested)))
@@ -182,11 +183,25 @@ def _decoder(record: type[Any]) -> Callable[[object], Any]:
     return decode
 
 
+def _annotation(annotation: object) -> str:
+    return str(getattr(annotation, "__forward_arg__", annotation))  # NamedTuple's: a ForwardRef
+
+
 _RECORDS: dict[str, type[Any]] = {
-    "VerdictAttribution": VerdictAttribution,
-    "VerdictSmoothing": VerdictSmoothing,
-    "VerdictTotals": VerdictTotals,
+    name: value
+    for name, value in list(globals().items())
+    if isinstance(value, type) and issubclass(value, tuple) and hasattr(value, "_fields")
 }
+"""The records of this module by name: a field annotated with one holds a record of its own."""
+_NESTED: dict[type[Any], tuple[str, ...]] = {
+    record: tuple(
+        name
+        for name, annotation in record.__annotations__.items()
+        if _annotation(annotation).removesuffix(" | None") in _RECORDS
+    )
+    for record in _RECORDS.values()
+}
+"""Each record's fields holding a record (written as a JSON object, read back as the record)."""
 _decode_live = _decoder(LiveVerdict)
 
 
