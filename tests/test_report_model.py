@@ -610,3 +610,70 @@ def test_the_levers_formulas_are_docs_reports_and_their_titles_as_printed() -> N
         "Reach the roofline (bigger batches, CUDA graphs, fewer launches, a faster input path)"
     )
     assert all(lv.assumptions for lv in found)
+
+
+def test_the_document_prints_each_lever_whole(catalog: Catalog) -> None:
+    d = doc(catalog, [usage("a", idle=1.0)])
+    expected = [
+        {"key": lv.key, "title": lv.title, "formula": lv.formula, "assumptions": lv.assumptions}
+        for lv in levers(Thresholds())
+    ]
+    assert d["levers"] == expected
+
+
+def test_small_figures_are_figures(catalog: Catalog) -> None:
+    """Values under 1 (a fraction of a second, of a FLOP, of a byte) count like any other: no
+    comparison against 1 where 0 is meant."""
+
+    def row(**kw: object) -> dict:
+        u = Usage(labels={"namespace": "a"}, card_gpu_seconds={"h100-sxm": 1.0}, **kw)  # type: ignore[arg-type]
+        return doc(catalog, [u])["groups"][0]
+
+    # half a byte: an intensity, not None
+    g = row(gpu_seconds={"memory_bound": 100.0}, flop=50.0, dram_bytes=0.5)
+    assert g["intensity_flop_per_byte"] == 100.0
+    # half a FLOP and no bytes: infinite intensity, measured against the peak
+    g = row(gpu_seconds={"compute_bound": 100.0}, flop=0.5)
+    assert g["achieved_flop_per_second_per_gpu"] == 0.005
+    assert g["attainable_flop_per_second"] == pytest.approx(H100_PEAK)
+    # half a byte and no FLOPs: achieved 0, not None
+    g = row(gpu_seconds={"memory_bound": 100.0}, dram_bytes=0.5)
+    assert g["achieved_flop_per_second_per_gpu"] == 0.0
+    # an attainable under 1 FLOP/s still gives an efficiency
+    g = row(gpu_seconds={"memory_bound": 100.0}, flop=1.0, dram_bytes=1e13)
+    assert g["attainable_flop_per_second"] == pytest.approx(0.335)
+    assert g["roofline_efficiency"] == pytest.approx(0.01 / 0.335)
+    # a fleet under one GPU-second still has its remainder
+    tiny = Usage(labels={}, gpu_seconds={"idle": 0.5})
+    rest = [g for g in doc(catalog, [usage("a", idle=0.1)], tiny)["groups"] if not g["labels"]]
+    assert len(rest) == 1 and rest[0]["gpu_seconds"]["idle"] == pytest.approx(0.4)
+    # half a second in a regime puts a workload on its top list
+    workloads = [Usage(labels={"namespace": "a", "pod": "p"}, gpu_seconds={"memory_bound": 0.5})]
+    d = doc(catalog, [usage("a", memory_bound=0.5)], workloads=workloads)
+    assert [w["gpu_seconds"] for w in d["workloads"]["memory_bound"]] == [0.5]
+
+
+def test_the_remainder_keeps_its_own_work_and_drops_rounding_at_the_threshold(catalog: Catalog) -> None:
+    group = Usage(labels={"namespace": "a"}, gpu_seconds={"idle": 1000.0}, flop=10.0, dram_bytes=10.0)
+    # the remainder is 1000 GPU-seconds: 999 idle and exactly 0.1 % (1 s) memory-bound, rounding
+    fleet = Usage(labels={}, gpu_seconds={"idle": 1999.0, "memory_bound": 1.0}, flop=10.0, dram_bytes=30.0)
+    rest = next(g for g in doc(catalog, [group], fleet)["groups"] if not g["labels"])
+    assert rest["gpu_seconds"]["memory_bound"] == 0.0 and rest["gpu_seconds"]["idle"] == 999.0
+    assert rest["flop"] == 0.0  # the fleet did no more work than its groups
+    assert rest["dram_bytes"] == 20.0
+
+
+def test_both_top_lists_are_cut_at_n(catalog: Catalog) -> None:
+    workloads = [
+        Usage(labels={"namespace": "x", "pod": f"p{i}"}, gpu_seconds={"latency_bound": 1.0 + i})
+        for i in range(4)
+    ]
+    d = build_report(
+        groups=[usage("x", idle=1.0)],
+        fleet=usage("x", idle=1.0),
+        workloads=workloads,
+        provenance=provenance(),
+        catalog=catalog,
+        options=ReportOptions(by=("namespace",), top=2),
+    )
+    assert [w["labels"]["pod"] for w in d["workloads"]["latency_bound"]] == ["p3", "p2"]
