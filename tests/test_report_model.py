@@ -650,7 +650,9 @@ def test_small_figures_are_figures(catalog: Catalog) -> None:
     # half a second in a regime puts a workload on its top list
     workloads = [Usage(labels={"namespace": "a", "pod": "p"}, gpu_seconds={"memory_bound": 0.5})]
     d = doc(catalog, [usage("a", memory_bound=0.5)], workloads=workloads)
-    assert [w["gpu_seconds"] for w in d["workloads"]["memory_bound"]] == [0.5]
+    assert [(w["gpu_seconds"], w["share_of_own_time"]) for w in d["workloads"]["memory_bound"]] == [
+        (0.5, 1.0)
+    ]
 
 
 def test_the_remainder_keeps_its_own_work_and_drops_rounding_at_the_threshold(catalog: Catalog) -> None:
