@@ -42,6 +42,17 @@ class VerdictTotals(NamedTuple):
     integrated_seconds: float | None = None
 
 
+class VerdictReducedClock(NamedTuple):
+    """The clock marker (exporter/clock_events.py): a busy GPU's binding pipe below its clock."""
+
+    clock_ratio: float | None = None
+    causes: tuple[str, ...] = ()
+    cause_text: str | None = None
+    give_back: float | None = None
+    """1/k − 1 of the FLOP/s while compute-bound; None in another regime."""
+    note: str | None = None
+
+
 class LiveVerdict(NamedTuple):
     """One GPU (or MIG instance) as GET /classify answers it; a field without a reading is None.
 
@@ -100,6 +111,8 @@ class LiveVerdict(NamedTuple):
     own_ridge_flop_per_byte: float | None = None
     """The GPU's own ridge when its compute roof is not the card's (exporter/view/ridge.py)."""
     ridge_note: str | None = None
+    reduced_clock: VerdictReducedClock | None = None
+    """Set while the binding pipe runs below its peak's clock (docs/live-view.md); else None."""
 
     def to_json(self) -> dict[str, Any]:
         """The verdict as the API writes it: nested records as objects, in field order."""

@@ -9,9 +9,11 @@ from typing import NamedTuple
 
 import pytest
 
+from exporter import fields
 from exporter.catalog import load_catalog
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import Estimate, InferenceConfig
+from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.sources.base import EndOfStream
@@ -198,3 +200,30 @@ def test_a_field_of_a_type_without_a_reader_fails_at_import() -> None:
 
     with pytest.raises(TypeError, match=r"Odd\.when: no JSON reader for 'complex \| None'"):
         _decoder(Odd)
+
+
+def test_a_reduced_clock_marker_is_a_record_written_and_read_back() -> None:
+    sampler = Sampler("scrape", SourceOptions(), load_catalog(), InferenceConfig(smoothing_seconds=0))
+    for second in range(3):
+        sampler.ingest(
+            [
+                Sample(
+                    1000.0 + second,
+                    Entity(0, "GPU-0", "NVIDIA H100 80GB HBM3"),
+                    {
+                        fields.DRAM_ACTIVE: 0.2,
+                        fields.PIPE_TENSOR_ACTIVE: 0.9,
+                        fields.GR_ENGINE_ACTIVE: 0.95,
+                        fields.SM_CLOCK: 1185.0,  # of the 1830 MHz the tensor peak is quoted at
+                    },
+                )
+            ]
+        )
+    snapshot = sampler.snapshot
+    verdict = gpu_verdict(snapshot.gpus[0], snapshot)
+    marker = verdict.reduced_clock
+    assert marker is not None and marker.clock_ratio == pytest.approx(1185 / 1830)
+    assert marker.note and marker.cause_text == "cause not reported"
+    written = verdict.to_json()["reduced_clock"]
+    assert list(written) == ["clock_ratio", "causes", "cause_text", "give_back", "note"]
+    assert decode_verdict(json.loads(json.dumps(verdict.to_json()))) == verdict

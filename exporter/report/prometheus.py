@@ -43,6 +43,7 @@ from exporter.report.series import (
     CLUSTER,
     GROUP_LEVELS,
     RATE_WINDOW_SECONDS,
+    RAW_CLOCK_LOST,
     RAW_DRAM_BYTES,
     RAW_FLOP,
     RAW_REGIME_SECONDS,
@@ -408,11 +409,13 @@ def collect(
         # groups that are unions of workloads (namespace of namespace/pod) are summed from the
         # workloads' answers: one set of queries instead of two
         derived = set(by) < set(workload_by) and level is workload_level
-        workload_jobs = _usage_jobs(client, workload_by, workload_stretches, step, matchers, pool)
+        workload_jobs = _usage_jobs(
+            client, workload_by, workload_stretches, step, matchers, pool, raw_present
+        )
         if workload_by == by or derived:
             group_jobs = workload_jobs
         else:
-            group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool)
+            group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool, raw_present)
         fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
         workloads = _usage(workload_jobs, workload_by)
         if derived:
@@ -429,6 +432,11 @@ def collect(
     missing_by = _check_grouping(client, by, groups, fleet, wanted_start, wanted_end, require_by)
     if missing_by is not None:
         notes.append(missing_by)
+    if not raw_present:
+        notes.append(
+            f"no raw counters: the GPU-seconds lost to a reduced clock ({RAW_CLOCK_LOST}, read raw "
+            "only) are not measured"
+        )
     if use_recorded and level is None and step >= RATE_WINDOW_SECONDS:
         notes.append(
             f"no recorded level keeps {', '.join(by)} (and the --match labels): groups read from "
@@ -447,6 +455,7 @@ def collect(
         gaps=tuple(gaps),
         timeline=tuple(timeline),
         notes=tuple(notes),
+        clock_loss_measured=raw_present,
     )
     return Collected(
         groups=groups, fleet=fleet, workloads=workloads, provenance=provenance, queries=client.queries
@@ -598,19 +607,24 @@ def _usage_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
+    clock_lost: bool = True,
 ) -> _Jobs:
-    """One instant query per quantity per stretch, summing every window of it per group."""
+    """One instant query per quantity per stretch, summing every window of it per group; the
+    GPU-seconds lost to a reduced clock from the raw counter whatever the stretch reads (with
+    `clock_lost`: a server without raw counters cannot tell them)."""
     jobs: _Jobs = []
     for stretch in stretches:
         length = stretch.end - stretch.start
         lv = stretch.level
         quantities = ["regime", "flop", "dram_bytes"]
+        if clock_lost:
+            quantities.append("clock_lost")
         if lv is None or not lv.allocated_only:
             quantities.append("idle_allocated")  # else: the level's idle time is all allocated
         if lv is not None:
             quantities.append("cards")
         for quantity in quantities:
-            q_level = lv
+            q_level = None if quantity == "clock_lost" else lv
             if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
                 q_level = lv if lv.idle_allocated is not None else None  # else raw counters
             keys: tuple[str, ...] = by
@@ -665,10 +679,18 @@ def _usage(jobs: _Jobs, by: Sequence[str]) -> list[Usage]:
                 parts.append(Usage(labels=labels, flop=value))
             elif quantity == "dram_bytes":
                 parts.append(Usage(labels=labels, dram_bytes=value))
+            elif quantity == "clock_lost":
+                cause = metric.get("cause")
+                if cause and value > 0:
+                    parts.append(Usage(labels=labels, clock_lost_gpu_seconds={cause: value}))
             else:
                 parts.append(Usage(labels=labels, idle_allocated_gpu_seconds=value))
     merged = merge_usage(parts)
-    return [u for u in merged if u.total_gpu_seconds > 0 or u.flop > 0 or u.dram_bytes > 0]
+    return [
+        u
+        for u in merged
+        if u.total_gpu_seconds > 0 or u.flop > 0 or u.dram_bytes > 0 or u.clock_lost_gpu_seconds
+    ]
 
 
 def _fleet_jobs(

@@ -56,6 +56,12 @@ class Row:
     """Why the ridge is this GPU's own, not the card's (exporter.view.ridge); None when the same."""
     stale: bool = False
     """The node did not answer this poll: the row is its last answer."""
+    clock_ratio: float | None = None
+    """The binding pipe's clock ratio while GET /classify's reduced_clock marks it; else None."""
+    clock_cause: str = ""
+    """What holds the clock down, in words ("power cap", "cause not reported"); "" at full clock."""
+    clock_note: str | None = None
+    """The marker's whole sentence: the clock, the cause and what the full clock gives back."""
 
     @property
     def position(self) -> float | None:
@@ -67,6 +73,13 @@ class Row:
     @property
     def regime_text(self) -> str:
         return f"{regime_glyph(self.regime)} {regime_word(self.regime)}"
+
+    @property
+    def clock_text(self) -> str:
+        """The clock column: "65% power cap" at a reduced clock, "–" at full clock or unknown."""
+        if self.clock_ratio is None:
+            return "–"
+        return f"{percent(self.clock_ratio)} {self.clock_cause}"
 
     @property
     def intensity_text(self) -> str:
@@ -81,6 +94,7 @@ def row_from_verdict(node: str, verdict: LiveVerdict, stale: bool = False) -> Ro
     pod = attribution.pod if attribution is not None else None
     gpu = verdict.gpu
     instance = verdict.gpu_instance
+    marker = verdict.reduced_clock
     return Row(
         node=node,
         key=point_key(gpu, instance),
@@ -98,6 +112,9 @@ def row_from_verdict(node: str, verdict: LiveVerdict, stale: bool = False) -> Ro
         efficiency=verdict.roofline_efficiency,
         lever=verdict.lever or verdict.no_verdict_reason or "–",
         stale=stale,
+        clock_ratio=marker.clock_ratio if marker is not None else None,
+        clock_cause=(marker.cause_text or "") if marker is not None else "",
+        clock_note=marker.note if marker is not None else None,
     )
 
 
@@ -159,6 +176,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("FLOP", "flop"),
     ("I/RIDGE", "intensity"),
     ("EFF", "efficiency"),
+    ("CLOCK", "clock"),
     ("LEVER", "lever"),
 )
 RIGHT_ALIGNED = frozenset({"dram", "tensor", "flop", "intensity", "efficiency"})
@@ -178,6 +196,10 @@ def cell_text(row: Row, field: str, *, plain: bool = False) -> str:
         text = percent(getattr(row, field))
     elif field == "intensity":
         text = row.intensity_text
+    elif field == "clock":
+        text = row.clock_text
+        if plain:  # one word: "65%:power-cap", "77%:thermal,sync-boost"
+            text = text.replace(", ", ",").replace(" ", ":", 1).replace(" ", "-")
     else:
         text = str(getattr(row, field))
     return text.replace("–", "-") if plain else text

@@ -12,11 +12,18 @@ from collections.abc import Callable, Collection
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
+from exporter import clock_events
 from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import Estimate
 from exporter.state import GpuState, Snapshot
-from exporter.verdict import LiveVerdict, VerdictAttribution, VerdictSmoothing, VerdictTotals
+from exporter.verdict import (
+    LiveVerdict,
+    VerdictAttribution,
+    VerdictReducedClock,
+    VerdictSmoothing,
+    VerdictTotals,
+)
 from exporter.view.ridge import own_ridge, ridge_note
 from exporter.web.responses import error_body, json_response
 
@@ -118,9 +125,32 @@ def _build_verdict(gpu: GpuState, snapshot: Snapshot) -> LiveVerdict:
             dram_bytes_total=totals.dram_bytes_total,
             integrated_seconds=totals.integrated_seconds,
         ),
+        reduced_clock=reduced_clock_of(estimate),
         **copied,
     )
     return verdict._replace(own_ridge_flop_per_byte=own_ridge(verdict), ridge_note=ridge_note(verdict))
+
+
+def reduced_clock_of(estimate: Estimate | None) -> VerdictReducedClock | None:
+    """The clock marker's facts (clock_events.reduced_clock) with its tooltip; None without one."""
+    if estimate is None:
+        return None
+    marker = clock_events.reduced_clock(
+        estimate.regime,
+        estimate.pipe,
+        estimate.clock_ratio,
+        estimate.vector_clock_ratio,
+        estimate.clock_causes,
+    )
+    if marker is None:
+        return None
+    return VerdictReducedClock(
+        clock_ratio=marker.clock_ratio,
+        causes=marker.causes,
+        cause_text=clock_events.cause_words(marker.causes),
+        give_back=marker.give_back,
+        note=clock_events.reduced_clock_note(marker),
+    )
 
 
 def build_live_router(
