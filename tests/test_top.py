@@ -72,7 +72,7 @@ def demo() -> Iterator[str]:
 def test_node_urls(given: str, url: str, user: tuple[str, str] | None) -> None:
     got, credentials = classify_url(given)
     assert got == url
-    assert (None if credentials is None else (credentials.user, credentials.password)) == user
+    assert (None if credentials is None else (credentials.username, credentials.password)) == user
     assert "p%40ss" not in display_name(got) and not display_name(got).endswith("/classify")
 
 
@@ -184,8 +184,8 @@ def test_a_node_that_does_not_answer_is_named_and_the_others_still_print(demo: s
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("--user", "viewer"), "--user USER needs a password"),
-        (("--password-file", "/nonexistent"), "--password-file needs --user"),
+        (("--user", "viewer"), "--node.basic-auth.username USER needs a password"),
+        (("--password-file", "/nonexistent"), "--node.basic-auth.password-file /nonexistent needs --node"),
         (("--user", "v", "--password-file", "/nonexistent/pw"), "/nonexistent/pw"),
         (("--url", "ftp://x"), "--url 'ftp://x'"),
     ],
