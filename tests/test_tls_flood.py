@@ -215,3 +215,35 @@ def test_slow_clients_reconnecting_at_once_past_the_cap_reset_no_scrape(tmp_path
             except (ConnectionError, http.client.HTTPException) as exc:
                 statuses.append(type(exc).__name__)
     assert statuses == [200] * 40  # was a quarter reset
+
+
+def _closed_by_server(socks: list[socket.socket]) -> int:
+    """How many of `socks` the server has closed (a read returns end-of-file, not 'would block')."""
+    closed = 0
+    for sock in socks:
+        sock.setblocking(False)
+        try:
+            if sock.recv(1) == b"":
+                closed += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+    return closed
+
+
+def test_stalled_client_hellos_stand_beside_the_cap_and_are_not_closed(
+    tmp_path: Path, tls_files: tuple[Path, Path, Path]
+) -> None:
+    """Four times the cap of ClientHellos stalled halfway: they hold no TLS state, so they wait
+    beside the cap (`hello_room`) rather than being closed to get back under it, which fed a
+    client that reconnects at once (the loop then spent its turns accepting, a scrape waited 37×
+    its idle time); and scrapes are still answered."""
+    args = ("--replay", "demo", "--loop", "--web-config", str(_web_config(tmp_path, tls_files)),
+            "--max-connections", "50", "--request-timeout", "60")  # fmt: skip
+    with serving(*args, ca=tls_files[0]) as (port, _), held(port, 200, PARTIAL_HELLO) as socks:
+        time.sleep(1.0)  # past TRIM_AFTER_SECONDS twice: anything trimmed is closed by now
+        statuses = [scrape(port, tls_files[0]) for _ in range(10)]
+        closed = _closed_by_server(socks)
+    assert statuses == [200] * 10
+    assert closed == 0, f"{closed} of 200 stalled ClientHellos closed"
