@@ -30,13 +30,13 @@ OTHER_HOSTS = [f"127.0.0.{n}" for n in range(2, 10)]
 """Loopback addresses standing in for the attackers' hosts (Linux routes all of 127/8 here)."""
 
 
-def _guess(port: int, sources: list[str], concurrency: int, counts: Any, stop: Any) -> None:
+def _guess(port: int, sources: list[str], concurrency: int, counts: Any, stop: Any, user: str) -> None:
     async def guesser(index: int) -> None:
         attempt = 0
         source = sources[index % len(sources)]
         while not stop.is_set():
             attempt += 1
-            token = base64.b64encode(f"{USER}:guess-{index}-{attempt}".encode()).decode()
+            token = base64.b64encode(f"{user}:guess-{index}-{attempt}".encode()).decode()
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
                 writer.write(
@@ -60,11 +60,12 @@ def _guess(port: int, sources: list[str], concurrency: int, counts: Any, stop: A
 
 
 @contextmanager
-def guessing(port: int, sources: list[str], concurrency: int = GUESSERS) -> Iterator[Any]:
-    """`concurrency` guessers from `sources` until the block ends; yields their [401, 429, other] counts."""
+def guessing(port: int, sources: list[str], concurrency: int = GUESSERS, user: str = USER) -> Iterator[Any]:
+    """`concurrency` guessers from `sources`, guessing `user`'s password, until the block ends;
+    yields their [401, 429, other] counts."""
     counts = multiprocessing.Array("l", 3)
     stop = multiprocessing.Event()
-    process = multiprocessing.Process(target=_guess, args=(port, sources, concurrency, counts, stop))
+    process = multiprocessing.Process(target=_guess, args=(port, sources, concurrency, counts, stop, user))
     process.start()
     try:
         deadline = time.monotonic() + 30
@@ -121,6 +122,23 @@ def test_a_scraper_sharing_the_guessers_address_is_refused_at_most_once(web_conf
             statuses = [scrape(port) for _ in range(15)]
     assert statuses.count(429) <= 1 and statuses.count(200) >= 14, statuses
     assert set(statuses) <= {200, 429}
+
+
+def test_guessers_spraying_one_user_from_the_scrapers_address_refuse_no_other_users_scrape(
+    tmp_path: Path,
+) -> None:
+    """The scraper is never verified and shares the guessers' address, but they guess another
+    user's password: its first check takes the place of one of theirs, none of its scrapes is
+    refused (its own user name's record at that address is clean)."""
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    config = tmp_path / "web.yml"
+    config.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n  admin: '{hashed}'\n")
+    with serve_process("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _):
+        port = _port(base)
+        with guessing(port, ["127.0.0.1"], user="admin") as counts:
+            assert counts[1] >= GUESSERS, "the flood never filled the bcrypt queue"
+            statuses = [scrape(port) for _ in range(15)]
+    assert statuses == [200] * 15  # the first was 429: the address's slots were the guessers'
 
 
 def test_a_reload_under_a_flood_keeps_the_verified_scraper_served(web_config: Path) -> None:
