@@ -226,10 +226,15 @@ def hold_slow_connections(port: int, count: int, ready: Any, stop_event: Any) ->
 
 
 def guess_passwords(
-    port: int, concurrency: int, counts: Any, stop_event: Any, sources: tuple[str, ...] = ("127.0.0.1",)
+    port: int,
+    concurrency: int,
+    counts: Any,
+    stop_event: Any,
+    sources: tuple[str, ...] = ("127.0.0.1",),
+    user: str = USER,
 ) -> None:
-    """`concurrency` clients sending wrong passwords back to back, from the `sources` addresses
-    in turn; counts answers by status."""
+    """`concurrency` clients sending wrong passwords for `user` back to back, from the `sources`
+    addresses in turn; counts answers by status."""
     import asyncio
 
     async def guesser(index: int) -> None:
@@ -237,7 +242,7 @@ def guess_passwords(
         source = sources[index % len(sources)]
         while not stop_event.is_set():
             attempt += 1
-            token = base64.b64encode(f"{USER}:guess-{index}-{attempt}".encode()).decode()
+            token = base64.b64encode(f"{user}:guess-{index}-{attempt}".encode()).decode()
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
                 writer.write(
@@ -300,14 +305,16 @@ class Guessing:
     """Guessers as a flood for `alternating`: each round a fresh attacker process; the guesses it
     had answered are summed over the rounds."""
 
-    def __init__(self, port: int, count: int, sources: tuple[str, ...] = ("127.0.0.1",)) -> None:
-        self.port, self.count, self.sources = port, count, sources
+    def __init__(
+        self, port: int, count: int, sources: tuple[str, ...] = ("127.0.0.1",), user: str = USER
+    ) -> None:
+        self.port, self.count, self.sources, self.user = port, count, sources, user
         self.answered = [0, 0, 0]  # 401, 429, other
         self.seconds = 0.0
 
     @contextlib.contextmanager
     def __call__(self) -> Any:
-        with guessers_running(self.port, self.count, self.sources) as counts:
+        with guessers_running(self.port, self.count, self.sources, self.user) as counts:
             started, before = time.monotonic(), list(counts)
             try:
                 yield
@@ -447,11 +454,11 @@ def own_server(ctx: Context, *, tls: bool = False, extra: tuple[str, ...] = ()) 
 
 
 @contextlib.contextmanager
-def guessers_running(port: int, count: int, sources: tuple[str, ...]) -> Any:
+def guessers_running(port: int, count: int, sources: tuple[str, ...], user: str = USER) -> Any:
     counts = multiprocessing.Array("l", 3)
     stop_event = multiprocessing.Event()
     attacker = multiprocessing.Process(
-        target=guess_passwords, args=(port, count, counts, stop_event, sources)
+        target=guess_passwords, args=(port, count, counts, stop_event, sources, user)
     )
     attacker.start()
     try:
@@ -466,7 +473,9 @@ def guessers_running(port: int, count: int, sources: tuple[str, ...]) -> Any:
             attacker.terminate()
 
 
-def _cold_guessing(ctx: Context, name: str, sources: tuple[str, ...]) -> list[dict[str, Any]]:
+def _cold_guessing(
+    ctx: Context, name: str, sources: tuple[str, ...], user: str = USER
+) -> list[dict[str, Any]]:
     """Guessers first, then the scraper's first scrape (never verified: a fresh server, waited
     for on /healthz only), then alternating rounds (the scraper is verified by then)."""
     port = free_port()
@@ -474,7 +483,7 @@ def _cold_guessing(ctx: Context, name: str, sources: tuple[str, ...]) -> list[di
         write_web_config(Path(tmp))
         server = start_server_cold(port, Path(tmp), ctx.extra.get("src"))
         try:
-            guessing = Guessing(port, ctx.guessers, sources)
+            guessing = Guessing(port, ctx.guessers, sources, user)
             with guessing():
                 try:
                     first_ms = authorised_scrape(port, timeout=30) * 1000
@@ -527,6 +536,10 @@ def section_cold_guessers_other_hosts(ctx: Context) -> list[dict[str, Any]]:
 
 def section_cold_guessers_same_host(ctx: Context) -> list[dict[str, Any]]:
     return _cold_guessing(ctx, f"cold, {ctx.guessers} guessers, same host", ("127.0.0.1",))
+
+
+def section_cold_guessers_same_host_other_user(ctx: Context) -> list[dict[str, Any]]:
+    return _cold_guessing(ctx, f"cold, {ctx.guessers} guessing admin, same host", ("127.0.0.1",), "admin")
 
 
 def section_reload_under_flood(ctx: Context) -> list[dict[str, Any]]:
@@ -622,6 +635,7 @@ SECTIONS: list[tuple[str, Callable[[Context], list[dict[str, Any]]]]] = [
     ("fdlimit", section_past_the_fd_limit),
     ("coldother", section_cold_guessers_other_hosts),
     ("coldsame", section_cold_guessers_same_host),
+    ("coldsameother", section_cold_guessers_same_host_other_user),
     ("reload", section_reload_under_flood),
     ("plainidle", section_plain_idle_sockets),
     ("tlsidle", section_tls_idle_sockets),
@@ -634,10 +648,11 @@ SECTIONS: list[tuple[str, Callable[[Context], list[dict[str, Any]]]]] = [
 
 
 def write_web_config(directory: Path, *, tls: bool = False) -> Path:
-    """One basic-auth user at bcrypt cost 10 (as `htpasswd -nBC 10` writes it), TLS if asked."""
+    """The scraper's user and `admin` (another's, for guessers to spray) at bcrypt cost 10 (as
+    `htpasswd -nBC 10` writes it), TLS if asked."""
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
     config = directory / "web.yml"
-    text = f"basic_auth_users:\n  {USER}: '{hashed}'\n"
+    text = f"basic_auth_users:\n  {USER}: '{hashed}'\n  admin: '{hashed}'\n"
     if tls:
         cert, key = self_signed(directory)
         text += f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
