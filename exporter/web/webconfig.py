@@ -24,9 +24,9 @@ once, is answered without bcrypt, in constant time, and a reload keeps the outco
 whose hash did not change. `/healthz` is exempt by default: liveness probes cannot carry
 credentials without putting them in the pod spec, and it reveals only that the process is alive.
 
-Password guessing is bounded, not just slow: bcrypt runs on one thread, a hash's cost is at most
-`MAX_BCRYPT_COST`, and exporter/web/auth_admission.py picks which waiting check runs next by the
-peer's record, so guessers cannot starve a scraper's first check. A guess with no room is held
+Password guessing is bounded, not just slow: bcrypt runs on one thread, at most a quarter of a
+core, a hash's cost is at most `MAX_BCRYPT_COST`, and exporter/web/auth_admission.py picks which
+waiting check runs next by the peer's record, so guessers cannot starve a scraper's first check. A guess with no room is held
 for `REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and answered 429 with Retry-After
 (benchmarks/bench_hostile.py, docs/daemon.md).
 
