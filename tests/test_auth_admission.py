@@ -10,6 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from exporter.web.auth_admission import CheckPool
 
 Verify = Callable[[str, bytes], bool]
@@ -107,3 +109,49 @@ def test_password_checks_take_at_most_their_share_of_a_core() -> None:
     share = asyncio.run(run(pool))
     assert pool.busy_seconds > 0.35  # every check was counted (8 × 50 ms)
     assert share <= 0.25, f"password checks took {share:.0%} of a core"
+
+
+def test_refused_guesses_are_held_for_spread_out_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each refused guess is held 1–2 × the refusal delay, drawn anew, so guesses refused
+    together do not come back as one burst. The holds are read off asyncio.sleep, not timed."""
+    import base64
+
+    import bcrypt
+
+    from exporter.web import webconfig
+
+    class Full(CheckPool):
+        async def check(self, *args: object, **kwargs: object) -> bool | None:
+            return None  # no room: refused unchecked
+
+    holds: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        holds.append(seconds)
+
+    monkeypatch.setattr(webconfig.asyncio, "sleep", no_wait)
+    hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4)).decode()
+    middleware = webconfig.BasicAuthMiddleware(
+        lambda scope, receive, send: None,  # type: ignore[arg-type,return-value]
+        {"prometheus": hashed},
+        pool=Full(),
+        refusal_delay=3.0,
+    )
+    statuses: list[int] = []
+
+    async def send(message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(int(message["status"]))  # type: ignore[call-overload]
+
+    async def guess(n: int) -> None:
+        token = base64.b64encode(f"prometheus:guess-{n}".encode())
+        scope = {"type": "http", "path": "/metrics", "headers": [(b"authorization", b"Basic " + token)]}
+        await middleware(scope, None, send)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        await asyncio.gather(*(guess(n) for n in range(20)))
+
+    asyncio.run(run())
+    assert statuses == [429] * 20
+    assert len(holds) == 20 and all(3.0 <= hold <= 6.0 for hold in holds)
+    assert len(set(holds)) == 20  # not one hold for all

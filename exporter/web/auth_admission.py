@@ -237,6 +237,8 @@ class CheckPool:
         """Which of its peer's waiting checks makes room for `job` when the peer has no slot left:
         for a retry, the peer's newest fresh guess; else the newest guess for the user name with
         most checks waiting, when `job`'s user name has fewer; else none."""
+        if not mine:
+            return None
         if job.owed:
             candidates = [waiting for waiting in mine if not waiting.owed]
         else:
