@@ -28,10 +28,8 @@ import argparse
 import base64
 import contextlib
 import http.client
-import multiprocessing
 import os
 import resource
-import selectors
 import socket
 import ssl
 import statistics
@@ -48,8 +46,11 @@ from typing import Any
 import bcrypt
 from _loopback import free_port, stop
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from flood_clients import attacking, guessers_running, hold_connections
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-USER, PASSWORD = "prometheus", "scrape-secret"
+USER, PASSWORD = "prometheus", "scrape-secret"  # flood_clients.GUESSED_USER is this user
 PARTIAL_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\nUser-Agent: slow"
 
 
@@ -225,69 +226,11 @@ def hold_slow_connections(port: int, count: int, ready: Any, stop_event: Any) ->
     hold_connections(port, count, PARTIAL_HEAD, ready, stop_event, trickle=True)
 
 
-def guess_passwords(
-    port: int,
-    concurrency: int,
-    counts: Any,
-    stop_event: Any,
-    sources: tuple[str, ...] = ("127.0.0.1",),
-    user: str = USER,
-) -> None:
-    """`concurrency` clients sending wrong passwords for `user` back to back, from the `sources`
-    addresses in turn; counts answers by status."""
-    import asyncio
-
-    async def guesser(index: int) -> None:
-        attempt = 0
-        source = sources[index % len(sources)]
-        while not stop_event.is_set():
-            attempt += 1
-            token = base64.b64encode(f"{user}:guess-{index}-{attempt}".encode()).decode()
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
-                writer.write(
-                    f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n"
-                    "Connection: close\r\n\r\n".encode()
-                )
-                await writer.drain()
-                status_line = await asyncio.wait_for(reader.readline(), 30)
-                await reader.read()
-                writer.close()
-                status = int(status_line.split()[1]) if status_line else 0
-            except (TimeoutError, OSError, ValueError, IndexError):
-                status = 0
-            with counts.get_lock():
-                counts[{401: 0, 429: 1}.get(status, 2)] += 1
-
-    async def main() -> None:
-        await asyncio.gather(*(guesser(i) for i in range(concurrency)))
-
-    asyncio.run(main())
-
-
 # -- sections -----------------------------------------------------------------------------------
 
 
 def section_idle(ctx: Context) -> list[dict[str, Any]]:
     return [measure(ctx, "idle")]
-
-
-@contextlib.contextmanager
-def attacking(target: Callable[..., None], args: tuple[Any, ...], warmup: float) -> Any:
-    """`target(*args, ready, stop_event)` in its own process until the block ends; the block
-    starts once it is ready and `warmup` seconds more have passed."""
-    ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
-    attacker = multiprocessing.Process(target=target, args=(*args, ready, stop_event))
-    attacker.start()
-    try:
-        ready.wait(120)
-        time.sleep(warmup)
-        yield
-    finally:
-        stop_event.set()
-        attacker.join(30)
-        if attacker.is_alive():
-            attacker.terminate()
 
 
 def section_slow_connections(ctx: Context) -> list[dict[str, Any]]:
@@ -394,49 +337,6 @@ def client_tls() -> ssl.SSLContext:
     return context
 
 
-def hold_connections(
-    port: int, count: int, payload: bytes, ready: Any, stop_event: Any, trickle: bool = False
-) -> None:
-    """Keep `count` connections open that send `payload` and then nothing (or, with `trickle`, a
-    byte a second); reopen each one the server closes at once (a client that reconnects as soon
-    as it is dropped)."""
-    selector = selectors.DefaultSelector()
-
-    def open_one() -> None:
-        try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            if payload:
-                sock.sendall(payload)
-            sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ)
-        except OSError:
-            time.sleep(0.01)
-
-    for _ in range(count):
-        open_one()
-    ready.set()
-    last_trickle = time.monotonic()
-    while not stop_event.is_set():
-        for key, _ in selector.select(timeout=0.2):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                data = sock.recv(4096)
-            except OSError:
-                data = b""
-            if not data:
-                selector.unregister(sock)
-                sock.close()
-                open_one()
-        if trickle and time.monotonic() - last_trickle > 1.0:
-            last_trickle = time.monotonic()
-            for key in list(selector.get_map().values()):
-                with contextlib.suppress(OSError):
-                    key.fileobj.send(b"x")  # type: ignore[union-attr]
-    for key in list(selector.get_map().values()):
-        key.fileobj.close()  # type: ignore[union-attr]
-
-
 @contextlib.contextmanager
 def own_server(ctx: Context, *, tls: bool = False, extra: tuple[str, ...] = ()) -> Any:
     """A fresh server for one section (its own port, pid, peak RSS); yields (port, pid, its web
@@ -451,26 +351,6 @@ def own_server(ctx: Context, *, tls: bool = False, extra: tuple[str, ...] = ()) 
             yield port, server.pid, Path(tmp) / "web.yml"
         finally:
             stop(server)
-
-
-@contextlib.contextmanager
-def guessers_running(port: int, count: int, sources: tuple[str, ...], user: str = USER) -> Any:
-    counts = multiprocessing.Array("l", 3)
-    stop_event = multiprocessing.Event()
-    attacker = multiprocessing.Process(
-        target=guess_passwords, args=(port, count, counts, stop_event, sources, user)
-    )
-    attacker.start()
-    try:
-        deadline = time.monotonic() + 30
-        while counts[1] < count and time.monotonic() < deadline:  # until the bcrypt queue is full
-            time.sleep(0.1)
-        yield counts
-    finally:
-        stop_event.set()
-        attacker.join(60)
-        if attacker.is_alive():
-            attacker.terminate()
 
 
 def _cold_guessing(

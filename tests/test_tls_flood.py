@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import multiprocessing
-import selectors
 import socket
 import ssl
 import subprocess
@@ -15,13 +13,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 import pytest
 from conftest import listening_port, stop_process
+from flood_clients import attacking, hold_connections
 from test_webconfig import OPENSSL, _make_ca, _make_leaf
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(OPENSSL is None, reason="openssl CLI needed for certs")]
@@ -159,49 +157,9 @@ def test_a_flood_of_partial_hellos_past_the_cap_stays_under_128_mib(
     assert peak <= 128 * 1024, f"peak RSS {peak / 1024:.0f} MiB"
 
 
-def _hold_reconnecting(port: int, count: int, payload: bytes, ready: Any, stop: Any) -> None:
-    selector = selectors.DefaultSelector()
-
-    def open_one() -> None:
-        try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            sock.sendall(payload)
-            sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ)
-        except OSError:
-            time.sleep(0.01)
-
-    for _ in range(count):
-        open_one()
-    ready.set()
-    while not stop.is_set():
-        for key, _ in selector.select(timeout=0.2):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                data = sock.recv(4096)
-            except OSError:
-                data = b""
-            if not data:
-                selector.unregister(sock)
-                sock.close()
-                open_one()  # at once
-
-
-@contextmanager
-def flooding(port: int, count: int, payload: bytes) -> Iterator[None]:
-    ready, stop = multiprocessing.Event(), multiprocessing.Event()
-    process = multiprocessing.Process(target=_hold_reconnecting, args=(port, count, payload, ready, stop))
-    process.start()
-    try:
-        assert ready.wait(60)
-        time.sleep(1.0)
-        yield
-    finally:
-        stop.set()
-        process.join(30)
-        if process.is_alive():
-            process.terminate()
+def flooding(port: int, count: int, payload: bytes) -> AbstractContextManager[None]:
+    """`count` connections sending `payload`, each reopened at once when the server closes it."""
+    return attacking(hold_connections, (port, count, payload), warmup=1.0)
 
 
 def test_slow_clients_reconnecting_at_once_past_the_cap_reset_no_scrape(tmp_path: Path) -> None:
