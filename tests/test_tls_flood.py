@@ -205,3 +205,24 @@ def test_stalled_client_hellos_stand_beside_the_cap_and_are_not_closed(
         closed = _closed_by_server(socks)
     assert statuses == [200] * 10
     assert closed == 0, f"{closed} of 200 stalled ClientHellos closed"
+
+
+FAT_HELLO = b"\x16\x03\x01\x46\x50" + b"\x01" * 16000
+"""A TLS record header promising 18,000 bytes (within one record's bound) and 16,000 of them."""
+
+
+def test_the_bytes_of_unfinished_client_hellos_are_bounded_all_together(
+    tmp_path: Path, tls_files: tuple[Path, Path, Path]
+) -> None:
+    """1,300 ClientHellos each stalled 2,000 bytes short of its record: 21 MB kept if nothing
+    bounded them together (HELLO_BYTES is 16 MiB), since they wait beside the cap. The ones that
+    waited longest are closed; RSS stays bounded and scrapes are answered."""
+    args = ("--replay", "demo", "--loop", "--web-config", str(_web_config(tmp_path, tls_files)),
+            "--request-timeout", "60")  # fmt: skip
+    with serving(*args, ca=tls_files[0]) as (port, process), held(port, 1300, FAT_HELLO) as socks:
+        statuses = [scrape(port, tls_files[0]) for _ in range(5)]
+        closed = _closed_by_server(socks)
+        peak = rss_kib(process.pid, "VmHWM")
+    assert statuses == [200] * 5
+    assert 0 < closed < 1300, f"{closed} of 1,300 fat ClientHellos closed"
+    assert peak <= 128 * 1024, f"peak RSS {peak / 1024:.0f} MiB"

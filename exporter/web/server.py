@@ -81,6 +81,10 @@ under the cap (at the cap plus its overflow, sooner)."""
 MAX_PENDING_HELLOS = 4096
 """TLS connections whose ClientHello is not whole yet that do not count against the cap (each
 holds no TLS state: what a plain connection costs); past them, they count as any other."""
+HELLO_BYTES = 16 * 1024 * 1024
+"""Bytes of unfinished ClientHellos kept, all connections together (one may keep a record, 18
+KiB); past it the one that waited longest after its turn is closed, so 4,096 beside the cap
+cannot each keep a record's worth."""
 MAX_PENDING_HANDSHAKES = 128
 """TLS handshakes in progress at most (each holds TLS state); a new one closes the oldest."""
 TLS_HANDSHAKE_SECONDS = 3.0
@@ -224,6 +228,8 @@ class ConnectionGuard:
         """Open TLS connections whose ClientHello is not whole yet, oldest first."""
         self._waiting_hellos: OrderedDict[GuardedH11Protocol, float] = OrderedDict()
         """Those of them that have had their turn, oldest first (evicted only past hello_room)."""
+        self.hello_bytes = 0
+        """Bytes of unfinished ClientHellos kept (at most HELLO_BYTES, but for the newest one)."""
         self.backlog = backlog
         self.tls_context = tls_context or (lambda: None)
         self.faults = faults or EveryMinute()
@@ -259,6 +265,19 @@ class ConnectionGuard:
             self.hellos[protocol] = None
         self.fresh(protocol)
         return True
+
+    def hello_kept(self, size: int) -> None:
+        """`size` more bytes of unfinished ClientHellos are kept (fewer, when negative); past
+        HELLO_BYTES, the ones that waited longest after their turn are closed."""
+        self.hello_bytes += size
+        while self.hello_bytes > HELLO_BYTES and self._waiting_hellos:
+            victim, _ = self._waiting_hellos.popitem(last=False)
+            self.faults.note(
+                "tls_hellos",
+                f"{self.hello_bytes} bytes of unfinished TLS ClientHellos kept (the bound): "
+                "closing the oldest",
+            )
+            victim.evict()
 
     def hello_over(self, protocol: GuardedH11Protocol) -> bool:
         """`protocol`'s ClientHello is whole: from now on the cap counts it. False when it does not
@@ -415,6 +434,8 @@ class GuardedH11Protocol(H11Protocol):
         self._answered = 0
         self._released = False
         self._hello = bytearray()
+        self._hello_counted = 0
+        """Bytes of `_hello` the guard counts (ConnectionGuard.hello_kept)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -446,12 +467,11 @@ class GuardedH11Protocol(H11Protocol):
         """Keep the client's first bytes until its first TLS record is whole (or cannot be one)."""
         self._hello += data
         hello = self._hello
-        if hello[0] == 0x16 and len(hello) < 5:
-            return
         length = int.from_bytes(hello[3:5], "big") if len(hello) >= 5 else 0
-        if hello[0] == 0x16 and length <= TLS_RECORD_MAX and len(hello) < 5 + length:
+        if hello[0] == 0x16 and (len(hello) < 5 or (length <= TLS_RECORD_MAX and len(hello) < 5 + length)):
+            self._keep_hello()
             return
-        self._hello = bytearray()
+        self._drop_hello()
         self._start_handshake(bytes(hello))  # whole, or not TLS at all: the TLS state says which
 
     def _start_handshake(self, hello: bytes) -> None:
@@ -614,9 +634,22 @@ class GuardedH11Protocol(H11Protocol):
             self.cycle.message_event.set()
         self.transport.close()
 
+    def _keep_hello(self) -> None:
+        """Tell the guard how many bytes of an unfinished ClientHello this connection keeps (it may
+        close the connection that waited longest after its turn, this one too)."""
+        grown, self._hello_counted = len(self._hello) - self._hello_counted, len(self._hello)
+        self.guard.hello_kept(grown)
+
+    def _drop_hello(self) -> None:
+        """Forget the unfinished ClientHello's bytes, and tell the guard."""
+        kept, self._hello_counted, self._hello = self._hello_counted, 0, bytearray()
+        if kept:
+            self.guard.hello_kept(-kept)
+
     def _release(self) -> None:
         if not self._released:
             self._released = True
+            self._drop_hello()
             self.guard.release(self)
 
 
