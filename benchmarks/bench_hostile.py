@@ -150,9 +150,10 @@ def measure(
     return row
 
 
-def settle(pid: int, seconds: float = 20.0) -> None:
+def settle(pid: int, seconds: float = 60.0) -> None:
     """Wait until the server is quiet again (under a tenth of a core over a quarter second): what
-    a flood left queued (bcrypt checks, held refusals, closing sockets) must not count as idle."""
+    a flood left queued (bcrypt checks, held refusals, closing sockets) must not count as idle.
+    64 queued checks at a quarter of a core take about 25 s to drain."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         before = cpu_seconds(pid)
