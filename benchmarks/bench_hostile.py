@@ -180,7 +180,8 @@ def alternating(
     in all), so that the machine's load, which moves on a shared VM, hits both alike. Each flood
     round's p50 is divided by the mean of the idle rounds either side; the row gives the median
     of those ratios, both p50s' medians, the load average at the start and end, and how many
-    authorised scrapes failed in flood rounds. `during` runs once inside the first flood round,
+    authorised scrapes failed in flood rounds, and the server's CPU share (of one core) during the
+    flood rounds' scrapes. `during` runs once inside the first flood round,
     before its scrapes (e.g. to read RSS with the flood in place)."""
     port, pid = port or ctx.port, pid or ctx.pid
     per_round = max(5, ctx.scrapes // ctx.rounds)
@@ -188,6 +189,7 @@ def alternating(
     idle_p50s: list[float] = []
     flood_p50s: list[float] = []
     failed = tried = 0
+    flood_cpu = flood_wall = 0.0
     flood_latencies: list[float] = []
     for index in range(ctx.rounds):
         settle(pid)
@@ -196,7 +198,10 @@ def alternating(
         with flood():
             if index == 0 and during is not None:
                 during()
+            cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
             latencies, round_failed, round_tried = scrape_round(port, per_round, tls)
+            flood_cpu += cpu_seconds(pid) - cpu_before
+            flood_wall += time.monotonic() - wall_before
         failed, tried = failed + round_failed, tried + round_tried
         flood_latencies += latencies
         flood_p50s.append(statistics.median(latencies) * 1000 if latencies else float("nan"))
@@ -215,6 +220,7 @@ def alternating(
     row["p50_vs_idle"] = statistics.median(ratios)
     row["ratios"] = ",".join(f"{ratio:.2f}" for ratio in ratios)
     row["load"] = f"{load_before}->{load_average()}"
+    row["server_cpu_pct"] = 100 * flood_cpu / flood_wall if flood_wall else float("nan")
     return row
 
 
