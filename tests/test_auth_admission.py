@@ -30,6 +30,15 @@ def _gated(order: list[bytes], gate: threading.Event) -> Verify:
     return verify
 
 
+async def _started(order: list[bytes], password: bytes) -> None:
+    """Until the worker thread has entered the check for `password` (polled, not slept for)."""
+    for _ in range(10_000):
+        if password in order:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"the check for {password!r} never started")
+
+
 async def _queued(pool: CheckPool, count: int) -> None:
     """Until `count` checks wait (the loop has run every submitted coroutine up to its await)."""
     for _ in range(1000):
@@ -52,7 +61,7 @@ def test_a_user_name_sprayed_from_an_address_does_not_take_another_users_place()
             assert await pool.check(verify, "admin", f"earlier-{n}".encode(), peer="10.0.0.9") is False
         del order[:]
         first = asyncio.ensure_future(pool.check(verify, "admin", b"busy", peer="10.0.0.9"))
-        await asyncio.sleep(0.05)  # the worker holds "busy" until the gate opens
+        await _started(order, b"busy")  # the worker holds "busy" until the gate opens
         guesses = [
             asyncio.ensure_future(pool.check(verify, "admin", f"guess-{n}".encode(), peer="10.0.0.9"))
             for n in range(4)
@@ -74,9 +83,10 @@ def test_a_second_guess_for_the_same_user_is_still_refused_when_the_address_is_f
     async def run() -> bool | None:
         gate = threading.Event()
         pool = CheckPool(max_pending=64, peer_pending=4, cpu_share=1.0)
-        verify = _gated([], gate)
+        order: list[bytes] = []
+        verify = _gated(order, gate)
         busy = asyncio.ensure_future(pool.check(verify, "admin", b"busy", peer="10.0.0.9"))
-        await asyncio.sleep(0.05)
+        await _started(order, b"busy")
         guesses = [
             asyncio.ensure_future(pool.check(verify, "admin", f"guess-{n}".encode(), peer="10.0.0.9"))
             for n in range(4)
