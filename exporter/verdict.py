@@ -113,6 +113,11 @@ class LiveVerdict(NamedTuple):
     ridge_note: str | None = None
     reduced_clock: VerdictReducedClock | None = None
     """Set while the binding pipe runs below its peak's clock (docs/live-view.md); else None."""
+    link: str | None = None
+    """The link at its wall of an interconnect-bound verdict (nvlink, pcie); else None."""
+    link_utilization: Mapping[str, float] | None = None
+    """{link: load}: each link's busier direction over the card's per-direction bandwidth, for
+    the links with counters and a figure (docs/model.md, "The interconnect wall")."""
 
     def to_json(self) -> dict[str, Any]:
         """The verdict as the API writes it: nested records as objects, in field order."""

@@ -149,9 +149,10 @@ def test_the_verdict_copies_the_estimates_fields_by_name(snapshot: Snapshot) -> 
         assert estimate is not None
         verdict = gpu_verdict(gpu, snapshot)
         for name in LiveVerdict._fields:
-            if name in Estimate._fields and name not in ("card", "unknown_because"):
+            if name in Estimate._fields and name not in ("card", "unknown_because", "link_utilization"):
                 assert getattr(verdict, name) == getattr(estimate, name), name
         assert verdict.unknown_because == estimate.unknown_because
+        assert verdict.link_utilization == dict(estimate.link_utilization)  # {link: load} in JSON
         assert verdict.card == gpu.card
         assert estimate.roof is not None
         assert verdict.peak_flop_per_second == estimate.roof.peak_flop_per_second

@@ -27,9 +27,10 @@ from exporter.verdict import (
 from exporter.view.ridge import own_ridge, ridge_note
 from exporter.web.responses import error_body, json_response
 
-_OWN_FIELDS = frozenset({"card", "unknown_because"})
+_OWN_FIELDS = frozenset({"card", "unknown_because", "link_utilization"})
 """LiveVerdict fields an Estimate also has that the verdict takes elsewhere: the card from the
-GpuState (known through blank readings), unknown_because as [] without a reading."""
+GpuState (known through blank readings), unknown_because as [] without a reading,
+link_utilization as a {link: load} object ({} without a reading)."""
 
 _ESTIMATE_FIELDS: tuple[str, ...] = tuple(
     name for name in LiveVerdict._fields if name in Estimate._fields and name not in _OWN_FIELDS
@@ -126,6 +127,7 @@ def _build_verdict(gpu: GpuState, snapshot: Snapshot) -> LiveVerdict:
             integrated_seconds=totals.integrated_seconds,
         ),
         reduced_clock=reduced_clock_of(estimate),
+        link_utilization={} if estimate is None else dict(estimate.link_utilization),
         **copied,
     )
     return verdict._replace(own_ridge_flop_per_byte=own_ridge(verdict), ridge_note=ridge_note(verdict))
