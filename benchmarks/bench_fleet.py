@@ -2,6 +2,9 @@
 
 Run: nice -n 10 .venv/bin/python benchmarks/bench_fleet.py [--nodes 100 --nodes 1000] [--hours 2]
                                                            [--json results.json] [--workdir DIR]
+Rules only, before and after side by side (about 15 minutes at 1,000 nodes on a quiet 2-core machine):
+     nice -n 10 .venv/bin/python benchmarks/bench_fleet.py --nodes 1000 --hours 0.25 \
+         --recorded-step 0 --dashboards --baseline-rev main --rounds 3 --cycles 4
 
 For each fleet size N (nodes of 8 GPUs each):
 
@@ -23,7 +26,11 @@ For each fleet size N (nodes of 8 GPUs each):
    depends on it), so a 24 h panel on recorded series reads history as one on raw series does.
    Then the benchmark waits until Prometheus has compacted the overlapping blocks away, so
    compaction does not run during the measurement.
-5. Measures: each rule group's evaluationTime over --cycles evaluations (/api/v1/rules), the alerts
+5. Measures: each rule group's evaluationTime over --cycles evaluations (/api/v1/rules), with the
+   1-minute load average when each was seen and Prometheus' own CPU (process_cpu_seconds_total)
+   over the round; with --baseline-rev, the rule files of that git revision and the current ones
+   are loaded in turn (a configuration reload), --rounds rounds each, alternating, so that both
+   meet the same load on a shared machine. Then the alerts
    pending or firing (/api/v1/alerts), and every dashboard query as Grafana issues it for the last
    24 h: instant queries at the range's end, range queries with Grafana's $__interval for the
    panel's width (a 1,870 px wide dashboard) and $__rate_interval for a 15 s scrape interval,
@@ -48,6 +55,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -58,6 +66,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -78,6 +87,9 @@ PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SCRAPE = 15
 """Scrape and rule evaluation interval, seconds (Prometheus' and kube-prometheus' common default)."""
 GPUS_PER_NODE = 8
+CATCH_UP_SECONDS = 120
+"""The history stops this close to the present rather than chase it with slices of a scrape or
+two, each a promtool run that takes longer than a scrape interval on a loaded machine."""
 SLICE_SAMPLES = 8_000_000
 """Samples per OpenMetrics slice: about 1.5 GB of text, a few hundred MB of promtool memory."""
 DASHBOARD_WIDTH_PX = 1870
@@ -429,7 +441,7 @@ def backfill_history(fleet: Fleet, start: int, tsdb: Path, work: Path) -> Histor
     t = start
     while True:
         present = int(time.time() - 5) // SCRAPE * SCRAPE
-        if t > present:
+        if t > present or (history.slices and present - t < CATCH_UP_SECONDS):
             break
         times = list(range(t, min(t + per_slice * SCRAPE, present + SCRAPE), SCRAPE))
         path = work / f"slice-{history.slices:03d}.om"
@@ -514,6 +526,8 @@ class Prometheus:
     tsdb: Path
     process: subprocess.Popen[bytes]
     log: Path
+    config_file: Path
+    config: dict[str, Any]
 
     def api(self, path: str, **params: str) -> Any:
         url = f"{self.url}{path}"
@@ -538,6 +552,24 @@ class Prometheus:
                 name = re.split(r"[{ ]", line, maxsplit=1)[0]
                 out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
         return out
+
+    def load_rules(self, rule_files: list[Path]) -> None:
+        """Points Prometheus at `rule_files` and reloads its configuration (SIGHUP)."""
+        reloaded = "prometheus_config_last_reload_success_timestamp_seconds"
+        before = self.self_metrics().get(reloaded, 0.0)
+        self.config["rule_files"] = [str(p) for p in rule_files]
+        self.config_file.write_text(yaml.safe_dump(self.config))
+        time.sleep(1.1)  # the reload timestamp counts whole seconds
+        self.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            own = self.self_metrics()
+            if own.get("prometheus_config_last_reload_successful", 1.0) == 0.0:
+                break
+            if own.get(reloaded, 0.0) > before:
+                return
+            time.sleep(1)
+        raise SystemExit(f"prometheus did not load {rule_files[0].parent}:\n{self.log.read_text()[-2000:]}")
 
 
 def start_prometheus(
@@ -576,7 +608,7 @@ def start_prometheus(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    prometheus = Prometheus(f"http://127.0.0.1:{port}", tsdb, process, log)
+    prometheus = Prometheus(f"http://127.0.0.1:{port}", tsdb, process, log, config_file, config)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -691,20 +723,48 @@ def backfill_recordings(
 # ---- measuring -----------------------------------------------------------------------------------
 
 
-def rule_group_times(
-    prometheus: Prometheus, cycles: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """(group -> evaluationTime in ms of `cycles` distinct evaluations, rule -> the same per rule)."""
-    seen: dict[str, dict[str, float]] = {}
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def _epoch(stamp: str) -> float:
+    """An RFC 3339 time as the rules API writes it (nanoseconds, Z or an offset) -> Unix seconds."""
+    match = _STAMP.match(stamp)
+    if match is None:
+        return 0.0
+    whole, fraction, zone = match.groups()
+    zone = "+00:00" if zone == "Z" else zone
+    return datetime.fromisoformat(whole + zone).timestamp() + float(fraction or 0.0)
+
+
+@dataclass
+class Round:
+    """One variant's rules loaded, `cycles` evaluations of each group."""
+
+    variant: str
+    groups: dict[str, list[float]]
+    """Group -> evaluationTime (ms) of each evaluation."""
+    loads: dict[str, list[float]]
+    """Group -> the 1-minute load average when each of those evaluations was seen."""
+    rules: dict[str, list[float]]
+    """Rule -> evaluationTime (ms) at each poll."""
+    cpu_cores: float
+    """Prometheus' CPU seconds per second over the round (process_cpu_seconds_total)."""
+
+
+def measure_round(prometheus: Prometheus, variant: str, cycles: int, after: float) -> Round:
+    """Evaluations that began after `after` (Unix seconds), until every group has `cycles` of them."""
+    seen: dict[str, dict[str, tuple[float, float]]] = {}
     rules: dict[str, dict[str, float]] = {}
-    deadline = time.monotonic() + cycles * SCRAPE * 4 + 120
+    cpu_before, began = prometheus.self_metrics().get("process_cpu_seconds_total", 0.0), time.monotonic()
+    deadline = began + cycles * SCRAPE * 4 + 120
     while time.monotonic() < deadline:
+        load = os.getloadavg()[0]
         for group in prometheus.api("/api/v1/rules")["groups"]:
             name = f"{Path(group['file']).name}: {group['name']}"
             evaluated = group.get("lastEvaluation", "")
-            if evaluated.startswith("0001"):
+            if _epoch(evaluated) <= after or evaluated in seen.get(name, {}):
                 continue
-            seen.setdefault(name, {})[evaluated] = float(group["evaluationTime"]) * 1000
+            seen.setdefault(name, {})[evaluated] = (float(group["evaluationTime"]) * 1000, load)
             for rule in group["rules"]:
                 key = f"{group['name']}: {rule['name']}"
                 rules.setdefault(key, {})[f"{evaluated}/{len(rules.get(key, {}))}"] = (
@@ -713,8 +773,38 @@ def rule_group_times(
         if seen and all(len(v) >= cycles for v in seen.values()):
             break
         time.sleep(2)
-    groups = {name: list(times.values())[-cycles:] for name, times in sorted(seen.items())}
-    return groups, {name: list(times.values()) for name, times in rules.items()}
+    cpu = prometheus.self_metrics().get("process_cpu_seconds_total", 0.0) - cpu_before
+    kept = {name: list(times.values())[-cycles:] for name, times in sorted(seen.items())}
+    return Round(
+        variant=variant,
+        groups={name: [ms for ms, _ in pairs] for name, pairs in kept.items()},
+        loads={name: [load for _, load in pairs] for name, pairs in kept.items()},
+        rules={name: list(times.values()) for name, times in rules.items()},
+        cpu_cores=cpu / max(1e-9, time.monotonic() - began),
+    )
+
+
+def alternate_rounds(
+    prometheus: Prometheus, variants: dict[str, list[Path]], rounds: int, cycles: int
+) -> list[Round]:
+    """`rounds` rounds of each variant, alternating (A B A B ...), so both see the same load."""
+    out: list[Round] = []
+    loaded: str | None = None
+    for _ in range(rounds):
+        for variant, files in variants.items():
+            if loaded != variant:
+                if loaded is not None or len(variants) > 1:
+                    prometheus.load_rules(files)
+                loaded = variant
+                # the reloaded groups' first evaluation reads recorded series the other variant left
+                time.sleep(SCRAPE)
+            out.append(measure_round(prometheus, variant, cycles, after=time.time()))
+            print(
+                f"  round {len(out)}: {variant}, {len(out[-1].groups)} groups, "
+                f"load {os.getloadavg()[0]:.2f}, prometheus {out[-1].cpu_cores:.2f} cores",
+                flush=True,
+            )
+    return out
 
 
 def rule_errors(prometheus: Prometheus) -> list[str]:
@@ -804,9 +894,7 @@ class Measured:
     history: dict[str, Any]
     head_series: float
     rss_bytes: float
-    groups: dict[str, list[float]]
-    rules: dict[str, float]
-    """Rule -> median evaluationTime (ms) over the polls."""
+    rounds: list[Round]
     alerts: dict[str, int]
     queries: list[QueryTime] = field(default_factory=list)
     rule_errors: list[str] = field(default_factory=list)
@@ -885,6 +973,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
     tsdb.mkdir()
     start = (int(time.time()) - int(args.hours * 3600)) // SCRAPE * SCRAPE
     began = time.monotonic()
+    rules = copied_rules(args.rules, work / "current-rules")  # edits during the run change nothing
     fleet = build_fleet(nodes, args.seed, float(start))
     phases["fleet model s"] = time.monotonic() - began
     print(f"N={nodes}: {fleet.gpus} GPUs, {fleet.series_count} series ({work})", flush=True)
@@ -894,15 +983,19 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
     server.start()
     prometheus: Prometheus | None = None
     try:
-        prometheus = start_prometheus(fleet, args.rules, tsdb, work, port)
-        phases["recorded history s"] = backfill_recordings(
-            prometheus, args.rules, start + 300, history.end, work, args.recorded_step
-        )
+        prometheus = start_prometheus(fleet, rules, tsdb, work, port)
+        if args.recorded_step > 0:
+            phases["recorded history s"] = backfill_recordings(
+                prometheus, rules, start + 300, history.end, work, args.recorded_step
+            )
         phases["compaction wait s"] = wait_for_blocks(prometheus)
         began = time.monotonic()
         load_before = os.getloadavg()[0]
         time.sleep(2 * SCRAPE)  # every target scraped and every group evaluated on the settled TSDB
-        groups, rule_times = rule_group_times(prometheus, args.cycles)
+        variants = {"current": rules}
+        if args.baseline_rev:
+            variants = {args.baseline_rev: baseline_rules(args.baseline_rev, work), **variants}
+        rounds = alternate_rounds(prometheus, variants, args.rounds, args.cycles)
         alerts = alert_counts(prometheus)
         own = prometheus.self_metrics()
         end = time.time()
@@ -940,8 +1033,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
             },
             head_series=own.get("prometheus_tsdb_head_series", 0.0),
             rss_bytes=own.get("process_resident_memory_bytes", 0.0),
-            groups=groups,
-            rules={k: statistics.median(v) for k, v in rule_times.items() if v},
+            rounds=rounds,
             alerts=alerts,
             queries=queries,
             rule_errors=errors,
@@ -954,6 +1046,99 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
         server.join(10)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def copied_rules(files: list[Path], into: Path) -> list[Path]:
+    into.mkdir(exist_ok=True)
+    for path in files:
+        shutil.copyfile(path, into / path.name)
+    return [into / path.name for path in files]
+
+
+def baseline_rules(revision: str, work: Path) -> list[Path]:
+    """The rule files of rules/ at a git revision, written under `work`."""
+    listed = run(["git", "-C", str(ROOT), "ls-tree", "--name-only", revision, "rules/"])
+    names = [n for n in listed.split() if n.endswith(".rules.yml")]
+    if not names:
+        raise SystemExit(f"no rules/*.rules.yml at git revision {revision!r}")
+    out = work / "baseline-rules"
+    out.mkdir(exist_ok=True)
+    for name in names:
+        (out / Path(name).name).write_text(run(["git", "-C", str(ROOT), "show", f"{revision}:{name}"]))
+    return sorted(out.iterdir())
+
+
+@dataclass(frozen=True)
+class GroupFigures:
+    median_ms: float
+    max_ms: float
+    load: float
+    """Mean 1-minute load average at the evaluations measured."""
+    cores: float
+    """Prometheus' CPU (cores) over the rounds they were measured in."""
+
+
+def group_figures(rounds: list[Round], variant: str) -> dict[str, GroupFigures]:
+    times: dict[str, list[float]] = {}
+    loads: dict[str, list[float]] = {}
+    cores: dict[str, list[float]] = {}
+    for r in (r for r in rounds if r.variant == variant):
+        for name, ms in r.groups.items():
+            times.setdefault(name, []).extend(ms)
+            loads.setdefault(name, []).extend(r.loads[name])
+            cores.setdefault(name, []).append(r.cpu_cores)
+    return {
+        name: GroupFigures(
+            median_ms=statistics.median(ms),
+            max_ms=max(ms),
+            load=statistics.fmean(loads[name]),
+            cores=statistics.fmean(cores[name]),
+        )
+        for name, ms in sorted(times.items())
+    }
+
+
+BUDGET_MS = 100.0
+"""Issue 14's and 24's budget per rule group."""
+
+
+def report_groups(rounds: list[Round]) -> None:
+    """Each group's median and max evaluation time per variant, with the load and Prometheus CPU."""
+    variants = list(dict.fromkeys(r.variant for r in rounds))
+    figures = {v: group_figures(rounds, v) for v in variants}
+    names = sorted({name for f in figures.values() for name in f})
+    head = "".join(f" | {v[:22]:>22} {'max':>6} {'load':>5} {'cores':>5}" for v in variants)
+    print(f"\n{'rule group':58}{head}")
+    for name in names:
+        cells = ""
+        for v in variants:
+            g = figures[v].get(name)
+            cells += (
+                f" | {g.median_ms:22.1f} {g.max_ms:6.0f} {g.load:5.2f} {g.cores:5.2f}"
+                if g
+                else f" | {'-':>22} {'':6} {'':5} {'':5}"
+            )
+        print(f"{name[:58]:58}{cells}")
+    for v in variants:
+        f = figures[v]
+        over = sorted((g.median_ms, n) for n, g in f.items() if g.median_ms > BUDGET_MS)
+        mine = [r for r in rounds if r.variant == v]
+        print(
+            f"{v}: {len(over)} of {len(f)} groups over {BUDGET_MS:.0f} ms (median), sum of medians "
+            f"{sum(g.median_ms for g in f.values()):,.0f} ms, slowest "
+            f"{max((g.median_ms for g in f.values()), default=0.0):,.0f} ms; prometheus "
+            f"{statistics.fmean(r.cpu_cores for r in mine):.2f} cores, load average "
+            f"{statistics.fmean(x for r in mine for ls in r.loads.values() for x in ls):.2f} "
+            f"over {len(mine)} round(s)"
+        )
+    rules: dict[str, list[float]] = {}
+    for r in (r for r in rounds if r.variant == variants[-1]):
+        for name, ms in r.rules.items():
+            rules.setdefault(name, []).extend(ms)
+    slowest = sorted(((statistics.median(v), k) for k, v in rules.items() if v), reverse=True)[:12]
+    print(f"\n{'slowest rules of ' + variants[-1] + ' (median over the polls)':70} {'ms':>8}")
+    for ms, name in slowest:
+        print(f"{name[:70]:70} {ms:8.1f}")
 
 
 def report(m: Measured) -> None:
@@ -971,13 +1156,7 @@ def report(m: Measured) -> None:
         f"prometheus: {m.head_series:,.0f} head series, RSS {m.rss_bytes / 2**30:.2f} GiB; "
         + ", ".join(f"{k} {v:.1f}" for k, v in m.phases.items())
     )
-    print(f"\n{'rule group':58} {'min ms':>8} {'median':>8} {'max ms':>8}")
-    for name, times in m.groups.items():
-        print(f"{name:58} {min(times):8.1f} {statistics.median(times):8.1f} {max(times):8.1f}")
-    slowest = sorted(m.rules.items(), key=lambda kv: -kv[1])[:12]
-    print(f"\n{'slowest rules (median over the polls)':70} {'ms':>8}")
-    for name, ms in slowest:
-        print(f"{name[:70]:70} {ms:8.1f}")
+    report_groups(m.rounds)
     total = sum(m.alerts.values())
     print(f"\nalerts pending or firing: {total}")
     for name, count in m.alerts.items():
@@ -1000,12 +1179,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--hours", type=float, default=2.0, help="history backfilled before the measurement")
     parser.add_argument("--range-hours", type=float, default=24.0, help="dashboard time range")
-    parser.add_argument("--cycles", type=int, default=6, help="rule evaluations measured per group")
-    parser.add_argument("--recorded-step", type=int, default=60, help="step of the recorded history, seconds")
+    parser.add_argument("--cycles", type=int, default=6, help="rule evaluations measured per group and round")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds per rule variant, alternating with --baseline-rev"
+    )
+    parser.add_argument(
+        "--baseline-rev",
+        help="also measure rules/ at this git revision, alternating rounds with the current rules",
+    )
+    parser.add_argument(
+        "--recorded-step",
+        type=int,
+        default=60,
+        help="step of the recorded history, seconds (0: no recorded history, rules only)",
+    )
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--rules", type=Path, nargs="+", default=sorted((ROOT / "rules").glob("*.rules.yml")))
     parser.add_argument(
-        "--dashboards", type=Path, nargs="+", default=sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
+        "--dashboards",
+        type=Path,
+        nargs="*",
+        default=sorted((ROOT / "grafana" / "dashboards").glob("*.json")),
+        help="dashboards whose queries are timed (none: `--dashboards` alone)",
     )
     parser.add_argument(
         "--workdir", type=Path, default=None, help="where the TSDB and slices go (default: TMPDIR)"
@@ -1021,7 +1216,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:  # after each size: a later one may not finish
             args.json.write_text(
                 json.dumps(
-                    [r.__dict__ | {"queries": [q.__dict__ for q in r.queries]} for r in results], indent=1
+                    [
+                        r.__dict__
+                        | {
+                            "queries": [q.__dict__ for q in r.queries],
+                            "rounds": [x.__dict__ for x in r.rounds],
+                        }
+                        for r in results
+                    ],
+                    indent=1,
                 )
             )
     return 0

@@ -900,8 +900,9 @@ def node() -> Json:
     board.add(
         stat_panel(
             "GPUs",
-            "GPUs Ridgeline sees on this node.",
-            f"count(ridgeline_gpu_info{{{sel}}})",
+            "Physical GPUs Ridgeline sees on this node: a MIG-partitioned card once, however it is cut "
+            "(its instances share its uuid).",
+            f"count(count by (uuid) (ridgeline_gpu_info{{{sel}}}))",
             "short",
         ),
         4,

@@ -306,9 +306,11 @@ def loaded_rules(stack: Stack) -> list[dict[str, Any]]:
 
 def alert_key(labels: Mapping[str, str]) -> tuple[str, str | None]:
     """(alertname, where): the node for a per-target alert, namespace/pod or the Slurm job for a
-    per-workload one."""
+    per-workload one, the namespace for a per-namespace one (the info findings)."""
     if labels.get("pod"):
         where: str | None = f"{labels.get('namespace')}/{labels['pod']}"
+    elif labels.get("namespace"):
+        where = labels["namespace"]
     else:
         where = labels.get("hpc_job") or labels.get("node")
     return labels["alertname"], where

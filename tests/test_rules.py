@@ -272,7 +272,11 @@ def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
     for family, rules in readers.items():
         if len(rules) == 1:
             continue
-        regimes = [re.findall(rf'{family}\{{regime="(\w+)"\}}', r["expr"]) for r in rules]
+        selectors = [re.findall(rf'{family}\{{(regime="(\w+)"[^}}]*)\}}', r["expr"]) for r in rules]
+        for rule, found in zip(rules, selectors, strict=True):
+            repeated = len({matchers for matchers, _ in found}) < len(found)
+            assert not repeated, f"{rule.get('record') or rule['alert']} reads {family} twice: {found}"
+        regimes = [[regime for _, regime in found] for found in selectors]
         assert all(len(set(found)) == 1 for found in regimes), f"{family} read whole by several rules"
         assert sorted(found[0] for found in regimes) == sorted(REGIMES), f"{family}: {regimes}"
     groups_reading: dict[str, set[str]] = {}
