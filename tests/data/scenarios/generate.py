@@ -16,7 +16,8 @@ seed makes the output identical every time.
 Decode GPUs draw at their power limit with field 112's SW power cap bit (0x4) set, and the
 input-starved GPUs are held by sync boost (0x10): the clock-event findings have a workload in
 each cluster of the federation test. Fields 112, 155 (W) and 160 (W) are constants, so the seeded
-ratios are what they were before they were added.
+ratios are what they were before they were added. Decode GPUs also carry constant PCIe and
+NVLink rates (fields 1009-1012), well below the link wall, so the link families have data.
 """
 
 from __future__ import annotations
@@ -58,12 +59,21 @@ def _busy(
     }
 
 
+DECODE_LINKS: Fields = {
+    "1009": 2.0e9,  # PCIe TX, bytes/s: tokens and logits back to the host
+    "1010": 1.0e9,  # PCIe RX: prompts in
+    "1011": 3.0e10,  # NVLink TX: a tensor-parallel pair's per-layer all-reduce, 7 % of 450 GB/s
+    "1012": 3.0e10,  # NVLink RX
+}
+
+
 def decode(rng: random.Random, _t: int) -> Fields:
     return {
         **_busy(rng, 0.95, 0.85, (0.70, 0.78), (0.08, 0.12), 98.0),
         "112": 4.0,
         "155": 699.0,
         "160": 700.0,
+        **DECODE_LINKS,
     }
 
 
