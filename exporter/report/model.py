@@ -506,3 +506,10 @@ def _coverage_doc(coverage: Coverage, seen: float) -> dict[str, Any]:
             for s in coverage.stretches
         ],
     }
+
+
+def remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:
+    """The fleet's usage no group accounts for (build_report's ungrouped remainder), for an input
+    that takes it per part of the fleet — a Prometheus shard — before summing the parts, so that
+    a global view's remainder is the shards' remainders summed."""
+    return _remainder(groups, fleet)

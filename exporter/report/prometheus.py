@@ -48,6 +48,7 @@ from exporter.report.model import (
     Window,
     iso_time,
     merge_usage,
+    remainder,
 )
 from exporter.report.series import (
     CLUSTER,
@@ -403,8 +404,14 @@ def collect(
         )
         level = workload_level = fleet_level = None
     needed = [lv for lv in (level, workload_level, fleet_level) if lv is not None]
-    covered = _covered_windows(client, needed, start, end, step, matchers)
-    lookback = _lookback(client, needed[0], max(covered)) if covered and needed else None
+    # Where the complete cluster level is recorded, the rules ran: a workload level without series
+    # there has no workloads (a shard of Slurm nodes has no pods), not a gap in the rules.
+    checked = [lv for lv in needed if not (fleet_level is CLUSTER and lv.allocated_only)]
+    covered = _covered_windows(client, checked, start, end, step, matchers)
+    lookback = None
+    for lv in needed if covered else []:  # measured on the first level with readings
+        if (lookback := _lookback(client, lv, max(covered))) is not None:
+            break
 
     units = _unit_readings(
         client, start, end, step, fleet_level, matchers, lookback, dialect, sample_interval
@@ -431,14 +438,18 @@ def collect(
         # groups that are unions of workloads (namespace of namespace/pod) are summed from the
         # workloads' answers: one set of queries instead of two
         derived = set(by) < set(workload_by) and level is workload_level
+        # every answer keeps the shards apart (cluster, shard) until the remainder is taken
+        workload_keys, group_keys = _partitioned(workload_by), _partitioned(by)
         workload_jobs, workload_pieces = _usage_jobs_by_piece(
-            client, workload_by, workload_stretches, step, matchers, pool
+            client, workload_keys, workload_stretches, step, matchers, pool
         )
         if workload_by == by or derived:
-            group_jobs, group_pieces, group_by = workload_jobs, workload_pieces, workload_by
+            group_jobs, group_pieces, group_by = workload_jobs, workload_pieces, workload_keys
         else:
-            group_jobs, group_pieces = _usage_jobs_by_piece(client, by, group_stretches, step, matchers, pool)
-            group_by = by
+            group_jobs, group_pieces = _usage_jobs_by_piece(
+                client, group_keys, group_stretches, step, matchers, pool
+            )
+            group_by = group_keys
         fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
         count = round((end - start) / step)
         neighbours = [
@@ -465,12 +476,16 @@ def collect(
             else None
             for a, b in pieces
         ]
-        workloads = _usage(workload_jobs, workload_by)
+        partitioned_workloads = _usage(workload_jobs, workload_keys)
         if derived:
-            groups = merge_usage(replace(u, labels=_labels(u.labels, by)) for u in workloads)
+            partitioned_groups = _relabelled(partitioned_workloads, group_keys)
+        elif group_jobs is workload_jobs:
+            partitioned_groups = partitioned_workloads
         else:
-            groups = workloads if group_jobs is workload_jobs else _usage(group_jobs, by)
-        fleet, timeline = _fleet(fleet_jobs, step)
+            partitioned_groups = _usage(group_jobs, group_keys)
+        fleets, timeline = _fleet(fleet_jobs, step)
+        workloads = _relabelled(partitioned_workloads, workload_by)
+        groups, fleet = _with_remainders(partitioned_groups, fleets, by)
         seen_in_pieces = [
             _relabelled(_usage(group_pieces.get(k, []), group_by), by) for k in range(len(pieces))
         ]
@@ -995,7 +1010,7 @@ def _fleet_jobs(
                 continue  # a level that cannot tell; the groups' sum stands
             expr = promql.window_expr(
                 quantity,
-                (),
+                PARTITION_LABELS,
                 stretch.end - stretch.start if stretch.edge else step,
                 level=lv,
                 matchers=usable,
@@ -1016,38 +1031,79 @@ _FleetJobs = list[tuple[str, Future[Any], tuple[float, float] | None]]
 """(quantity, answer, the span of a coverage run read across in one value)."""
 
 
-def _fleet(jobs: _FleetJobs, step: int) -> tuple[Usage, list[TimelinePoint]]:
-    """The fleet's totals and its timeline (GPUs per regime in each window)."""
-    seconds: dict[str, float] = dict.fromkeys(REGIMES, 0.0)
+def _fleet(jobs: _FleetJobs, step: int) -> tuple[dict[_Partition, Usage], list[TimelinePoint]]:
+    """Each shard's totals (cluster, shard: empty on a server of one) and the fleet's timeline
+    (GPUs per regime in each window)."""
+    parts: list[Usage] = []
     per_window: dict[float, dict[str, float]] = {}
-    flop = dram = idle_allocated = 0.0
     for job, future, across in jobs:
         quantity = job.removeprefix("edge ")
         for metric, answer in future.result():
             points = [(math.nan, answer)] if job.startswith("edge ") else answer
+            labels = _labels(metric, PARTITION_LABELS)
+            total = sum(v for _, v in points)
             if quantity == "regime":
                 regime = metric.get("regime")
                 if regime not in REGIMES:
                     continue
+                parts.append(Usage(labels=labels, gpu_seconds={regime: total}))
                 for t, v in points:
-                    seconds[regime] += v
                     if not math.isnan(t):
-                        per_window.setdefault(t, {})[regime] = v / step
+                        window = per_window.setdefault(t, {})
+                        window[regime] = window.get(regime, 0.0) + v / step
                     elif across is not None:
                         a, b = across
                         for i in range(round((b - a) / step)):
-                            per_window.setdefault(a + (i + 1) * step, {})[regime] = v / (b - a)
+                            window = per_window.setdefault(a + (i + 1) * step, {})
+                            window[regime] = window.get(regime, 0.0) + v / (b - a)
             elif quantity == "flop":
-                flop += sum(v for _, v in points)
+                parts.append(Usage(labels=labels, flop=total))
             elif quantity == "idle_allocated":
-                idle_allocated += sum(v for _, v in points)
+                parts.append(Usage(labels=labels, idle_allocated_gpu_seconds=total))
             else:
-                dram += sum(v for _, v in points)
+                parts.append(Usage(labels=labels, dram_bytes=total))
     timeline = [TimelinePoint(end=t, gpus=per_window[t]) for t in sorted(per_window)]
-    fleet = Usage(
-        labels={}, gpu_seconds=seconds, idle_allocated_gpu_seconds=idle_allocated, flop=flop, dram_bytes=dram
-    )
-    return fleet, timeline
+    return {_partition(u.labels): u for u in merge_usage(parts)}, timeline
+
+
+PARTITION_LABELS: tuple[str, ...] = ("cluster", "shard")
+"""What tells the parts of a global view apart: each cluster's (or shard's) Prometheus names
+itself in these external labels (deploy/federation/prometheus-global.yml)."""
+
+_Partition = tuple[str, ...]
+
+
+def _partition(labels: Mapping[str, str]) -> _Partition:
+    return tuple(labels.get(k, "") for k in PARTITION_LABELS)
+
+
+def _partitioned(by: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*by, *PARTITION_LABELS]))
+
+
+def _with_remainders(
+    groups: Sequence[Usage], fleets: Mapping[_Partition, Usage], by: Sequence[str]
+) -> tuple[list[Usage], Usage]:
+    """The groups with each part's remainder (GPUs its groups do not account for) taken within
+    the part and added, and the fleet as their sum: a global view's numbers are then its shards'
+    reports summed, whatever each shard's remainder came to."""
+    rows: list[Usage] = []
+    parts = dict.fromkeys([*fleets, *(_partition(u.labels) for u in groups)])
+    for part in parts:
+        mine = _relabelled([u for u in groups if _partition(u.labels) == part], by)
+        fleet = fleets.get(part, Usage(labels={}))
+        rest = remainder(mine, fleet)
+        where = dict(zip(PARTITION_LABELS, part, strict=True))
+        rows.extend(mine)
+        if rest is not None:
+            rows.append(replace(rest, labels=_labels(where, by)))
+    merged = merge_usage(rows)
+    measured = merge_usage(replace(u, labels={}) for u in fleets.values())
+    grouped = merge_usage(replace(u, labels={}) for u in merged)
+    # the fleet's GPU-seconds are its rows' (remainders included: none is left for build_report
+    # to take again); its FLOPs, bytes and idle-allocated time are as measured
+    fleet = measured[0] if measured else Usage(labels={})
+    return merged, replace(fleet, gpu_seconds=grouped[0].gpu_seconds if grouped else {})
 
 
 def _gaps(timeline: Sequence[TimelinePoint], start: float, end: float, step: int) -> list[Window]:
