@@ -160,3 +160,32 @@ def test_the_page_shows_coverage_and_shades_the_unseen_stretch() -> None:
     plain = render_html(_doc(Coverage()))
     assert "<th>coverage</th>" not in plain and "Coverage: " not in plain
     assert "100.0 % of the expected GPU-time seen" in plain
+
+
+def test_a_shards_remainder_is_taken_within_the_shard_before_the_shards_are_summed() -> None:
+    """Shard a's pods account for its GPUs but for a rounding's worth (0.9 GPU-s, under the
+    remainder's threshold: left out in its own report); shard b has no pods (its whole fleet is
+    its remainder). Taken once over the sum, the 0.9 GPU-s would ride along with b's remainder
+    and the global view would differ from the shards' reports summed."""
+    from exporter.report.prometheus import _with_remainders
+
+    east_a, east_b = {"cluster": "east", "shard": "a"}, {"cluster": "east", "shard": "b"}
+    groups = [Usage(labels={"namespace": "llm", **east_a}, gpu_seconds={"memory_bound": 1000.0})]
+    fleets = {
+        ("east", "a"): Usage(labels=east_a, gpu_seconds={"memory_bound": 1000.9}),
+        ("east", "b"): Usage(labels=east_b, gpu_seconds={"idle": 500.0}, idle_allocated_gpu_seconds=500.0),
+    }
+    rows, fleet = _with_remainders(groups, fleets, ("namespace",))
+    by_name = {tuple(sorted(u.labels.items())): u for u in rows}
+    assert by_name[(("namespace", "llm"),)].gpu_seconds == {"memory_bound": 1000.0}
+    rest = by_name[()]
+    assert rest.gpu_seconds.get("memory_bound", 0.0) == 0.0 and rest.gpu_seconds["idle"] == 500.0
+    assert rest.idle_allocated_gpu_seconds == 500.0
+    assert fleet.total_gpu_seconds == 1500.0  # the rows' sum: nothing left for the model to take again
+    doc = build_report(
+        groups=rows, fleet=fleet, workloads=[],
+        provenance=Provenance(kind="prometheus", location="http://p", start=0.0, end=60.0, step_seconds=60.0,
+                              sample_interval_seconds=15.0),
+        catalog=load_catalog(), options=ReportOptions(by=("namespace",)),
+    )  # fmt: skip
+    assert doc["fleet"]["gpu_seconds"]["memory_bound"] == 1000.0
