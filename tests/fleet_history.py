@@ -83,12 +83,25 @@ class Gpu:
 
 
 @dataclass(frozen=True, slots=True)
+class Outage:
+    """Nodes nobody scraped in (start, end): no samples there. restart: their daemons were down
+    too and start again at `end` with counters at 0, so the time in [start, end) is lost; else
+    the daemons kept counting and the first scrape after the outage carries it all."""
+
+    nodes: frozenset[str]
+    start: float
+    end: float
+    restart: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Fleet:
     start: float
     end: float
     scrape_seconds: float
     gpus: tuple[Gpu, ...]
     cluster: str = "test"
+    outages: tuple[Outage, ...] = ()
 
 
 def make_fleet(
@@ -193,18 +206,35 @@ def series_labels(fleet: Fleet, gpu: Gpu, segment: Segment) -> dict[str, str]:
     return labels
 
 
+def _lost(fleet: Fleet, gpu: Gpu, segment: Segment, lo: float, hi: float) -> float:
+    """Seconds of the segment within [lo, hi] that a restart outage of the GPU's node lost."""
+    return sum(
+        max(0.0, min(hi, segment.end, o.end) - max(lo, segment.start, o.start))
+        for o in fleet.outages
+        if o.restart and gpu.node in o.nodes
+    )
+
+
 def truth(
-    fleet: Fleet, by: Iterable[str], start: float | None = None, end: float | None = None
+    fleet: Fleet,
+    by: Iterable[str],
+    start: float | None = None,
+    end: float | None = None,
+    *,
+    lost: bool = False,
 ) -> dict[tuple[str, ...], Truth]:
     """GPU-seconds by regime, idle-while-allocated seconds, FLOPs and bytes per group over
-    [start, end], integrated from the schedules; the key is the group's label values ("" absent)."""
+    [start, end], integrated from the schedules; the key is the group's label values ("" absent).
+    Time restart outages lost is not in it (the counters never had it); lost: only that time."""
     by = tuple(by)
     lo = fleet.start if start is None else start
     hi = fleet.end if end is None else end
     out: dict[tuple[str, ...], Truth] = {}
     for gpu in fleet.gpus:
         for segment in gpu.segments:
-            seconds = min(hi, segment.end) - max(lo, segment.start)
+            seconds = min(hi, segment.end) - max(lo, segment.start) - _lost(fleet, gpu, segment, lo, hi)
+            if lost:
+                seconds = _lost(fleet, gpu, segment, lo, hi)
             if seconds <= 0:
                 continue
             labels = series_labels(fleet, gpu, segment)
@@ -250,12 +280,17 @@ def _raw_rows(
     """
     seconds = dict.fromkeys(REGIMES, 0.0)
     flop = dram = 0.0
+    outages = [o for o in fleet.outages if gpu.node in o.nodes]
     for segment in gpu.segments:
         last = segment.end >= fleet.end
         lo, hi = max(start, segment.start), min(end, segment.end)
         if lo <= hi:
             labels = series_labels(fleet, gpu, segment)
-            times = list(_scrape_times(fleet, lo, hi, include_end=last or hi < segment.end))
+            times = [
+                t
+                for t in _scrape_times(fleet, lo, hi, include_end=last or hi < segment.end)
+                if not any(o.start < t < o.end for o in outages)
+            ]
             flop_rate = segment.tk * gpu.peak
             dram_rate = segment.dram * gpu.bandwidth
             if family == "ridgeline_regime_seconds":
@@ -264,15 +299,28 @@ def _raw_rows(
                     base = seconds[regime]
                     grows = regime == segment.regime
                     for t in times:
-                        yield text, t, base + (t - segment.start if grows else 0.0)
+                        value = base + (t - segment.start if grows else 0.0)
+                        yield text, t, value - (_restarted(fleet, gpu, t)[0][regime] if outages else 0.0)
             elif family == "ridgeline_flop":
                 text = "ridgeline_flop_total{" + _label_text(labels) + "}"
                 for t in times:
-                    yield text, t, flop + flop_rate * (t - segment.start)
+                    yield (
+                        text,
+                        t,
+                        flop
+                        + flop_rate * (t - segment.start)
+                        - (_restarted(fleet, gpu, t)[1] if outages else 0.0),
+                    )
             elif family == "ridgeline_dram_bytes":
                 text = "ridgeline_dram_bytes_total{" + _label_text(labels) + "}"
                 for t in times:
-                    yield text, t, dram + dram_rate * (t - segment.start)
+                    yield (
+                        text,
+                        t,
+                        dram
+                        + dram_rate * (t - segment.start)
+                        - (_restarted(fleet, gpu, t)[2] if outages else 0.0),
+                    )
             else:  # the debounced-regime state set (the recording rules count GPUs with it)
                 for regime in REGIMES:
                     text = "ridgeline_regime{" + _label_text({**labels, "regime": regime}) + "}"
@@ -283,6 +331,24 @@ def _raw_rows(
         seconds[segment.regime] += length
         flop += segment.tk * gpu.peak * length
         dram += segment.dram * gpu.bandwidth * length
+
+
+def _counters_at(gpu: Gpu, at: float) -> tuple[dict[str, float], float, float]:
+    """The GPU's regime seconds, FLOPs and bytes counted from the fleet's start up to `at`."""
+    seconds = dict.fromkeys(REGIMES, 0.0)
+    flop = dram = 0.0
+    for segment in gpu.segments:
+        length = max(0.0, min(at, segment.end) - segment.start)
+        seconds[segment.regime] += length
+        flop += segment.tk * gpu.peak * length
+        dram += segment.dram * gpu.bandwidth * length
+    return seconds, flop, dram
+
+
+def _restarted(fleet: Fleet, gpu: Gpu, at: float) -> tuple[dict[str, float], float, float]:
+    """What the GPU's counters lost at its daemon's last restart up to `at` (zeros: none)."""
+    ends = [o.end for o in fleet.outages if o.restart and gpu.node in o.nodes and o.end <= at]
+    return _counters_at(gpu, max(ends)) if ends else (dict.fromkeys(REGIMES, 0.0), 0.0, 0.0)
 
 
 _FAMILIES = (

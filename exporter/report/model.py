@@ -142,6 +142,8 @@ class Provenance:
     clock_loss_measured: bool = True
     """False where the counter it comes from cannot be read (a server without raw counters): the
     clock-lost figures are then null, not 0."""
+    coverage: Coverage | None = None
+    """How much of the expected GPU-time was seen (None: not measured, a replay)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +268,15 @@ def build_report(
     # decides whether there is a remainder.
     fleet_doc["gpu_seconds"] = {r: sum(g["gpu_seconds"][r] for g in group_docs) for r in REGIMES}
     fleet_doc["gpu_seconds_total"] = sum(g["gpu_seconds_total"] for g in group_docs)
+    coverage = provenance.coverage
+    for g in group_docs:
+        missing = None if coverage is None else coverage.group_missing.get(tuple(sorted(g["labels"].items())))
+        g["coverage"] = None if coverage is None else _coverage_ratio(g["gpu_seconds_total"], missing or 0.0)
+    fleet_doc["coverage"] = (
+        None
+        if coverage is None
+        else _coverage_ratio(fleet_doc["gpu_seconds_total"], coverage.missing_gpu_seconds)
+    )
     workload_rows = [_group_doc(u, catalog, options, cards) for u in workloads]
     if not provenance.clock_loss_measured:
         for row in [*group_docs, fleet_doc, *workload_rows]:
@@ -322,6 +333,7 @@ def build_report(
         "timeline": [
             {"end": p.end, "gpus": {r: p.gpus.get(r, 0.0) for r in REGIMES}} for p in provenance.timeline
         ],
+        "coverage": None if coverage is None else _coverage_doc(coverage, fleet_doc["gpu_seconds_total"]),
     }
 
 
@@ -473,3 +485,70 @@ def group_name(labels: Mapping[str, str], by: Sequence[str]) -> str:
     if not any(labels.get(label) for label in by):
         return "(no " + "/".join(by) + ")"
     return "/".join(labels.get(label) or "-" for label in by)
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageStretch:
+    """A stretch in which some scrape targets went unseen: what was expected, what was read."""
+
+    start: float
+    end: float
+    expected_gpu_seconds: float
+    """GPUs seen before and after the stretch × its length (docs/report.md, "Coverage")."""
+    seen_gpu_seconds: float
+    reconstructed: bool
+    """Read from the raw counters across the stretch (counters survive an outage of the scrape)."""
+    targets: tuple[str, ...]
+    """The targets that went unseen in it."""
+
+    @property
+    def missing_gpu_seconds(self) -> float:
+        return max(0.0, self.expected_gpu_seconds - self.seen_gpu_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """What the report expected and did not see, per stretch and per group."""
+
+    stretches: tuple[CoverageStretch, ...] = ()
+    group_missing: Mapping[tuple[tuple[str, str], ...], float] = field(default_factory=dict)
+    """Group labels (sorted items) -> GPU-seconds expected but not seen."""
+
+    @property
+    def missing_gpu_seconds(self) -> float:
+        return sum(s.missing_gpu_seconds for s in self.stretches)
+
+
+def _coverage_ratio(seen: float, missing: float) -> float:
+    """Seen ÷ expected, expected being seen + missing (1 when nothing was expected)."""
+    return seen / (seen + missing) if seen + missing > 0 else 1.0
+
+
+def _coverage_doc(coverage: Coverage, seen: float) -> dict[str, Any]:
+    """The document's `coverage`: the fleet's ratio and every stretch with unseen targets."""
+    missing = coverage.missing_gpu_seconds
+    return {
+        "ratio": _coverage_ratio(seen, missing),
+        "expected_gpu_seconds": seen + missing,
+        "missing_gpu_seconds": missing,
+        "stretches": [
+            {
+                "start": iso_time(s.start),
+                "end": iso_time(s.end),
+                "seconds": s.end - s.start,
+                "expected_gpu_seconds": s.expected_gpu_seconds,
+                "seen_gpu_seconds": s.seen_gpu_seconds,
+                "ratio": _coverage_ratio(s.seen_gpu_seconds, s.missing_gpu_seconds),
+                "reconstructed": s.reconstructed,
+                "targets": list(s.targets),
+            }
+            for s in coverage.stretches
+        ],
+    }
+
+
+def remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:
+    """The fleet's usage no group accounts for (build_report's ungrouped remainder), for an input
+    that takes it per part of the fleet — a Prometheus shard — before summing the parts, so that
+    a global view's remainder is the shards' remainders summed."""
+    return _remainder(groups, fleet)

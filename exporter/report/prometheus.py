@@ -24,6 +24,7 @@ The plan (docs/report.md, "How the numbers are read"):
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -37,11 +38,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exporter.http_client import PROMETHEUS_FLAGS, ClientConfigError, HTTPClientConfig
-from exporter.report import promql
-from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
+from exporter.report import coverage, promql
+from exporter.report.model import (
+    Coverage,
+    CoverageStretch,
+    Provenance,
+    TimelinePoint,
+    Usage,
+    Window,
+    iso_time,
+    merge_usage,
+    remainder,
+)
 from exporter.report.series import (
     CLUSTER,
     GROUP_LEVELS,
+    INSTANCE,
     RATE_WINDOW_SECONDS,
     RAW_CLOCK_LOST,
     RAW_DRAM_BYTES,
@@ -264,6 +276,9 @@ class _Stretch:
     edge: bool = False
     """A piece of the range before its first or after its last whole window: one window of its
     own length, read with a plain instant query (no subquery alignment)."""
+    piece: int | None = None
+    """The coverage run (exporter/report/coverage.py) this stretch reads, if any: its answers are
+    kept apart too, to measure what each group saw in it."""
 
 
 def round_step(seconds: float) -> int:
@@ -364,15 +379,30 @@ def collect(
         )
         level = workload_level = fleet_level = None
     needed = [lv for lv in (level, workload_level, fleet_level) if lv is not None]
-    covered = _covered_windows(client, needed, start, end, step, matchers)
-    lookback = _lookback(client, needed[0], max(covered)) if covered and needed else None
+    # Where the complete cluster level is recorded, the rules ran: a workload level without series
+    # there has no workloads (a shard of Slurm nodes has no pods), not a gap in the rules.
+    checked = [lv for lv in needed if not (fleet_level is CLUSTER and lv.allocated_only)]
+    covered = _covered_windows(client, checked, start, end, step, matchers)
+    lookback = None
+    for lv in needed if covered else []:  # measured on the first level with readings
+        if (lookback := _lookback(client, lv, max(covered))) is not None:
+            break
+
+    units = _unit_readings(
+        client, start, end, step, fleet_level, matchers, lookback, dialect, sample_interval
+    )
+    interval = sample_interval or (lookback / 1.5 if lookback else DEFAULT_SAMPLE_INTERVAL_SECONDS)
+    runs = coverage.find_runs(units, step, interval)
+    widen = 1 if raw_present else 0  # raw counters read across a run from a window either side
+    pieces = [(start + (r.first - widen) * step, start + (r.last + 1 + widen) * step) for r in runs]
 
     def stretches(lv: RecordedLevel | None, fleet_lv: RecordedLevel | None) -> list[_Stretch]:
         plain = _stretches(start, end, step, covered if lv is not None else set(), lv, fleet_lv, lookback)
+        plain = _carved(plain, pieces, reconstruct=raw_present)
         if plain and wanted_start < start:  # the head, read the way its neighbour is
-            plain.insert(0, replace(plain[0], start=wanted_start, end=start, edge=True))
+            plain.insert(0, replace(plain[0], start=wanted_start, end=start, edge=True, piece=None))
         if plain and wanted_end > end:
-            plain.append(replace(plain[-1], start=end, end=wanted_end, edge=True))
+            plain.append(replace(plain[-1], start=end, end=wanted_end, edge=True, piece=None))
         return [replace(s, dialect=dialect, sample_interval=sample_interval) for s in plain]
 
     group_stretches = stretches(level, fleet_level)
@@ -383,20 +413,70 @@ def collect(
         # groups that are unions of workloads (namespace of namespace/pod) are summed from the
         # workloads' answers: one set of queries instead of two
         derived = set(by) < set(workload_by) and level is workload_level
-        workload_jobs = _usage_jobs(
-            client, workload_by, workload_stretches, step, matchers, pool, raw_present
+        # every answer keeps the shards apart (cluster, shard) until the remainder is taken
+        workload_keys, group_keys = _partitioned(workload_by), _partitioned(by)
+        workload_jobs, workload_pieces = _usage_jobs_by_piece(
+            client, workload_keys, workload_stretches, step, matchers, pool, raw_present
         )
         if workload_by == by or derived:
-            group_jobs = workload_jobs
+            group_jobs, group_pieces, group_by = workload_jobs, workload_pieces, workload_keys
         else:
-            group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool, raw_present)
+            group_jobs, group_pieces = _usage_jobs_by_piece(
+                client, group_keys, group_stretches, step, matchers, pool, raw_present
+            )
+            group_by = group_keys
         fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
-        workloads = _usage(workload_jobs, workload_by)
+        count = round((end - start) / step)
+        neighbours = [
+            _neighbour_jobs(
+                client,
+                by,
+                start,
+                step,
+                p,
+                count,
+                level,
+                covered,
+                lookback,
+                matchers,
+                pool,
+                dialect,
+                sample_interval,
+            )
+            for p in pieces
+        ]
+        piece_units = [
+            pool.submit(client.query, _unit_expr(b - a, None, matchers, None, dialect, sample_interval), b)
+            if raw_present
+            else None
+            for a, b in pieces
+        ]
+        partitioned_workloads = _usage(workload_jobs, workload_keys)
         if derived:
-            groups = merge_usage(replace(u, labels=_labels(u.labels, by)) for u in workloads)
+            partitioned_groups = _relabelled(partitioned_workloads, group_keys)
+        elif group_jobs is workload_jobs:
+            partitioned_groups = partitioned_workloads
         else:
-            groups = workloads if group_jobs is workload_jobs else _usage(group_jobs, by)
-        fleet, timeline = _fleet(fleet_jobs, step)
+            partitioned_groups = _usage(group_jobs, group_keys)
+        fleets, timeline = _fleet(fleet_jobs, step)
+        workloads = _relabelled(partitioned_workloads, workload_by)
+        groups, fleet = _with_remainders(partitioned_groups, fleets, by)
+        seen_in_pieces = [
+            _relabelled(_usage(group_pieces.get(k, []), group_by), by) for k in range(len(pieces))
+        ]
+        measured = _coverage(
+            runs,
+            pieces,
+            units,
+            [None if f is None else _per_unit(f.result()) for f in piece_units],
+            [(_answered(b, by), _answered(a, by)) for b, a in neighbours],
+            seen_in_pieces,
+            start=start,
+            step=step,
+            interval=interval,
+            reconstructed=raw_present,
+        )
+    notes.extend(_coverage_notes(measured))
     if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
         notes.append(
             "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
@@ -430,6 +510,7 @@ def collect(
         timeline=tuple(timeline),
         notes=tuple(notes),
         clock_loss_measured=raw_present,
+        coverage=measured,
     )
     return Collected(
         groups=groups, fleet=fleet, workloads=workloads, provenance=provenance, queries=client.queries
@@ -567,6 +648,241 @@ def _stretches(
     return out
 
 
+def _carved(
+    plain: Sequence[_Stretch], pieces: Sequence[tuple[float, float]], *, reconstruct: bool
+) -> list[_Stretch]:
+    """The stretches cut at the coverage runs' edges, each cut part marked with its run; with
+    `reconstruct`, a run's parts become one raw reading across it (an edge: one window of its own
+    length), since the daemon's counters kept counting while nobody scraped them."""
+    cut: list[_Stretch] = []
+    for stretch in plain:
+        edges = sorted(
+            {stretch.start, stretch.end, *(t for p in pieces for t in p if stretch.start < t < stretch.end)}
+        )
+        for a, b in itertools.pairwise(edges):
+            piece = next((k for k, (ps, pe) in enumerate(pieces) if ps <= a and b <= pe), None)
+            cut.append(replace(stretch, start=a, end=b, piece=piece))
+    if not reconstruct:
+        return cut
+    out: list[_Stretch] = []
+    for part in cut:
+        if part.piece is not None and out and out[-1].piece == part.piece:
+            out[-1] = replace(out[-1], end=part.end)
+        elif part.piece is not None:
+            out.append(replace(part, level=None, fleet_level=None, lookback=None, edge=True))
+        else:
+            out.append(part)
+    return out
+
+
+def _unit_expr(
+    length: float,
+    level: RecordedLevel | None,
+    matchers: Sequence[promql.Matcher],
+    lookback: float | None,
+    dialect: str,
+    sample_interval: float | None,
+) -> str:
+    """GPU-seconds per scrape target over one window (all regimes summed)."""
+    window = promql.window_expr(
+        "regime",
+        coverage.UNIT_LABELS,
+        length,
+        level=level,
+        matchers=matchers,
+        lookback=lookback if level is not None else None,
+        dialect=dialect,
+        sample_interval=sample_interval,
+    )
+    return f"sum by ({', '.join(coverage.UNIT_LABELS)}) ({window})"
+
+
+def _unit_readings(
+    client: PrometheusClient,
+    start: float,
+    end: float,
+    step: int,
+    fleet_level: RecordedLevel | None,
+    matchers: Sequence[promql.Matcher],
+    lookback: float | None,
+    dialect: str,
+    sample_interval: float | None,
+) -> dict[coverage.Key, list[float]]:
+    """Every scrape target's GPU-seconds in every window: from the node level where it is
+    recorded (and the fleet is read recorded), else from the raw counters."""
+    level = INSTANCE if fleet_level is not None and {m.label for m in matchers} <= INSTANCE.labels else None
+    covered = _covered_windows(client, [INSTANCE], start, end, step, matchers) if level is not None else set()
+    count = round((end - start) / step)
+    index = {start + (i + 1) * step: i for i in range(count)}
+    readings: dict[coverage.Key, list[float]] = {}
+    for stretch in _stretches(start, end, step, covered, level, level, lookback):
+        expr = _unit_expr(step, stretch.level, matchers, stretch.lookback, dialect, sample_interval)
+        for metric, points in client.query_range(expr, stretch.start + step, stretch.end, step):
+            row = readings.setdefault(tuple(metric.get(k, "") for k in coverage.UNIT_LABELS), [0.0] * count)
+            for t, v in points:
+                if t in index:
+                    row[index[t]] += v
+    return readings
+
+
+def _per_unit(answer: Sequence[Series]) -> dict[coverage.Key, float]:
+    out: dict[coverage.Key, float] = {}
+    for metric, value in answer:
+        key = tuple(metric.get(k, "") for k in coverage.UNIT_LABELS)
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _group_key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def _per_group(answer: Sequence[Series], by: Sequence[str]) -> dict[tuple[tuple[str, str], ...], float]:
+    out: dict[tuple[tuple[str, str], ...], float] = {}
+    for metric, value in answer:
+        if metric.get("regime") in REGIMES:
+            key = _group_key(_labels(metric, by))
+            out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _answered(future: Future[list[Series]] | None, by: Sequence[str]) -> _GroupSeconds | None:
+    return None if future is None else _per_group(future.result(), by)
+
+
+def _relabelled(usages: Sequence[Usage], by: Sequence[str]) -> list[Usage]:
+    return merge_usage(replace(u, labels=_labels(u.labels, by)) for u in usages)
+
+
+def _neighbour_jobs(
+    client: PrometheusClient,
+    by: Sequence[str],
+    start: float,
+    step: int,
+    piece: tuple[float, float],
+    count: int,
+    level: RecordedLevel | None,
+    covered: set[float],
+    lookback: float | None,
+    matchers: Sequence[promql.Matcher],
+    pool: ThreadPoolExecutor,
+    dialect: str,
+    sample_interval: float | None,
+) -> tuple[Future[list[Series]] | None, Future[list[Series]] | None]:
+    """The groups' GPU-seconds in the window just before a run's piece and the one just after
+    (None: outside the range)."""
+
+    def window(at: float) -> Future[list[Series]] | None:
+        if not start + step <= at <= start + count * step:
+            return None
+        lv = level if level is not None and at in covered else None
+        expr = promql.window_expr(
+            "regime",
+            by,
+            step,
+            level=lv,
+            matchers=matchers,
+            lookback=lookback if lv is not None else None,
+            dialect=dialect,
+            sample_interval=sample_interval,
+        )
+        return pool.submit(client.query, expr, at)
+
+    return window(piece[0]), window(piece[1] + step)
+
+
+def _coverage(
+    runs: Sequence[coverage.Run],
+    pieces: Sequence[tuple[float, float]],
+    units: Mapping[coverage.Key, Sequence[float]],
+    piece_units: Sequence[Mapping[coverage.Key, float] | None],
+    neighbours: Sequence[tuple[_GroupSeconds | None, _GroupSeconds | None]],
+    seen_in_pieces: Sequence[Sequence[Usage]],
+    *,
+    start: float,
+    step: int,
+    interval: float,
+    reconstructed: bool,
+) -> Coverage:
+    """What each run expected and saw, per target and per group (docs/report.md, "Coverage")."""
+    stretches = []
+    group_missing: dict[tuple[tuple[str, str], ...], float] = {}
+    for k, run in enumerate(runs):
+        a, b = pieces[k]
+        first, last = round((a - start) / step), round((b - start) / step) - 1
+        expected = lost = 0.0
+        for key, series in units.items():
+            want = coverage.expected_over(series, first, last)
+            read = piece_units[k]
+            got = read.get(key, 0.0) if read is not None else sum(series[first : last + 1])
+            expected += want
+            lost += coverage.missing(want, got, b - a, interval)
+        stretches.append(
+            CoverageStretch(
+                start=a,
+                end=b,
+                expected_gpu_seconds=expected,
+                seen_gpu_seconds=expected - lost,
+                reconstructed=reconstructed,
+                targets=tuple(coverage.unit_name(u) for u in run.units),
+            )
+        )
+        before, after = neighbours[k]
+        seen = {_group_key(u.labels): u.total_gpu_seconds for u in seen_in_pieces[k]}
+        for group in dict.fromkeys([*(before or {}), *(after or {})]):
+            want = coverage.expected_between(
+                None if before is None else before.get(group, 0.0),
+                None if after is None else after.get(group, 0.0),
+                last - first + 1,
+            )
+            short = coverage.missing(want, seen.get(group, 0.0), b - a, interval)
+            if short > 0:
+                group_missing[group] = group_missing.get(group, 0.0) + short
+    return Coverage(stretches=tuple(stretches), group_missing=group_missing)
+
+
+_GroupSeconds = dict[tuple[tuple[str, str], ...], float]
+
+
+def _coverage_notes(measured: Coverage) -> list[str]:
+    """One sentence per stretch with unseen targets: which, when, how much, and whether read across."""
+    notes = []
+    for s in measured.stretches:
+        shown = ", ".join(s.targets[:6]) + (f" and {len(s.targets) - 6} more" if len(s.targets) > 6 else "")
+        if not s.reconstructed:
+            how = "not reconstructed: this server has no raw counters to read across it"
+        elif s.missing_gpu_seconds > 0:
+            how = "read from the raw counters across it, which lack part of it (counters that restarted)"
+        else:
+            how = "read from the raw counters across it (they kept counting while unscraped)"
+        notes.append(
+            f"{iso_time(s.start)} to {iso_time(s.end)}: {len(s.targets)} target(s) unseen ({shown}); "
+            f"{how}; {s.missing_gpu_seconds / 3600.0:.3g} of {s.expected_gpu_seconds / 3600.0:.3g} "
+            "expected GPU-hours missing"
+        )
+    return notes
+
+
+def _usage_jobs_by_piece(
+    client: PrometheusClient,
+    by: tuple[str, ...],
+    stretches: Sequence[_Stretch],
+    step: int,
+    matchers: Sequence[promql.Matcher],
+    pool: ThreadPoolExecutor,
+    raw_present: bool,
+) -> tuple[_Jobs, dict[int, _Jobs]]:
+    """_usage_jobs, with each coverage run's answers also kept apart."""
+    jobs: _Jobs = []
+    pieces: dict[int, _Jobs] = {}
+    for stretch in stretches:
+        mine = _usage_jobs(client, by, [stretch], step, matchers, pool, raw_present)
+        jobs.extend(mine)
+        if stretch.piece is not None:
+            pieces.setdefault(stretch.piece, []).extend(mine)
+    return jobs, pieces
+
+
 def _labels(metric: Mapping[str, str], by: Sequence[str]) -> dict[str, str]:
     return {label: metric[label] for label in by if metric.get(label)}
 
@@ -673,9 +989,9 @@ def _fleet_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
-) -> _Jobs:
+) -> _FleetJobs:
     """One range query per quantity per stretch: the fleet per window."""
-    jobs: _Jobs = []
+    jobs: _FleetJobs = []
     for stretch in stretches:
         lv = stretch.fleet_level
         usable = [m for m in matchers if lv is None or m.label in lv.labels]
@@ -689,7 +1005,7 @@ def _fleet_jobs(
                 continue  # a level that cannot tell; the groups' sum stands
             expr = promql.window_expr(
                 quantity,
-                (),
+                PARTITION_LABELS,
                 stretch.end - stretch.start if stretch.edge else step,
                 level=lv,
                 matchers=usable,
@@ -697,42 +1013,92 @@ def _fleet_jobs(
                 dialect=stretch.dialect,
                 sample_interval=stretch.sample_interval,
             )
-            if stretch.edge:  # one value, not a window of the timeline
-                jobs.append((f"edge {quantity}", pool.submit(client.query, expr, stretch.end)))
+            if stretch.edge:  # one value: a run read across is its windows' average on the timeline
+                across = (stretch.start, stretch.end) if stretch.piece is not None else None
+                jobs.append((f"edge {quantity}", pool.submit(client.query, expr, stretch.end), across))
             else:
                 future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
-                jobs.append((quantity, future))
+                jobs.append((quantity, future, None))
     return jobs
 
 
-def _fleet(jobs: _Jobs, step: int) -> tuple[Usage, list[TimelinePoint]]:
-    """The fleet's totals and its timeline (GPUs per regime in each window)."""
-    seconds: dict[str, float] = dict.fromkeys(REGIMES, 0.0)
+_FleetJobs = list[tuple[str, Future[Any], tuple[float, float] | None]]
+"""(quantity, answer, the span of a coverage run read across in one value)."""
+
+
+def _fleet(jobs: _FleetJobs, step: int) -> tuple[dict[_Partition, Usage], list[TimelinePoint]]:
+    """Each shard's totals (cluster, shard: empty on a server of one) and the fleet's timeline
+    (GPUs per regime in each window)."""
+    parts: list[Usage] = []
     per_window: dict[float, dict[str, float]] = {}
-    flop = dram = idle_allocated = 0.0
-    for job, future in jobs:
+    for job, future, across in jobs:
         quantity = job.removeprefix("edge ")
         for metric, answer in future.result():
             points = [(math.nan, answer)] if job.startswith("edge ") else answer
+            labels = _labels(metric, PARTITION_LABELS)
+            total = sum(v for _, v in points)
             if quantity == "regime":
                 regime = metric.get("regime")
                 if regime not in REGIMES:
                     continue
+                parts.append(Usage(labels=labels, gpu_seconds={regime: total}))
                 for t, v in points:
-                    seconds[regime] += v
                     if not math.isnan(t):
-                        per_window.setdefault(t, {})[regime] = v / step
+                        window = per_window.setdefault(t, {})
+                        window[regime] = window.get(regime, 0.0) + v / step
+                    elif across is not None:
+                        a, b = across
+                        for i in range(round((b - a) / step)):
+                            window = per_window.setdefault(a + (i + 1) * step, {})
+                            window[regime] = window.get(regime, 0.0) + v / (b - a)
             elif quantity == "flop":
-                flop += sum(v for _, v in points)
+                parts.append(Usage(labels=labels, flop=total))
             elif quantity == "idle_allocated":
-                idle_allocated += sum(v for _, v in points)
+                parts.append(Usage(labels=labels, idle_allocated_gpu_seconds=total))
             else:
-                dram += sum(v for _, v in points)
+                parts.append(Usage(labels=labels, dram_bytes=total))
     timeline = [TimelinePoint(end=t, gpus=per_window[t]) for t in sorted(per_window)]
-    fleet = Usage(
-        labels={}, gpu_seconds=seconds, idle_allocated_gpu_seconds=idle_allocated, flop=flop, dram_bytes=dram
-    )
-    return fleet, timeline
+    return {_partition(u.labels): u for u in merge_usage(parts)}, timeline
+
+
+PARTITION_LABELS: tuple[str, ...] = ("cluster", "shard")
+"""What tells the parts of a global view apart: each cluster's (or shard's) Prometheus names
+itself in these external labels (deploy/federation/prometheus-global.yml)."""
+
+_Partition = tuple[str, ...]
+
+
+def _partition(labels: Mapping[str, str]) -> _Partition:
+    return tuple(labels.get(k, "") for k in PARTITION_LABELS)
+
+
+def _partitioned(by: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*by, *PARTITION_LABELS]))
+
+
+def _with_remainders(
+    groups: Sequence[Usage], fleets: Mapping[_Partition, Usage], by: Sequence[str]
+) -> tuple[list[Usage], Usage]:
+    """The groups with each part's remainder (GPUs its groups do not account for) taken within
+    the part and added, and the fleet as their sum: a global view's numbers are then its shards'
+    reports summed, whatever each shard's remainder came to."""
+    rows: list[Usage] = []
+    parts = dict.fromkeys([*fleets, *(_partition(u.labels) for u in groups)])
+    for part in parts:
+        mine = _relabelled([u for u in groups if _partition(u.labels) == part], by)
+        fleet = fleets.get(part, Usage(labels={}))
+        rest = remainder(mine, fleet)
+        where = dict(zip(PARTITION_LABELS, part, strict=True))
+        rows.extend(mine)
+        if rest is not None:
+            rows.append(replace(rest, labels=_labels(where, by)))
+    merged = merge_usage(rows)
+    measured = merge_usage(replace(u, labels={}) for u in fleets.values())
+    grouped = merge_usage(replace(u, labels={}) for u in merged)
+    # the fleet's GPU-seconds are its rows' (remainders included: none is left for build_report
+    # to take again); its FLOPs, bytes and idle-allocated time are as measured
+    fleet = measured[0] if measured else Usage(labels={})
+    return merged, replace(fleet, gpu_seconds=grouped[0].gpu_seconds if grouped else {})
 
 
 def _gaps(timeline: Sequence[TimelinePoint], start: float, end: float, step: int) -> list[Window]:

@@ -38,6 +38,8 @@ circle: a hollow marker would hide a group's size)."""
 CHART_GROUPS = 15
 """Groups drawn one by one in the bar chart; the rest are one bar ("N others")."""
 LABELLED_POINTS = 8
+ACROSS_COLOUR = "#555555"
+"""Hatching over a stretch whose unseen targets were read across from the raw counters."""
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:2em auto;
@@ -72,7 +74,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         _summary(doc),
         "<h2>GPU-hours by regime</h2>",
         f'<div class="chart">{regime_bars_svg(groups, by)}</div>',
-        _regime_table(groups, fleet, by),
+        _regime_table(groups, fleet, by, with_coverage=bool(_coverage_stretches(doc))),
         "<h2>The fleet roofline</h2>",
         '<p class="note">Each group is a point at its intensity (Σflop ÷ Σbytes) and its achieved '
         "FLOP/s per GPU while busy, sized by its GPU-hours and coloured by the regime it spent most "
@@ -157,15 +159,41 @@ def _summary(doc: Mapping[str, Any]) -> str:
     saved = sum(v for v in savings.values() if v is not None)  # None: not measured
     lost = fleet["clock_lost_gpu_seconds"]
     clock = f" A reduced clock cost {_hours(lost)} GPU-hours of compute-bound work." if lost else ""
+    unseen = ""
+    if _coverage_stretches(doc):
+        coverage = doc["coverage"]
+        unseen = (
+            f" <b>Coverage: {_ratio(coverage['ratio'])} of the expected GPU-time seen</b> "
+            f"({_hours(coverage['missing_gpu_seconds'])} GPU-hours missing; the gaps are shaded "
+            "over time and listed below)."
+        )
     return (
         f"<p>Of {_hours(total)} GPU-hours: {shares}. Idle while allocated: "
         f"{_hours(fleet['idle_allocated_gpu_seconds'])} GPU-hours.{clock} The levers below would give "
-        f"back at most {_hours(saved)} GPU-hours ({_pct(saved, total)}).</p>"
+        f"back at most {_hours(saved)} GPU-hours ({_pct(saved, total)}).{unseen}</p>"
     )
 
 
-def _regime_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], by: Sequence[str]) -> str:
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{100.0 * value:.1f} %"
+
+
+def _coverage_stretches(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The stretches in which targets went unseen (none: a replay, or nothing missed)."""
+    coverage = doc.get("coverage")
+    return list(coverage["stretches"]) if coverage else []
+
+
+def _regime_table(
+    groups: Sequence[Mapping[str, Any]],
+    fleet: Mapping[str, Any],
+    by: Sequence[str],
+    *,
+    with_coverage: bool = False,
+) -> str:
     head = "".join(f"<th>{_swatch(r)}{regime_word(r)}</th>" for r in REGIMES)
+    if with_coverage:
+        head += "<th>coverage</th>"
     rows = [f'<table><tr><th class="name">{_e("/".join(by))}</th><th>GPU-hours</th>{head}<th>card</th></tr>']
     for row in [*groups, fleet]:
         total = row["gpu_seconds_total"]
@@ -174,6 +202,8 @@ def _regime_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any],
             f"<span class='note'>{_pct(row['gpu_seconds'][r], total)}</span></td>"
             for r in REGIMES
         )
+        if with_coverage:
+            cells += f"<td>{_ratio(row.get('coverage'))}</td>"
         name = "fleet" if row is fleet else _name(row, by)
         strong = ("<b>", "</b>") if row is fleet else ("", "")
         rows.append(
@@ -364,6 +394,26 @@ def _meta_table(doc: Mapping[str, Any]) -> str:
         ),
         ("gaps", gap_text),
     ]
+    coverage = doc.get("coverage")
+    if coverage:
+        stretches = coverage["stretches"]
+        rows.append(
+            (
+                "coverage",
+                f"{_ratio(coverage['ratio'])} of the expected GPU-time seen"
+                + (
+                    f"; {len(stretches)} stretch(es) with unseen targets, "
+                    f"{_hours(coverage['missing_gpu_seconds'])} GPU-hours missing: "
+                    + "; ".join(
+                        f"{_when(s['start'])} to {_when(s['end'])} {_ratio(s['ratio'])}"
+                        + (" (read across from the raw counters)" if s["reconstructed"] else "")
+                        for s in stretches[:20]
+                    )
+                    if stretches
+                    else ""
+                ),
+            )
+        )
     out = ['<table class="meta">']
     for key, value in rows:
         cell = series if value is None else _e(value)
@@ -595,6 +645,8 @@ def timeline_figure(doc: Mapping[str, Any]) -> Any:
     range_start, range_end = _epoch(doc["range"]["start"]), _epoch(doc["range"]["end"])
     shaded = [(_epoch(g["start"]), _epoch(g["end"])) for g in doc["gaps"]]
     shaded += _uncovered(windows, range_start, range_end, timeline_window(doc)) if windows else []
+    unseen = _coverage_stretches(doc)
+    shaded += [(_epoch(s["start"]), _epoch(s["end"])) for s in unseen if not s["reconstructed"]]
     for start, end in _union(shaded):
         axes.axvspan(
             datetime.fromtimestamp(start, tz=UTC),
@@ -603,12 +655,27 @@ def timeline_figure(doc: Mapping[str, Any]) -> Any:
             alpha=0.12,
             linewidth=0,
         )
+    across = [(_epoch(s["start"]), _epoch(s["end"])) for s in unseen if s["reconstructed"]]
+    for start, end in _union(across):
+        axes.axvspan(
+            datetime.fromtimestamp(start, tz=UTC),
+            datetime.fromtimestamp(end, tz=UTC),
+            facecolor="none",
+            edgecolor=ACROSS_COLOUR,
+            hatch="//",
+            alpha=0.5,
+            linewidth=0,
+        )
     axes.set_xlim(datetime.fromtimestamp(range_start, tz=UTC), datetime.fromtimestamp(range_end, tz=UTC))
     axes.set_ylabel("GPUs")
     axes.set_xlabel("time (UTC)")
     axes.grid(alpha=0.3)
     handles = [Patch(color=regime_colour(r), label=regime_word(r)) for r in REGIMES]
     handles.append(Patch(color="#d62728", alpha=0.12, label="no data"))
+    if across:
+        handles.append(
+            Patch(facecolor="none", edgecolor=ACROSS_COLOUR, hatch="//", label="read across a gap")
+        )
     figure.legend(handles=handles, loc="outside upper center", fontsize="small", ncols=len(handles))
     return figure
 
