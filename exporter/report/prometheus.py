@@ -376,7 +376,7 @@ def collect(
     if end <= start:  # shorter than a window: the whole windows that hold it
         start, end = aligned_range(wanted_start, wanted_end, step)
         wanted_start, wanted_end = start, end
-    raw_present = sample_interval is not None
+    raw_present = sample_interval is not None or _raw_in_range(client, wanted_start, wanted_end, matchers)
     level = level_for(by, matchers, raw_present) if use_recorded else None
     workload_level = level_for(workload_by, matchers, raw_present) if use_recorded else None
     fleet_level: RecordedLevel | None = None
@@ -408,24 +408,40 @@ def collect(
         # groups that are unions of workloads (namespace of namespace/pod) are summed from the
         # workloads' answers: one set of queries instead of two
         derived = set(by) < set(workload_by) and level is workload_level
-        workload_jobs = _usage_jobs(client, workload_by, workload_stretches, step, matchers, pool)
+        workload_jobs = _usage_jobs(
+            client, workload_by, workload_stretches, step, matchers, pool, raw_present
+        )
         if workload_by == by or derived:
             group_jobs = workload_jobs
+            complete = _complete(workload_stretches, raw_present)
         else:
-            group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool)
-        fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
+            group_jobs = _usage_jobs(client, by, group_stretches, step, matchers, pool, raw_present)
+            complete = _complete(group_stretches, raw_present)
+        fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool, totals=not complete)
         workloads = _usage(workload_jobs, workload_by)
         if derived:
             groups = merge_usage(replace(u, labels=_labels(u.labels, by)) for u in workloads)
         else:
             groups = workloads if group_jobs is workload_jobs else _usage(group_jobs, by)
         fleet, timeline = _fleet(fleet_jobs, step)
+    if complete:
+        # Groups that hold every GPU are the fleet: its own level (cluster:*) is recorded an
+        # evaluation or two after theirs, so a difference would be a remainder of nobody's GPUs.
+        fleet = _sum_of(groups)
     if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
-        notes.append(
-            "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
-            "workload form the ungrouped remainder; its idle time is allocated as far as the "
-            "fleet's idle-while-allocated time exceeds the groups'"
-        )
+        if complete:
+            notes.append(
+                "groups come from workload-level series (pods or HPC jobs); GPUs held by no such "
+                "workload are read from the raw counters of the same windows (the ungrouped group)"
+            )
+        else:
+            notes.append(
+                "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
+                "workload form the ungrouped remainder, the fleet's cluster:* series less the groups' "
+                "(the rules record them an evaluation apart: off by up to an evaluation interval's "
+                "GPU-seconds at each end of the range); its idle time is allocated as far as the "
+                "fleet's idle-while-allocated time exceeds the groups'"
+            )
     missing_by = _check_grouping(client, by, groups, fleet, wanted_start, wanted_end, require_by)
     if missing_by is not None:
         notes.append(missing_by)
@@ -503,6 +519,14 @@ def _sample_interval(
             return half / recent
         half = math.floor(half / 2)
     return None
+
+
+def _raw_in_range(
+    client: PrometheusClient, start: float, end: float, matchers: Sequence[promql.Matcher]
+) -> bool:
+    """Whether any raw counter lies in [start, end] (its last 10 minutes may hold none: a fleet
+    that shrank to nothing); the series index answers, no sample is read."""
+    return bool(client.labels([promql.raw_series(matchers)], start, end))
 
 
 def _median_samples(
@@ -598,41 +622,69 @@ def _usage_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
+    raw_present: bool = False,
 ) -> _Jobs:
-    """One instant query per quantity per stretch, summing every window of it per group."""
+    """One instant query per quantity per stretch, summing every window of it per group. Where
+    a stretch reads an allocated-only level and the raw counters are there, the GPUs the level
+    leaves out are read from the raw counters of the same windows (they come back without the
+    grouping labels): measured, never the fleet's total less the groups', which two levels the
+    rules record one evaluation apart would make a group of GPUs that every pod holds."""
     jobs: _Jobs = []
     for stretch in stretches:
-        length = stretch.end - stretch.start
-        lv = stretch.level
-        quantities = ["regime", "flop", "dram_bytes"]
-        if lv is None or not lv.allocated_only:
-            quantities.append("idle_allocated")  # else: the level's idle time is all allocated
-        if lv is not None:
-            quantities.append("cards")
-        for quantity in quantities:
-            q_level = lv
-            if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
-                q_level = lv if lv.idle_allocated is not None else None  # else raw counters
-            keys: tuple[str, ...] = by
-            if quantity == "regime" and lv is None:
-                keys = (*by, "card")  # raw: the card split comes with the regimes
-            window = promql.window_expr(
-                quantity,
-                keys,
-                length if stretch.edge else step,
-                level=q_level,
-                matchers=matchers,
-                lookback=stretch.lookback if q_level is not None else None,
-                dialect=stretch.dialect,
-                sample_interval=stretch.sample_interval,
-            )
-            expr = window if stretch.edge else promql.stretch_total(window, length, step)
-            job = (
-                "regime allocated"
-                if quantity == "regime" and lv is not None and lv.allocated_only
-                else quantity
-            )
-            jobs.append((job, pool.submit(client.query, expr, stretch.end)))
+        jobs.extend(_stretch_jobs(client, by, stretch, step, matchers, pool))
+        held_by = stretch.level.held_by if stretch.level is not None else None
+        if raw_present and held_by is not None:
+            unheld = promql.Matcher(label=held_by, op="=", value="")
+            raw = replace(stretch, level=None, fleet_level=None, lookback=None)
+            jobs.extend(_stretch_jobs(client, by, raw, step, [*matchers, unheld], pool))
+    return jobs
+
+
+def _complete(stretches: Sequence[_Stretch], raw_present: bool) -> bool:
+    """Whether the groups read over `stretches` (as _usage_jobs reads them) hold every GPU."""
+    return all(
+        s.level is None or not s.level.allocated_only or (raw_present and s.level.held_by is not None)
+        for s in stretches
+    )
+
+
+def _stretch_jobs(
+    client: PrometheusClient,
+    by: tuple[str, ...],
+    stretch: _Stretch,
+    step: int,
+    matchers: Sequence[promql.Matcher],
+    pool: ThreadPoolExecutor,
+) -> _Jobs:
+    jobs: _Jobs = []
+    length = stretch.end - stretch.start
+    lv = stretch.level
+    quantities = ["regime", "flop", "dram_bytes"]
+    if lv is None or not lv.allocated_only:
+        quantities.append("idle_allocated")  # else: the level's idle time is all allocated
+    if lv is not None:
+        quantities.append("cards")
+    for quantity in quantities:
+        q_level = lv
+        if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
+            q_level = lv if lv.idle_allocated is not None else None  # else raw counters
+        keys: tuple[str, ...] = by
+        if quantity == "regime" and lv is None:
+            keys = (*by, "card")  # raw: the card split comes with the regimes
+        window = promql.window_expr(
+            quantity,
+            keys,
+            length if stretch.edge else step,
+            level=q_level,
+            matchers=matchers,
+            lookback=stretch.lookback if q_level is not None else None,
+            dialect=stretch.dialect,
+            sample_interval=stretch.sample_interval,
+        )
+        expr = window if stretch.edge else promql.stretch_total(window, length, step)
+        allocated = quantity == "regime" and lv is not None and lv.allocated_only
+        job = "regime allocated" if allocated else quantity
+        jobs.append((job, pool.submit(client.query, expr, stretch.end)))
     return jobs
 
 
@@ -677,13 +729,16 @@ def _fleet_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
+    totals: bool = True,
 ) -> _Jobs:
-    """One range query per quantity per stretch: the fleet per window."""
+    """One range query per quantity per stretch: the fleet per window (totals False: its regime
+    seconds only, for the timeline and the gaps, when the fleet is its groups' sum)."""
     jobs: _Jobs = []
+    quantities = ("regime", "flop", "dram_bytes", "idle_allocated") if totals else ("regime",)
     for stretch in stretches:
         lv = stretch.fleet_level
         usable = [m for m in matchers if lv is None or m.label in lv.labels]
-        for quantity in ("regime", "flop", "dram_bytes", "idle_allocated"):
+        for quantity in quantities:
             if (
                 quantity == "idle_allocated"
                 and lv is not None
@@ -707,6 +762,12 @@ def _fleet_jobs(
                 future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
                 jobs.append((quantity, future))
     return jobs
+
+
+def _sum_of(groups: Sequence[Usage]) -> Usage:
+    """The groups' usage added up (labels dropped): the fleet when they hold every GPU."""
+    merged = merge_usage(replace(u, labels={}) for u in groups)
+    return merged[0] if merged else Usage(labels={})
 
 
 def _fleet(jobs: _Jobs, step: int) -> tuple[Usage, list[TimelinePoint]]:
