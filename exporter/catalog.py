@@ -15,7 +15,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -179,7 +179,7 @@ class _ScaledFigures:
     peaks: dict[str, float]
     vectors: dict[str, float]
     bandwidth: float
-    instance_roofs: dict[tuple[str, tuple[int | None, str]], Roof]
+    instance_roofs: dict[tuple[str, tuple[int | None, str], int | None], Roof]
 
 
 class MigGeometry(BaseModel):
@@ -447,16 +447,21 @@ class Card(BaseModel):
             return self.clock_basis.cuda_core_mhz
         return None if self.no_clock_basis is not None else self.max_sm_clock_mhz
 
-    def mig_slices(self, profile: str) -> MigSlices | None:
+    def mig_slices(self, profile: str, live_sms: int | None = None) -> MigSlices | None:
         """The slices a MIG profile holds on this card (`3g.20gb`, `MIG 3g.20gb+me`, any case).
 
-        None when the card has no MIG table or does not list the profile.
+        None when the card has no MIG table or does not list the profile. `live_sms`: the
+        instance's SM count as the GPU library reports it, which overrides `mig_sms` and fills it
+        for a profile the table lacks (docs/model.md, "MIG roofs"); one above the card's is ignored.
         """
         if self.mig is None:
             return None
-        return self.mig.slices(profile, self.mig_sms, self.sm_count)
+        slices = self.mig.slices(profile, self.mig_sms, self.sm_count)
+        if slices is None or live_sms is None or self.sm_count is None or not 0 < live_sms <= self.sm_count:
+            return slices
+        return replace(slices, sms=live_sms)
 
-    def instance_roof(self, precision: str, profile: str) -> Roof | None:
+    def instance_roof(self, precision: str, profile: str, live_sms: int | None = None) -> Roof | None:
         """The roof of one MIG instance: peak × its SMs ÷ the card's, bandwidth × memory fraction.
 
         None for a profile the card does not list or whose SM count is not published (ratios and a
@@ -467,10 +472,10 @@ class Card(BaseModel):
         if self.mig is None or parsed is None or parsed[1] not in self.mig.profiles:
             return None
         memo = self._scaled.instance_roofs  # listed profiles only: bounded by the card's table
-        key = (precision, parsed)
+        key = (precision, parsed, live_sms)
         roof = memo.get(key)
         if roof is None:
-            slices = self.mig_slices(profile)
+            slices = self.mig_slices(profile, live_sms)
             fraction = None if slices is None else slices.sm_fraction
             if slices is None or fraction is None:  # too many compute slices; SMs unpublished
                 return None

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from exporter import __version__
-from exporter.commands.options import UserError, add_log_flags
+from exporter.commands.options import UserError, add_log_flags, tell_renamed
 from exporter.logs import JsonFormatter, setup_logging
 from exporter.redaction import redact_credentials
 
@@ -106,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             unrecognized(extras, command_parsers(parser)[args.command])
         )
     setup_logging(args.log_level, args.log_format)
+    tell_renamed()
     try:
         status: int = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import NamedTuple
 
 from exporter import fields
 
@@ -115,3 +116,92 @@ def reduced_clock_lever(
         f"quoted at: {cause}): the pipe is at its wall at this clock, and the full clock gives back up "
         f"to {give_back:.0%} more FLOP/s — {fixes}. At this clock: {lever}"
     )
+
+
+class ReducedClock(NamedTuple):
+    """A busy GPU whose pipe nearest its wall runs below REDUCED_CLOCK of its peak's clock: what
+    the live page's and `top`'s clock marker show."""
+
+    clock_ratio: float
+    """k of that pipe (SM clock ÷ the clock its peak is quoted at)."""
+    causes: tuple[str, ...]
+    """causes_of's words; () when neither field 112 nor the power draw says."""
+    give_back: float | None
+    """1/k − 1 of the FLOP/s while compute-bound (the pipe at its wall scales with the clock);
+    None in another regime, where the clock is not what holds the work back."""
+
+
+def reduced_clock(
+    regime: str,
+    pipe: str | None,
+    clock_ratio: float | None,
+    vector_clock_ratio: float | None,
+    causes: tuple[str, ...],
+) -> ReducedClock | None:
+    """The marker of a verdict: its pipe's known k below REDUCED_CLOCK while it does work (an
+    idle GPU lowers its own clock; an unknown one has no pipe to judge); else None."""
+    if regime in ("idle", "unknown") or pipe is None:
+        return None
+    k = clock_ratio if pipe == "tensor" else vector_clock_ratio
+    if k is None or k >= REDUCED_CLOCK:
+        return None
+    give_back = 1.0 / k - 1.0 if regime == "compute_bound" else None
+    return ReducedClock(clock_ratio=k, causes=causes, give_back=give_back)
+
+
+def cause_words(causes: tuple[str, ...]) -> str:
+    """The causes as a marker says them: "power cap", "thermal, sync boost", or "cause not reported"."""
+    return ", ".join(causes) if causes else "cause not reported"
+
+
+def reduced_clock_note(marker: ReducedClock) -> str:
+    """The marker's tooltip: the clock, the cause, and what the full clock gives back."""
+    causes = cause_words(marker.causes)
+    said = f"SM clock at {marker.clock_ratio:.0%} of the clock its peak is quoted at ({causes})"
+    if marker.give_back is None:
+        return f"{said}: not compute-bound, so the full clock would give back little of its time"
+    return f"{said}: compute-bound, so the full clock gives back up to {marker.give_back:.0%} more FLOP/s"
+
+
+UNREPORTED = "unreported"
+"""The cause label of clock-lost time neither field 112 nor the power draw explains."""
+
+
+def cause_label(cause: str) -> str:
+    """A cause as a label value: "power cap" -> "power_cap" (ridgeline_clock_event_active's)."""
+    return cause.lower().replace(" ", "_")
+
+
+CAUSE_LABELS: tuple[str, ...] = (*dict.fromkeys(cause_label(c) for c in CAUSES.values()), UNREPORTED)
+"""Every cause label of ridgeline_clock_lost_seconds_total, each born at 0 together."""
+
+
+def clock_loss(
+    regime: str,
+    pipe: str | None,
+    clock_ratio: float,
+    vector_clock_ratio: float,
+    causes: tuple[str, ...],
+) -> tuple[float, tuple[str, ...]] | None:
+    """(1 − k, the causes) of a compute-bound reading whose binding pipe runs below REDUCED_CLOCK
+    of its peak's clock (k: that pipe's ratio, 1 where unknown); None for any other reading. At its
+    wall the pipe's work per cycle is fixed, so the full clock would do the same work in k of the
+    time: 1 − k of each such GPU-second is what the clock cost."""
+    if regime != "compute_bound" or pipe is None:
+        return None
+    k = clock_ratio if pipe == "tensor" else vector_clock_ratio
+    if not k < REDUCED_CLOCK:
+        return None
+    return 1.0 - k, causes
+
+
+def lost_to_clock(
+    lost: Mapping[str, float] | None, fraction: float, causes: tuple[str, ...], gpu_seconds: float
+) -> Mapping[str, float]:
+    """`lost` (None: not born: every cause label at 0) plus fraction × gpu_seconds, split evenly
+    between the causes (UNREPORTED without one)."""
+    grown = dict.fromkeys(CAUSE_LABELS, 0.0) if lost is None else dict(lost)
+    labels = [cause_label(c) for c in causes] or [UNREPORTED]
+    for label in labels:
+        grown[label] += fraction * gpu_seconds / len(labels)
+    return MappingProxyType(grown)

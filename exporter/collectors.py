@@ -89,10 +89,11 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
     ),
     CollectorSpec(
         "clocks",
-        ("ridgeline_clock_ratio", "ridgeline_clock_event_active"),
-        6,
-        "the SM clock against the clock the peak is quoted at, and the cause holding it down (power "
-        "cap, thermal, HW slowdown, sync boost, application clocks) while one does",
+        ("ridgeline_clock_ratio", "ridgeline_clock_event_active", "ridgeline_clock_lost_seconds_total"),
+        12,
+        "the SM clock against the clock the peak is quoted at, the cause holding it down (power "
+        "cap, thermal, HW slowdown, sync boost, application clocks) while one does, and the "
+        "GPU-seconds a reduced clock cost (six series, only on GPUs it ever did)",
     ),
     CollectorSpec("process", ("process_*",), 0, "the exporter process' CPU, memory and file descriptors"),
 )

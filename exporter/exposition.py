@@ -194,6 +194,7 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
         out.append(_missing_fields_family(labelled))
     if "clocks" in collectors:
         out.append(_clock_cause_family(labelled))
+        out.append(_clock_lost_family(labelled))
     out.extend(_health_families(snapshot))
     return out
 
@@ -540,6 +541,28 @@ def _clock_cause_family(labelled: _Labelled) -> Family:
         "thermal, hw_slowdown, sync_boost, application_clocks (DCGM field 112's clocks-event reasons; "
         "power_cap also from fields 155/160, draw at its limit).",
         type="gauge",
+        rows=rows,
+    )
+
+
+def _clock_lost_family(labelled: _Labelled) -> Family:
+    """GPU-seconds a reduced clock cost each compute-bound GPU, by cause: what `ridgeline report`
+    sums (docs/report.md, "The levers"); only GPUs that ever ran compute-bound at one have it."""
+    rows = [
+        Row(
+            sample="ridgeline_clock_lost_seconds_total", labels=labels, extra=(("cause", cause),), value=value
+        )
+        for gpu, labels, _ in labelled
+        if gpu.totals.clock_lost_seconds is not None
+        for cause, value in gpu.totals.clock_lost_seconds.items()
+    ]
+    return Family(
+        name="ridgeline_clock_lost_seconds",
+        documentation="GPU-seconds a reduced clock cost: (1 - clock ratio) x interval while the raw "
+        "regime is compute-bound with the binding pipe below 97% of its peak's clock, split by cause "
+        "(power_cap, thermal, hw_slowdown, sync_boost, application_clocks, unreported). Born at 0 for "
+        "every cause the first time the GPU is so.",
+        type="counter",
         rows=rows,
     )
 

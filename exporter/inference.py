@@ -146,6 +146,9 @@ class Totals(NamedTuple):
     flop_total: float | None = None
     dram_bytes_total: float | None = None
     integrated_seconds: float = 0.0
+    clock_lost_seconds: Mapping[str, float] | None = None
+    """GPU-seconds a reduced clock cost by cause label (clock_events.lost_to_clock), every cause
+    born at 0 the first time the GPU is compute-bound at one; None before (most GPUs never are)."""
 
 
 class Smoothing(NamedTuple):
@@ -414,12 +417,14 @@ def add_interval(
     bytes_per_second: float | None,
     dt: float | None,
     time_weight: float = 1.0,
+    clock_loss: tuple[float, tuple[str, ...]] | None = None,
 ) -> Totals:
     """Add one interval (dt None: none to add) to the counters, and bear the ones not born yet.
 
     FLOPs integrate Σ u·P over the raw pipes, bytes d·B (None: this reading cannot say, nothing
     added); a counter is born at 0 the first time its rate is known. time_weight: the part of a
     physical GPU the entity is (a MIG instance's share), so regime seconds are GPU-seconds.
+    clock_loss: (1 − k, its causes) of a compute-bound reading at a reduced clock.
     """
     seconds = totals.regime_seconds if totals.regime_seconds is not None else _NO_REGIME_SECONDS
     flops = totals.flop_total
@@ -438,8 +443,15 @@ def add_interval(
             flops += flop_per_second * dt
         if bytes_per_second is not None and bytes_ is not None:
             bytes_ += bytes_per_second * dt
+    lost = totals.clock_lost_seconds
+    if clock_loss is not None:
+        lost = clock_events.lost_to_clock(lost, clock_loss[0], clock_loss[1], (dt or 0.0) * time_weight)
     return Totals(
-        regime_seconds=seconds, flop_total=flops, dram_bytes_total=bytes_, integrated_seconds=integrated
+        regime_seconds=seconds,
+        flop_total=flops,
+        dram_bytes_total=bytes_,
+        integrated_seconds=integrated,
+        clock_lost_seconds=lost,
     )
 
 
@@ -469,7 +481,7 @@ def step(
         return previous  # duplicate or out-of-order: the interval was already accounted for
     entity = sample.entity
     mig = entity.gpu_instance is not None
-    profile = card_profile(card, config, instance=mig, mig_profile=entity.profile)
+    profile = card_profile(card, config, instance=mig, mig_profile=entity.profile, live_sms=entity.sm_count)
     dt, recent = _interval(previous, timestamp)
     base = previous.totals if previous is not None else (totals or Totals())
     values = sample.values
@@ -493,7 +505,8 @@ def step(
     thresholds = config.thresholds
     raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
     raw_pipes = pipe_utilizations(raw)
-    raw_regime = judge_counters(raw, thresholds).regime  # its lever is not kept
+    raw_call = judge_counters(raw, thresholds)  # its lever is not kept
+    raw_regime = raw_call.regime
     reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
     call = judge_counters(
         reading,
@@ -523,6 +536,7 @@ def step(
         dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None,
         dt if cap_ok else None,
         time_weight,
+        clock_events.clock_loss(raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes),
     )
     return EntityInference(
         entity=entity,
@@ -658,6 +672,8 @@ class CardProfile:
     another precision)."""
     instance: bool = False
     mig_profile: str | None = None
+    live_sms: int | None = None
+    """The instance's SM count from the GPU library (Entity.sm_count), over the catalog's."""
 
     def clock_ratios(
         self, precision: str | None, sm_clock: float | None
@@ -687,31 +703,35 @@ class CardProfile:
         if known is None:
             roof = self.roof
             if precision != self.precision and self.card is not None and precision is not None:
-                roof = entity_roof(self.card, precision, self.instance, self.mig_profile)
+                roof = entity_roof(self.card, precision, self.instance, self.mig_profile, self.live_sms)
             peaks = pipe_peaks(roof, self.vector_peaks) if roof is not None else _UNIT_PEAKS
             known = self.roofs[precision] = (roof, peaks)
         return precision, known[0], known[1]
 
 
-def entity_roof(card: Card, precision: str, instance: bool, mig_profile: str | None) -> Roof | None:
+def entity_roof(
+    card: Card, precision: str, instance: bool, mig_profile: str | None, live_sms: int | None = None
+) -> Roof | None:
     """The roof of a whole card, or of a MIG instance: the card's peak scaled by the instance's
     SMs and its bandwidth by its memory slices (Card.instance_roof: the MIG user guide's slice
     tables, `nvidia-smi mig -lgip`'s SM counts). A MIG instance whose profile is absent, unknown
     to the card or without a published SM count has no roof: it gets ratios and a regime, never
-    the whole card's figures."""
+    the whole card's figures. `live_sms` (the library's count) goes before the catalog's."""
     if not instance:
         return card.roof(precision)
     if mig_profile is None:
         return None
-    return card.instance_roof(precision, mig_profile)
+    return card.instance_roof(precision, mig_profile, live_sms)
 
 
-def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapping[str, float]:
+def vector_peaks_of(
+    card: Card, instance: bool, mig_profile: str | None, live_sms: int | None = None
+) -> Mapping[str, float]:
     """The CUDA-core FP64/FP32/FP16 peaks in FLOP/s where the catalog has them; a MIG instance's
     scaled by its share of the SMs (none without a known profile and SM count, as for its roof)."""
     scale = 1.0
     if instance:
-        slices = card.mig_slices(mig_profile) if mig_profile is not None else None
+        slices = card.mig_slices(mig_profile, live_sms) if mig_profile is not None else None
         fraction = None if slices is None else slices.sm_fraction
         if fraction is None:
             return MappingProxyType({})
@@ -720,20 +740,25 @@ def vector_peaks_of(card: Card, instance: bool, mig_profile: str | None) -> Mapp
     return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
 
 
-_profiles: dict[tuple[int, str | None, bool, str | None], tuple[Card | None, CardProfile]] = {}
+_profiles: dict[tuple[int, str | None, bool, str | None, int | None], tuple[Card | None, CardProfile]] = {}
 MAX_PROFILES = 1024
 """Cached profiles at most: a node has a few cards and MIG profiles; a file may name any."""
 
 
 def card_profile(
-    card: Card | None, config: InferenceConfig, *, instance: bool, mig_profile: str | None
+    card: Card | None,
+    config: InferenceConfig,
+    *,
+    instance: bool,
+    mig_profile: str | None,
+    live_sms: int | None = None,
 ) -> CardProfile:
     """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
 
     The cache keeps a reference to the card, so an id is never reused while its entry lives;
     catalogs are small and long-lived, so the cache stays small.
     """
-    cache_key = (id(card), config.precision, instance, mig_profile)
+    cache_key = (id(card), config.precision, instance, mig_profile, live_sms)
     hit = _profiles.get(cache_key)
     if hit is not None and hit[0] is card:
         return hit[1]
@@ -751,14 +776,14 @@ def card_profile(
         )
     else:
         precision, note = precision_on(card, config.precision or DEFAULT_PRECISION)
-        roof = entity_roof(card, precision, instance, mig_profile)
+        roof = entity_roof(card, precision, instance, mig_profile, live_sms)
         profile = CardProfile(
             key=card.key,
             card=card,
             precision=precision,
             note=note,
             roof=roof,
-            vector_peaks=vector_peaks_of(card, instance, mig_profile),
+            vector_peaks=vector_peaks_of(card, instance, mig_profile, live_sms),
             vector_clock=card.vector_clock_mhz(),
             dominant=config.precision is None and roof is not None,
             fp64_tensor_faster=fp64_tensor_faster(card.peak_tflops),
@@ -766,6 +791,7 @@ def card_profile(
             roofs={},
             instance=instance,
             mig_profile=mig_profile,
+            live_sms=live_sms,
         )
     if len(_profiles) >= MAX_PROFILES:
         _profiles.clear()  # MIG profile names come from the input: a hostile one must not grow this

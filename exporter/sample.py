@@ -32,6 +32,9 @@ class Entity:
     node: str | None = None
     """The node a multi-node replay line names (its `node` key or column); None elsewhere: a live
     source is one node, and Prometheus adds the target's labels."""
+    sm_count: int | None = None
+    """A GPU instance's SMs as the GPU library reports them (NVML's GPU instance profile info); it
+    overrides the catalog's `mig_sms` (Card.mig_slices). None: no source told."""
 
     @property
     def key(self) -> tuple[int, int | None]:

@@ -22,6 +22,7 @@ import bcrypt
 import pytest
 from browser import chromium, console_errors, foreign_requests, requested_urls
 from conftest import serve_process, stop_process
+from test_scrape_verdicts import throttled_node
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -325,3 +326,37 @@ def test_colours_ridges_levers_pods_and_labels_read_right(finished_demo: str) ->
         ]
         bare = get_text(base + "/roofline.svg?caption=false&legend=false")
         assert "samples as of" not in bare and "rl-legend" not in bare
+
+
+REDUCED_CLOCKS = """
+return [...document.querySelectorAll('#gpus tbody tr')].map(r => {
+  const a = r.querySelector('td.regime abbr.reduced-clock');
+  return [r.dataset.gpu, a ? a.textContent : null, a ? a.title : null];
+});
+"""
+
+
+@pytest.fixture(scope="module")
+def throttled() -> Iterator[str]:
+    with throttled_node() as base:
+        yield base
+
+
+def test_a_gpu_at_a_reduced_clock_is_marked_with_its_cause_and_the_gain(throttled: str) -> None:
+    """Issue 19: the regime cell names what holds the clock down; its tooltip says the clock and
+    what the full clock gives back (GET /classify's reduced_clock)."""
+    base = throttled
+    classify = {str(g["gpu"]): g for g in get_json(base + "/classify")["gpus"]}
+    assert classify["2"]["reduced_clock"] is None  # at full clock: no marker
+    with chromium() as driver:
+        driver.get(base + "/")
+        marks = wait_for(
+            "three rows", lambda: (m := driver.execute_script(REDUCED_CLOCKS)) and len(m) == 3 and m
+        )
+        by_gpu = {gpu: (text, title) for gpu, text, title in marks}
+        assert by_gpu["0"] == ("↓ power cap", classify["0"]["reduced_clock"]["note"])
+        assert "65% of the clock its peak is quoted at (power cap)" in by_gpu["0"][1]
+        assert "gives back up to 54% more FLOP/s" in by_gpu["0"][1]
+        assert by_gpu["1"][0] == "↓ thermal" and "up to 30% more FLOP/s" in (by_gpu["1"][1] or "")
+        assert by_gpu["2"] == (None, None)
+        assert console_errors(driver) == []

@@ -20,8 +20,9 @@ import pytest
 
 FAKE_PATH = Path(__file__).parent / "fakes" / "pynvml_fake" / "pynvml.py"
 
-OPAQUE_STRUCTS = {"struct_c_nvmlGpmSample_t"}
-"""Opaque in NVML (nvidia-ml-py declares no fields); the fake keeps its snapshot id inside."""
+OPAQUE_STRUCTS = {"struct_c_nvmlGpmSample_t", "struct_c_nvmlDevice_t"}
+"""Opaque in NVML (nvidia-ml-py declares no fields); the fake keeps its snapshot id inside the
+sample, and its device handles are plain objects."""
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,9 @@ def test_structs_have_the_real_field_layout(fake: ModuleType, real: ModuleType) 
         and value.__module__ == fake.__name__  # not ctypes' own Structure, imported by name
         and name not in OPAQUE_STRUCTS
     }
-    assert "c_nvmlGpmMetricsGet_t" in structs
+    assert {"c_nvmlGpmMetricsGet_t", "c_nvmlGpuInstanceInfo_t", "c_nvmlGpuInstanceProfileInfo_v2_t"} <= set(
+        structs
+    )
     for name, struct in structs.items():
         real_struct = getattr(real, name)
         # ctypes names derived types by what they hold ("LP_struct_c_nvmlGpmSample_t",
@@ -94,7 +97,20 @@ def test_functions_take_the_real_parameters(fake: ModuleType, real: ModuleType) 
     functions = {
         name: f for name, f in vars(fake).items() if inspect.isfunction(f) and name.startswith("nvml")
     }
-    assert "nvmlGpmMetricsGet" in functions
+    assert {
+        "nvmlGpmMetricsGet",
+        "nvmlDeviceGetGpuInstanceById",
+        "nvmlGpuInstanceGetInfo",
+        "nvmlDeviceGetGpuInstanceProfileInfoById",
+    } <= set(functions)
     for name, function in functions.items():
         fake_params = list(inspect.signature(function).parameters)
         assert list(inspect.signature(getattr(real, name)).parameters) == fake_params, name
+
+
+def test_the_gpu_instance_profile_struct_carries_the_real_version(fake: ModuleType, real: ModuleType) -> None:
+    """The v2 profile info is versioned: NVML refuses a struct whose version it does not know."""
+    assert fake.nvmlGpuInstanceProfileInfo_v2 == real.nvmlGpuInstanceProfileInfo_v2
+    assert (
+        fake.c_nvmlGpuInstanceProfileInfo_v2_t().version == real.c_nvmlGpuInstanceProfileInfo_v2_t().version
+    )

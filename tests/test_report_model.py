@@ -106,7 +106,7 @@ def test_savings_bounds_follow_their_formulas(catalog: Catalog) -> None:
     g = doc(catalog, [u])["groups"][0]
     assert g["roofline_efficiency"] == pytest.approx(0.1)
     assert g["savings_gpu_seconds"] == pytest.approx(
-        {"idle_allocated": 300.0, "memory_bound": 500.0, "latency_bound": 2000.0 * 0.9}
+        {"idle_allocated": 300.0, "memory_bound": 500.0, "latency_bound": 2000.0 * 0.9, "reduced_clock": 0.0}
     )
     # a group above the ceiling is held to it: latency-bound time can be no more efficient
     fast = Usage(
@@ -122,7 +122,12 @@ def test_savings_bounds_follow_their_formulas(catalog: Catalog) -> None:
         labels={"namespace": "c"}, gpu_seconds={"latency_bound": 1000.0}, card_gpu_seconds={"unknown": 1.0}
     )
     assert doc(catalog, [unknown])["groups"][0]["savings_gpu_seconds"]["latency_bound"] == 1000.0
-    assert [lv.key for lv in levers(thresholds)] == ["idle_allocated", "memory_bound", "latency_bound"]
+    assert [lv.key for lv in levers(thresholds)] == [
+        "idle_allocated",
+        "memory_bound",
+        "latency_bound",
+        "reduced_clock",
+    ]
 
 
 def test_fleet_savings_are_the_groups_sum(catalog: Catalog) -> None:

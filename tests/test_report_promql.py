@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import closed_port
 
+from exporter.http_client import BasicAuth, HTTPClientConfig
 from exporter.report import promql
 from exporter.report.prometheus import (
     ClientSettings,
@@ -25,7 +26,6 @@ from exporter.report.prometheus import (
     aligned_range,
     choose_step,
     level_for,
-    split_credentials,
 )
 from exporter.report.series import CLUSTER, HPC_JOB, INSTANCE, NAMESPACE_POD, recorded_names
 
@@ -104,10 +104,11 @@ def test_steps_are_sized_to_the_range() -> None:
 
 
 def test_credentials_in_the_url_are_used_and_never_shown() -> None:
-    url, user, password = split_credentials("https://alice:s%40cret@prom.example:9090/prometheus/")
-    assert (url, user, password) == ("https://prom.example:9090/prometheus", "alice", "s@cret")
+    client = PrometheusClient(ClientSettings(url="https://alice:s%40cret@prom.example:9090/prometheus/"))
+    assert client.url == "https://prom.example:9090/prometheus"
+    assert client._client.basic_auth == BasicAuth(username="alice", password="s@cret")
     with pytest.raises(QueryError, match="http"):
-        split_credentials("prom:9090")
+        PrometheusClient(ClientSettings(url="prom:9090"))
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -153,7 +154,9 @@ VECTOR = json.dumps(
 def test_bearer_token_and_headers_are_sent(server: str) -> None:
     _Recorder.answers["/api/v1/query"] = (200, VECTOR)
     client = PrometheusClient(
-        ClientSettings(url=server, bearer_token="tok\n", headers={"X-Scope-OrgID": "team-a"})
+        ClientSettings(
+            url=server, client=HTTPClientConfig(bearer_token="tok\n"), headers={"X-Scope-OrgID": "team-a"}
+        )
     )
     assert client.query("up", 100.0) == [({"namespace": "ml"}, 42.5)]  # NaN dropped
     headers = _Recorder.seen[0]["headers"]
@@ -175,7 +178,7 @@ def test_basic_auth_from_the_url(server: str) -> None:
 def test_errors_name_the_problem(server: str) -> None:
     client = PrometheusClient(ClientSettings(url=server))
     _Recorder.answers["/api/v1/query"] = (401, b"{}")
-    with pytest.raises(QueryError, match=r"401.*--prometheus-user"):
+    with pytest.raises(QueryError, match=r"401.*--prometheus.basic-auth.username"):
         client.query("up", 1.0)
     _Recorder.answers["/api/v1/query"] = (
         400,
@@ -193,8 +196,9 @@ def test_errors_name_the_problem(server: str) -> None:
         closed = PrometheusClient(ClientSettings(url=f"http://127.0.0.1:{port}"))
         with pytest.raises(QueryError, match="cannot reach"):
             closed.query("up", 1.0)
-    with pytest.raises(QueryError, match="not both"):
-        PrometheusClient(ClientSettings(url=server, user="a", bearer_token="b"))
+    with pytest.raises(QueryError, match="one way to authenticate"):
+        both = HTTPClientConfig(basic_auth=BasicAuth(username="a", password="p"), bearer_token="b")
+        PrometheusClient(ClientSettings(url=server, client=both))
 
 
 def test_long_ranges_are_summed_a_day_per_query() -> None:

@@ -8,15 +8,17 @@ there is no verdict. A MIG page (GPU_I_PROFILE="3g.40gb"): each instance gets it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import serve_process
+from conftest import http_get, serve_process
 from prometheus_client.parser import text_string_to_metric_families
 from test_serve_cli import poll
 
@@ -54,6 +56,25 @@ class _Page(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: the test reads the daemon, not this server."""
+
+
+@contextlib.contextmanager
+def throttled_node() -> Iterator[str]:
+    """`serve --source scrape` on tests/data/dcgm-exporter/throttled-h100.txt over loopback: GPU 0
+    a GEMM held at 1185 MHz by its power cap, GPU 1 at 1410 MHz by heat, GPU 2 at full clock."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/throttled-h100.txt"
+    try:
+        with serve_process("--source", "scrape", "--scrape-url", url) as (base, _):
+            deadline = time.monotonic() + 20
+            while '"gpu": 2' not in http_get(base + "/classify")[1]:
+                assert time.monotonic() < deadline, "the page's three GPUs did not show"
+                time.sleep(0.1)
+            yield base
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture

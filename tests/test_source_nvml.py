@@ -241,3 +241,85 @@ def test_clocks_event_reasons_and_power_are_read_and_name_the_cause(nvml: Module
     assert estimate is not None and estimate.regime == "compute_bound"
     assert estimate.clock_causes == ("power cap",) and "gives back up to 54%" in estimate.lever
     source.close()
+
+
+def _mig_h100(m: ModuleType) -> None:
+    """An H100 with three GPU instances: NVML names 3g.40gb (60 SMs, as the MIG user guide prints)
+    and 1g.10gb (given 14 SMs here, two fewer than the catalog's 16, so that the live count's
+    precedence shows), and refuses the third's profile info."""
+    busy = {m.NVML_GPM_METRIC_DRAM_BW_UTIL: 30.0, m.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 90.0}
+    device = m.FakeDevice(H100, "GPU-mig0", metrics=_metrics(m, 50.0, 30.0))
+    device.mig_instances = [
+        m.FakeMigInstance(1, dict(busy), m.FakeGpuInstanceProfile(9, "MIG 3g.40gb", 3, 60, 40320)),
+        m.FakeMigInstance(2, dict(busy), m.FakeGpuInstanceProfile(19, "MIG 1g.10gb", 1, 14, 9856)),
+        m.FakeMigInstance(3, dict(busy)),  # NVML_ERROR_NO_PERMISSION for its profile info
+    ]
+    m.FAKE.devices = [device]
+
+
+def test_a_mig_instance_carries_the_profile_and_sm_count_nvml_reports(nvml: ModuleType) -> None:
+    _mig_h100(nvml)
+    entities = {s.entity.gpu_instance: s.entity for s in _open().read()}
+    assert (entities[1].profile, entities[1].sm_count) == ("3g.40gb", 60)  # "MIG " dropped
+    assert (entities[2].profile, entities[2].sm_count) == ("1g.10gb", 14)
+    assert (entities[3].profile, entities[3].sm_count) == (None, None)  # refused: no roof, as before
+    assert (entities[None].profile, entities[None].sm_count) == (None, None)  # the parent GPU
+
+
+def test_the_live_sm_count_sets_the_instance_roof_over_the_catalogs(nvml: ModuleType) -> None:
+    from exporter.catalog import load_catalog
+    from exporter.inference import InferenceConfig
+    from exporter.sampler import Sampler
+
+    _mig_h100(nvml)
+    sampler = Sampler("nvml", SourceOptions(), load_catalog(), InferenceConfig(), source=_open())
+    assert sampler.run_once()
+    roofs = {g.entity.gpu_instance: g.estimate.roof if g.estimate else None for g in sampler.snapshot.gpus}
+    h100 = load_catalog().lookup("h100-sxm")
+    assert roofs[1] is not None and roofs[1].peak_flop_per_second == pytest.approx(989.5e12 * 60 / 132)
+    # NVML's 14 SMs, not the table's 16: the library knows this instance
+    assert roofs[2] is not None and roofs[2].peak_flop_per_second == pytest.approx(989.5e12 * 14 / 132)
+    assert roofs[2].bandwidth_bytes_per_second == pytest.approx(
+        h100.roof("bf16").bandwidth_bytes_per_second / 8
+    )
+    assert roofs[3] is None  # no profile: ratios and a regime, no roof
+
+
+def test_a_live_count_fills_a_profile_the_table_lacks_and_a_bad_one_is_ignored() -> None:
+    from exporter.catalog import load_catalog
+
+    h100 = load_catalog().lookup("h100-sxm")
+    assert h100.mig_slices("1c.3g.40gb") is not None and h100.mig_slices("1c.3g.40gb").sms is None  # type: ignore[union-attr]
+    filled = h100.instance_roof("bf16", "1c.3g.40gb", live_sms=20)
+    assert filled is not None and filled.peak_flop_per_second == pytest.approx(989.5e12 * 20 / 132)
+    assert h100.instance_roof("bf16", "1c.3g.40gb") is None  # unpublished, and no source told
+    # more SMs than the card has: not believed, the table's count stands
+    assert h100.instance_roof("bf16", "3g.40gb", live_sms=500) == h100.instance_roof("bf16", "3g.40gb")
+
+
+def test_a_recording_keeps_the_live_sm_count_and_a_bad_one_is_refused(
+    nvml: ModuleType, tmp_path: Path
+) -> None:
+    from replay_lines import play_all, read_samples, replay_source
+
+    from exporter.recorder import record
+
+    _mig_h100(nvml)
+    source = _open()
+    trace = tmp_path / "mig.jsonl"
+    ticks = iter(range(100))  # one read: the clock passes the 2.5 s deadline at the second
+    assert record(source, trace, 2.5, 0.001, clock=lambda: float(next(ticks))) == 4
+    source.close()
+    entities = {s.entity.gpu_instance: s.entity for s in read_samples(trace)}
+    assert (entities[2].profile, entities[2].sm_count) == ("1g.10gb", 14)  # replays with NVML's count
+    assert entities[3].sm_count is None and entities[None].sm_count is None
+    line = (
+        '{"ts": 1.0, "gpu": 0, "model": "%s", "gpu_instance": 1, "gpu_instance_sm_count": %s, '
+        '"fields": {"1005": 0.5}}'
+    )
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(line % (H100, value) + "\n" for value in ("0", "true", '"60"', "2000", "60")))
+    replay = replay_source(bad)
+    samples = [s for batch in play_all(replay) for s in batch]
+    assert [s.entity.sm_count for s in samples] == [60]
+    assert replay.replay_stats.skipped_by_reason == {"bad_entity": 4}

@@ -20,6 +20,7 @@ import pytest
 
 from exporter import fields
 from exporter.catalog import load_catalog
+from exporter.http_client import HTTPClientConfig
 from exporter.inference import InferenceConfig
 from exporter.redaction import redact_credentials
 from exporter.sample import MAX_ENTITIES, Attribution, Sample
@@ -598,14 +599,20 @@ def test_credentials_file_and_bearer_token_file_are_reread_each_scrape(
 ) -> None:
     auth = tmp_path / "auth"
     auth.write_text(f"ridgeline:{SECRET}\n")
-    source = _source(f"{exporter_url}/auth/metrics/legacy-h100-no-pods.txt", scrape_auth_file=auth)
+    source = _source(
+        f"{exporter_url}/auth/metrics/legacy-h100-no-pods.txt",
+        scrape_client=HTTPClientConfig(basic_auth_file=auth),
+    )
     assert len(source.read()) == 1
     auth.write_text("ridgeline:rotated-away\n")
     with pytest.raises(SourceError, match="401"):
         source.read()
     token = tmp_path / "token"
     token.write_text("abc.def.ghi\n")
-    bearer = _source(f"{exporter_url}/auth/metrics/legacy-h100-no-pods.txt", scrape_bearer_token_file=token)
+    bearer = _source(
+        f"{exporter_url}/auth/metrics/legacy-h100-no-pods.txt",
+        scrape_client=HTTPClientConfig(bearer_token_file=token),
+    )
     with pytest.raises(SourceError, match="401"):
         bearer.read()
     assert server.seen_authorization[-1] == "Bearer abc.def.ghi"
@@ -613,13 +620,17 @@ def test_credentials_file_and_bearer_token_file_are_reread_each_scrape(
 
 def test_unreadable_or_conflicting_credentials_fail_at_open(exporter_url: str, tmp_path: Path) -> None:
     with pytest.raises(SourceUnavailable, match="--scrape-auth-file") as caught:
-        _source(f"{exporter_url}/metrics/x", scrape_auth_file=tmp_path / "missing")
+        _source(
+            f"{exporter_url}/metrics/x", scrape_client=HTTPClientConfig(basic_auth_file=tmp_path / "missing")
+        )
     assert caught.value.reason == "bad_credentials"
     (tmp_path / "bad").write_text("no-colon-here\n")
     with pytest.raises(SourceUnavailable, match="user:password"):
-        _source(f"{exporter_url}/metrics/x", scrape_auth_file=tmp_path / "bad")
+        _source(f"{exporter_url}/metrics/x", scrape_client=HTTPClientConfig(basic_auth_file=tmp_path / "bad"))
     with pytest.raises(SourceUnavailable, match="one way"):
-        _source(_auth_url(exporter_url, "u:p"), scrape_bearer_token_file=tmp_path / "bad")
+        _source(
+            _auth_url(exporter_url, "u:p"), scrape_client=HTTPClientConfig(bearer_token_file=tmp_path / "bad")
+        )
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,7 @@ def demo() -> Iterator[str]:
 def test_node_urls(given: str, url: str, user: tuple[str, str] | None) -> None:
     got, credentials = classify_url(given)
     assert got == url
-    assert (None if credentials is None else (credentials.user, credentials.password)) == user
+    assert (None if credentials is None else (credentials.username, credentials.password)) == user
     assert "p%40ss" not in display_name(got) and not display_name(got).endswith("/classify")
 
 
@@ -175,8 +175,8 @@ def test_a_node_that_does_not_answer_is_named_and_the_others_still_print(demo: s
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("--user", "viewer"), "--user USER needs a password"),
-        (("--password-file", "/nonexistent"), "--password-file needs --user"),
+        (("--user", "viewer"), "--node.basic-auth.username USER needs a password"),
+        (("--password-file", "/nonexistent"), "--node.basic-auth.password-file /nonexistent needs --node"),
         (("--user", "v", "--password-file", "/nonexistent/pw"), "/nonexistent/pw"),
         (("--url", "ftp://x"), "--url 'ftp://x'"),
     ],
@@ -495,3 +495,81 @@ def test_the_docs_awk_example_finds_the_regime_with_one_node_or_several() -> Non
             ["awk", program], input=text, capture_output=True, text=True, check=True
         ).stdout
         assert len(found.splitlines()) == 2 * len(nodes), (nodes, found)
+
+
+# -- a reduced clock (issue 19) -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def throttled() -> Iterator[str]:
+    from test_scrape_verdicts import throttled_node
+
+    with throttled_node() as base:
+        yield base
+
+
+def _column(app: Any, title: str) -> dict[str, str]:
+    """GPU → its cell under `title` in the interactive table."""
+    from textual.widgets import DataTable
+
+    table = app.query_one("#gpus", DataTable)
+    index = _header(app).index(title)
+    return {str(table.get_row_at(i)[0]): str(table.get_row_at(i)[index]) for i in range(table.row_count)}
+
+
+def test_once_has_a_clock_column_naming_the_cause(throttled: str) -> None:
+    result = top("--once", "--url", throttled)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    column = lines[0].split().index("CLOCK")
+    clocks = {line.split()[0]: line.split()[column] for line in lines[1:]}
+    # 1185 and 1410 of the 1830 MHz the H100's tensor peak is quoted at; GPU 2 at full clock
+    assert clocks == {"0": "65%:power-cap", "1": "77%:thermal", "2": "-"}
+
+
+def test_at_80_by_24_the_clock_column_fits_and_its_sentence_is_under_the_chart(throttled: str) -> None:
+    from textual.widgets import DataTable
+
+    from exporter.top.tui import TopApp
+
+    app = TopApp([NodeClient(throttled)], interval=0.5)
+
+    async def drive() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            while app.polls < 1 or len(_order(app)) < 3:
+                await pilot.pause(0.1)
+            await pilot.pause(0.3)
+            table = app.query_one("#gpus", DataTable)
+            assert table.virtual_size.width <= table.content_region.width, "the table scrolls sideways"
+            header = " ".join(_header(app))
+            assert all(title in header for title in ("REGIME", "I/RIDGE", "EFF", "CLOCK")), header
+            # compact cells: the cause in words, its percentage and the gain under the chart
+            assert _column(app, "CLOCK") == {"0": "power cap", "1": "thermal", "2": "–"}
+            assert _column(app, "REGIME")["0"] == "■ compute"
+            row = next(r for r in app.rows if r.key == _order(app)[0])
+            assert row.key == "0" and row.clock_note is not None and "54% more FLOP/s" in row.clock_note
+            assert "65% of the clock" in row.clock_note
+            assert f"GPU 0: {row.clock_note}" in str(app.chart_text())
+            await pilot.resize_terminal(160, 50)
+            await pilot.pause(0.3)
+            assert _column(app, "CLOCK") == {"0": "65% power cap", "1": "77% thermal", "2": "–"}
+            assert _column(app, "REGIME")["0"] == "■ compute-bound"
+            await pilot.press("q")
+
+    asyncio.run(drive())
+
+
+def test_without_a_reduced_clock_there_is_no_clock_column(demo: str) -> None:
+    from exporter.top.tui import TopApp
+
+    app = TopApp([NodeClient(demo)], interval=0.5)
+
+    async def drive() -> None:
+        async with app.run_test(size=(160, 50)) as pilot:
+            while app.polls < 1 or len(_order(app)) < 8:
+                await pilot.pause(0.1)
+            assert all(r.clock_ratio is None for r in app.rows)  # the demo runs at full clock
+            assert "CLOCK" not in _header(app)
+            await pilot.press("q")
+
+    asyncio.run(drive())

@@ -1,5 +1,8 @@
-"""What the commands share: the user-error type, flags that also read RIDGELINE_* variables, the
-flag value parsers, and the source flags of `serve` and `record`.
+"""What the commands share: the user-error type, flags that also read RIDGELINE_* variables
+(and flags declared as data, add_spec), and the flag groups of several commands: the source
+flags of `serve` and `record` (each source declares its own: exporter/sources/options.py), the
+inference flags, where serve listens, the collectors. The value parsers live beside the specs
+(exporter/option_specs.py, exporter/sources/options.py) and are importable from here.
 
 Commands import this module and never each other (docs/design.md, "CLI"), so one definition of
 each flag serves every command that takes it.
@@ -8,15 +11,19 @@ each flag serves every command that takes it.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporter.sources import SOURCE_NAMES
-from exporter.sources.base import REPLAY_FORMATS, MigProfileHint, SourceOptions
+from exporter.option_specs import OptionError, OptionSpec
+from exporter.option_specs import non_negative_seconds as non_negative_seconds
+from exporter.option_specs import parse_speed as parse_speed
+from exporter.option_specs import positive_int as positive_int
+from exporter.option_specs import positive_seconds as positive_seconds
+from exporter.option_specs import unit_ratio as unit_ratio
+from exporter.sources.base import SourceOptions
+from exporter.sources.options import gpu_list as gpu_list
+from exporter.sources.options import mig_profiles as mig_profiles
 
 if TYPE_CHECKING:
     from exporter.inference import InferenceConfig
@@ -34,6 +41,8 @@ LEGACY_VARIABLE_COMMANDS = frozenset({"serve"})
 deployment files and existing environment files set them for serve. Deprecated."""
 
 _deprecated_seen: list[tuple[str, str]] = []
+_renamed_seen: list[tuple[str, str]] = []
+_renamed_told = False
 
 
 def env_name(flag: str, command: str | None = None) -> str:
@@ -55,13 +64,70 @@ def deprecated_variables() -> list[tuple[str, str]]:
     return list(_deprecated_seen)
 
 
-def _variable_value(flag: str, aliases: tuple[str, ...], command: str | None) -> tuple[str, str | None]:
-    """(the variable's name, its value or None): the command's own variable, else (for serve) a
-    deprecated shared one, noted for serve to warn about."""
+def note_renamed(old: str, new: str) -> None:
+    """Note that a deprecated flag or variable was used: one warning per name, logged by
+    tell_renamed() once logging is set up (or at once, after it)."""
+    if (old, new) in _renamed_seen:
+        return
+    _renamed_seen.append((old, new))
+    if _renamed_told:
+        _warn_renamed(old, new)
+
+
+def tell_renamed() -> None:
+    """Log the deprecated names used so far (the CLI calls it once logging is set up)."""
+    global _renamed_told
+    _renamed_told = True
+    for old, new in _renamed_seen:
+        _warn_renamed(old, new)
+
+
+def renamed_names() -> list[tuple[str, str]]:
+    """(old name, what replaces it) for each deprecated flag or variable used in this process."""
+    return list(_renamed_seen)
+
+
+def _warn_renamed(old: str, new: str) -> None:
+    import logging
+
+    logging.getLogger("ridgeline").warning("%s is deprecated: use %s", old, new)
+
+
+def _noting(base: type[argparse.Action], flag: str, replaced_by: str | None) -> type[argparse.Action]:
+    """`base` (argparse's action class) that notes a deprecated spelling when it is the one given."""
+
+    class Noting(base):  # type: ignore[misc, valid-type]
+        def __call__(
+            self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+            option_string: str | None = None,
+        ) -> None:  # fmt: skip
+            if replaced_by is not None:
+                note_renamed(flag, replaced_by)
+            elif option_string is not None and option_string != flag:
+                note_renamed(option_string, flag)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Noting
+
+
+def _variable_value(
+    flag: str, aliases: tuple[str, ...], command: str | None, warn: bool = False
+) -> tuple[str, str | None]:
+    """(the variable's name, its value or None): the command's own variable, else one of the
+    aliases' (noted as deprecated), else (for serve) a deprecated shared one, noted for serve to
+    warn about."""
     variable = env_name(flag, command)
     raw = os.environ.get(variable)
     if raw is not None and raw.strip():
         return variable, raw
+    if command is not None:
+        for alias in aliases:
+            old = env_name(alias, command)
+            raw = os.environ.get(old)
+            if raw is not None and raw.strip():
+                if warn:
+                    note_renamed(old, variable)
+                return old, raw
     if command in LEGACY_VARIABLE_COMMANDS:
         for old in [env_name(alias) for alias in aliases] or [env_name(flag)]:
             raw = os.environ.get(old)
@@ -84,19 +150,28 @@ def _shown_default(value: Any) -> str | None:
 
 
 def add_flag(
-    parser: argparse.ArgumentParser | Any, flag: str, *aliases: str, help: str, **kwargs: Any
+    parser: argparse.ArgumentParser | Any,
+    flag: str,
+    *aliases: str,
+    help: str,
+    replaced_by: str | None = None,
+    warn: bool = False,
+    **kwargs: Any,
 ) -> None:
     """add_argument whose default comes from the command's RIDGELINE_<COMMAND>_<FLAG> variable.
 
     `aliases` are older spellings of the flag, kept working ("deprecated" in --help). The help
     text names the variable and the default, so `--help` documents both. Boolean flags
-    (action="store_true") accept 1/true/yes/on and 0/false/no/off. An empty variable counts as
+    (action="store_true") accept 1/true/yes/on and 0/false/no/off. With `warn`, giving an alias
+    (or its variable) logs one warning naming the new name (note_renamed), as does a flag that is
+    `replaced_by` another (--listen and --web-config keep their quiet aliases: deployments and
+    scripts written before the rename use them). An empty variable counts as
     unset (as kingpin-based exporters treat it). argparse checks `choices` only on the command
     line, so a variable's value is checked against them here (after the flag's type, which may
     map an old word to its new one).
     """
     command = command_of(parser)
-    variable, raw = _variable_value(flag, aliases, command)
+    variable, raw = _variable_value(flag, aliases, command, warn)
     if raw is not None:
         choices = kwargs.get("choices")
         if choices is not None:
@@ -122,6 +197,8 @@ def add_flag(
                 except (argparse.ArgumentTypeError, ValueError) as exc:
                     parser.error(f"{variable}={raw!r}: {exc}")
             kwargs["default"] = raw
+        if replaced_by is not None:
+            note_renamed(variable, replaced_by)
     notes = []
     shown = _shown_default(kwargs.get("default"))
     if shown is not None and "default" not in help:
@@ -129,9 +206,25 @@ def add_flag(
     notes.append(f"env {env_name(flag, command)}")
     if aliases:
         notes.append(f"deprecated: {', '.join(aliases)}")
+    if replaced_by is not None:
+        notes.append(f"deprecated: use {replaced_by}")
     if aliases and "dest" not in kwargs:
         kwargs["dest"] = aliases[-1].lstrip("-").replace("-", "_").replace(".", "_")
+    if (aliases and warn) or replaced_by is not None:
+        base = parser._registry_get("action", kwargs.get("action"), kwargs.get("action"))
+        kwargs["action"] = _noting(base, flag, replaced_by)
     parser.add_argument(flag, *aliases, help=f"{help} [{'; '.join(notes)}]", **kwargs)
+
+
+def add_spec(parser: argparse.ArgumentParser | Any, spec: OptionSpec) -> None:
+    """A flag that a module below the CLI declared (exporter/option_specs.py), through add_flag;
+    its older spellings warn when used."""
+    kwargs = spec.argparse_kwargs()
+    if kwargs.get("default") is None and spec.action is None:
+        del kwargs["default"]
+    add_flag(
+        parser, spec.flag, *spec.aliases, help=spec.help, replaced_by=spec.replaced_by, warn=True, **kwargs
+    )
 
 
 def add_log_flags(parser: argparse.ArgumentParser | Any, *, top: bool) -> None:
@@ -166,182 +259,33 @@ def add_log_flags(parser: argparse.ArgumentParser | Any, *, top: bool) -> None:
     )  # fmt: skip
 
 
-# -- flag value parsers ---------------------------------------------------------------------
-
-
-def parse_speed(text: str) -> float | None:
-    """--speed: a positive multiplier, or "max" (None: as fast as possible)."""
-    word = str(text).strip().lower()
-    if word == "max":
-        return None
-    try:
-        value = float(word)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number or 'max', got {text!r}")
-    return value
-
-
-def _finite_number(text: str, accept: Callable[[float], bool], expected: str) -> float:
-    """A flag value that must parse as a finite float and pass `accept`; else a usage error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-    if not (math.isfinite(value) and accept(value)):
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    return _finite_number(text, lambda v: v > 0, "a positive number of seconds")
-
-
-def non_negative_seconds(text: str) -> float:
-    return _finite_number(text, lambda v: v >= 0, "a number of seconds >= 0")
-
-
-def positive_int(text: str) -> int:
-    word = str(text).strip()
-    if not (word.isascii() and word.isdigit()) or int(word) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(word)
-
-
-def unit_ratio(text: str) -> float:
-    return _finite_number(text, lambda v: 0 < v <= 1, "a ratio in (0, 1]")
-
-
-def gpu_list(text: str) -> tuple[int, ...]:
-    try:
-        indexes = tuple(int(part) for part in str(text).split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}") from None
-    if not indexes or any(i < 0 for i in indexes):
-        raise argparse.ArgumentTypeError(f"expected GPU indexes like 0,1,3, got {text!r}")
-    return indexes
-
-
-def mig_profiles(text: str) -> tuple[MigProfileHint, ...]:
-    """--mig-profile: comma-separated [GPU:]GI=PROFILE, e.g. 1=3g.40gb,0:2=2g.20gb."""
-    hints: list[MigProfileHint] = []
-    expected = "[GPU:]GI=PROFILE pairs like 1=3g.40gb,0:2=2g.20gb"
-    for item in str(text).split(","):
-        if not item.strip():
-            continue
-        where, equals, profile = item.strip().partition("=")
-        gpu_text, colon, instance_text = where.strip().rpartition(":")
-        profile = profile.strip()
-        indexes = [instance_text, gpu_text] if colon else [instance_text]
-        if (
-            not equals
-            or not all(t.strip().isascii() and t.strip().isdigit() and len(t.strip()) <= 5 for t in indexes)
-            or not profile
-            or not profile.isascii()
-            or not all(c.isalnum() or c in ".+_-" for c in profile)
-            or len(profile) > 64
-        ):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {item.strip()!r}")
-        hints.append(
-            MigProfileHint(
-                gpu_instance=int(instance_text),
-                profile=profile,
-                gpu=int(gpu_text) if colon else None,
-            )
-        )
-    if not hints:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return tuple(hints)
-
-
 # -- the source flags of serve and record --------------------------------------------------
 
 
 def add_source_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags that choose and configure a source; shared by `serve` and `record`."""
+    """--source and the flags every registered source declares (exporter/sources/options.py);
+    shared by `serve` and `record`."""
+    from exporter.sources import option_specs, source_names
+
     add_flag(
         parser,
         "--source",
-        choices=SOURCE_NAMES,
+        choices=source_names(),
         default=None,
         help="where samples come from (default: replay when --replay is given, else auto: dcgm, then nvml)",
     )
-    add_replay_flags(parser)
-    add_flag(
-        parser,
-        "--speed",
-        type=parse_speed,
-        default=1.0,
-        metavar="N|max",
-        help="replay speed multiplier or max",
-    )
-    add_flag(parser, "--loop", action="store_true", default=False, help="replay the file over and over")
-    add_flag(
-        parser,
-        "--scrape-url",
-        metavar="URL",
-        help="dcgm-exporter /metrics URL for --source scrape (user:password@ allowed; shown redacted)",
-    )
-    add_flag(
-        parser,
-        "--scrape-timeout",
-        type=positive_seconds,
-        default=5.0,
-        metavar="S",
-        help="one deadline for a whole scrape: lookup, connect, TLS, headers and body (default 5)",
-    )
-    add_flag(
-        parser,
-        "--scrape-auth-file",
-        metavar="PATH",
-        help="file whose first line is user:password, for basic auth to the scraped exporter",
-    )
-    add_flag(
-        parser,
-        "--scrape-bearer-token-file",
-        metavar="PATH",
-        help="file holding a bearer token for the scraped exporter",
-    )
-    add_flag(
-        parser, "--dcgm-address", metavar="HOST:PORT", help="remote DCGM host engine (default: embedded)"
-    )
-    add_flag(parser, "--dcgm-bindings", metavar="DIR", help="directory holding DCGM's Python bindings")
-    add_flag(parser, "--gpus", type=gpu_list, metavar="0,1,...", help="sample only these GPU indexes")
+    for spec in option_specs():
+        add_spec(parser, spec)
 
 
 def add_replay_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags that name and read a replay file: part of the source flags, and all of them
-    that `report --replay` takes."""
-    add_flag(
-        parser, "--replay", metavar="PATH|demo", help="replay a recorded file, or the bundled demo trace"
-    )
-    add_flag(
-        parser,
-        "--replay-format",
-        choices=REPLAY_FORMATS,
-        help="format of the --replay file (detected from its content when omitted)",
-    )
-    add_flag(
-        parser, "--model", metavar="NAME", help="NVML model name, for replay formats that lack it (dmon)"
-    )
-    add_flag(
-        parser,
-        "--interval",
-        type=positive_seconds,
-        default=1.0,
-        metavar="S",
-        help="seconds between samples of a live source (default 1); dmon/CSV sample spacing",
-    )
-    add_flag(
-        parser,
-        "--mig-profile",
-        type=mig_profiles,
-        default=(),
-        metavar="[GPU:]GI=PROFILE,...",
-        help="MIG profile of GPU instances the input does not name (dcgmi dmon), e.g. 1=3g.40gb,0:2=2g.20gb;"
-        " GPU: also names the instance's parent GPU",
-    )
+    """The flags that name and read a replay file, all of the source flags that `report
+    --replay` takes."""
+    from exporter.sources.options import INTERVAL, MIG_PROFILE
+    from exporter.sources.replay import FILE_OPTIONS
+
+    for spec in (*FILE_OPTIONS, INTERVAL, MIG_PROFILE):
+        add_spec(parser, spec)
 
 
 # -- the inference flags of serve and report --------------------------------------------------
@@ -407,35 +351,14 @@ def inference_config(args: argparse.Namespace) -> InferenceConfig:
 
 
 def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
-    """(source name, SourceOptions) from the shared source flags."""
-    name: str | None = args.source
-    if name is None:
-        name = "replay" if args.replay else "auto"
-    if name == "replay" and not args.replay:
-        raise UserError("--source replay needs --replay PATH (or --replay demo)")
-    if name == "scrape" and not args.scrape_url:
-        raise UserError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
-    if args.replay and name != "replay":
-        raise UserError(f"--replay is only used with --source replay, not --source {name}")
-    options = SourceOptions(
-        interval_seconds=args.interval,
-        replay=args.replay,
-        replay_format=args.replay_format,
-        model=args.model,
-        speed=args.speed,
-        loop=bool(args.loop),
-        scrape_url=args.scrape_url,
-        scrape_timeout_seconds=args.scrape_timeout,
-        scrape_auth_file=Path(args.scrape_auth_file) if args.scrape_auth_file else None,
-        scrape_bearer_token_file=(
-            Path(args.scrape_bearer_token_file) if args.scrape_bearer_token_file else None
-        ),
-        dcgm_address=args.dcgm_address,
-        dcgm_bindings=Path(args.dcgm_bindings) if args.dcgm_bindings else None,
-        gpus=args.gpus,
-        mig_profiles=args.mig_profile,
-    )
-    return name, options
+    """(source name, SourceOptions) from the source flags; UserError names a wrong one."""
+    from exporter.sources import source_options
+
+    name: str = args.source or ("replay" if args.replay else "auto")
+    try:
+        return name, source_options(name, args)
+    except OptionError as exc:
+        raise UserError(str(exc)) from None
 
 
 # -- where serve listens (serve, and the healthcheck that finds it) ---------------------------

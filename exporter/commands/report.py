@@ -24,6 +24,7 @@ from exporter.commands.options import (
     add_flag,
     add_inference_flags,
     add_replay_flags,
+    add_spec,
     inference_config,
 )
 
@@ -150,13 +151,8 @@ def register(subparsers: Any) -> None:
         default=False,
         help="read the raw counters even where recorded series exist",
     )
-    add_flag(parser, "--prometheus-user", metavar="USER", help="basic auth user")
-    add_flag(
-        parser, "--prometheus-password-file", metavar="FILE", help="basic auth password, read from this file"
-    )
-    add_flag(
-        parser, "--prometheus-bearer-token-file", metavar="FILE", help="bearer token, read from this file"
-    )
+    for spec in prometheus_client_flags():
+        add_spec(parser, spec)
     add_flag(
         parser,
         "--prometheus-header",
@@ -164,18 +160,6 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="NAME:VALUE",
         help="extra request header, e.g. X-Scope-OrgID:tenant (repeatable)",
-    )
-    add_flag(
-        parser, "--prometheus-ca-file", metavar="FILE", help="CA bundle that signed the server's certificate"
-    )
-    add_flag(parser, "--prometheus-cert-file", metavar="FILE", help="client certificate (TLS client auth)")
-    add_flag(parser, "--prometheus-key-file", metavar="FILE", help="client certificate's key")
-    add_flag(
-        parser,
-        "--prometheus-insecure-skip-verify",
-        action="store_true",
-        default=False,
-        help="do not verify the server's certificate",
     )
     add_flag(
         parser,
@@ -268,16 +252,32 @@ def _writable(name: str | None, flag: str) -> Path | None:
     return path
 
 
-def _read_secret(name: str, flag: str) -> str:
-    try:
-        return Path(name).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise UserError(f"{flag} {name}: {exc.strerror or exc}") from None
+def prometheus_client_flags() -> tuple[Any, ...]:
+    """The HTTP client flags towards the query API (--prometheus.*); the older names are aliases."""
+    from exporter.http_client import PROMETHEUS_FLAGS, client_flags
+
+    renamed = {
+        "basic-auth.username": ("--prometheus-user",),
+        "basic-auth.password-file": ("--prometheus-password-file",),
+        "bearer-token-file": ("--prometheus-bearer-token-file",),
+        "tls.ca-file": ("--prometheus-ca-file",),
+        "tls.cert-file": ("--prometheus-cert-file",),
+        "tls.key-file": ("--prometheus-key-file",),
+        "tls.insecure-skip-verify": ("--prometheus-insecure-skip-verify",),
+    }
+    return client_flags(PROMETHEUS_FLAGS, "the query API", renamed)
 
 
 def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any, Any, Any, Any]:
+    from exporter.http_client import ClientConfigError, config_from
     from exporter.report import promql
-    from exporter.report.prometheus import ClientSettings, PrometheusClient, QueryError, collect
+    from exporter.report.prometheus import (
+        CLIENT_PREFIX,
+        ClientSettings,
+        PrometheusClient,
+        QueryError,
+        collect,
+    )
 
     if args.replay_format or args.model or args.mig_profile:
         raise UserError(
@@ -304,31 +304,12 @@ def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any
         if not sep or not name.strip():
             raise UserError(f"--prometheus-header {item!r}: expected NAME:VALUE")
         headers[name.strip()] = value.strip()
-    if args.prometheus_key_file and not args.prometheus_cert_file:
-        raise UserError("--prometheus-key-file needs --prometheus-cert-file")
-    password = (
-        _read_secret(args.prometheus_password_file, "--prometheus-password-file")
-        if args.prometheus_password_file
-        else None
-    )
-    if password is not None and not args.prometheus_user:
-        raise UserError("--prometheus-password-file needs --prometheus-user")
-    token = (
-        _read_secret(args.prometheus_bearer_token_file, "--prometheus-bearer-token-file")
-        if args.prometheus_bearer_token_file
-        else None
-    )
+    try:
+        client_config = config_from(args, CLIENT_PREFIX)
+    except ClientConfigError as exc:
+        raise UserError(str(exc)) from None
     settings = ClientSettings(
-        url=args.prometheus,
-        user=args.prometheus_user,
-        password=password,
-        bearer_token=token,
-        headers=headers,
-        ca_file=args.prometheus_ca_file,
-        cert_file=args.prometheus_cert_file,
-        key_file=args.prometheus_key_file,
-        insecure_skip_verify=bool(args.prometheus_insecure_skip_verify),
-        timeout_seconds=args.prometheus_timeout,
+        url=args.prometheus, client=client_config, headers=headers, timeout_seconds=args.prometheus_timeout
     )
     started = time.monotonic()
     try:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from exporter.commands.extras import require_extra
-from exporter.commands.options import UserError, add_flag, positive_seconds
+from exporter.commands.options import UserError, add_flag, add_spec, positive_seconds
 
 DEFAULT_URL = "http://127.0.0.1:10295"
 
@@ -46,53 +45,37 @@ def register(subparsers: Any) -> None:
     add_flag(parser, "--sort", choices=list(SORT_KEYS), default="node", help="initial sort order")
     add_flag(parser, "--once", action="store_true", default=False, help="print one plain table and exit")
     add_flag(parser, "--timeout", type=positive_seconds, default=3.0, metavar="S", help="seconds per request")
-    add_flag(parser, "--user", metavar="USER[:PASSWORD]", help="basic auth user (and password)")
-    add_flag(
-        parser,
-        "--password-file",
-        metavar="FILE",
-        help="file whose first line is the basic auth password (keeps it out of ps and shell history)",
-    )
-    add_flag(parser, "--ca-file", metavar="FILE", help="CA certificate(s) to verify https nodes against")
-    add_flag(parser, "--cert", metavar="FILE", help="client certificate (PEM) for nodes that require one")
-    add_flag(parser, "--key", metavar="FILE", help="the client certificate's key, if not in --cert")
-    add_flag(
-        parser,
-        "--insecure",
-        action="store_true",
-        default=False,
-        help="do not verify https certificates (a test node with a self-signed one)",
-    )
+    for spec in node_client_flags():
+        add_spec(parser, spec)
     parser.set_defaults(func=run)
 
 
-def _credentials(args: argparse.Namespace) -> Any:
-    from exporter.top.client import Credentials
+def node_client_flags() -> tuple[Any, ...]:
+    """The HTTP client flags towards the nodes (--node.*); top's older names are aliases."""
+    from exporter.http_client import NODE_FLAGS, client_flags
 
-    if not args.user:
-        if args.password_file:
-            raise UserError("--password-file needs --user")
-        return None
-    user, sep, password = str(args.user).partition(":")
-    if args.password_file:
-        try:
-            lines = Path(args.password_file).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise UserError(f"--password-file {args.password_file}: {exc.strerror or exc}") from None
-        password = lines[0] if lines else ""
-    elif not sep:
-        raise UserError("--user USER needs a password: --user USER:PASSWORD or --password-file FILE")
-    return Credentials(user, password)
+    renamed = {
+        "basic-auth.username": ("--user",),
+        "basic-auth.password-file": ("--password-file",),
+        "tls.ca-file": ("--ca-file",),
+        "tls.cert-file": ("--cert",),
+        "tls.key-file": ("--key",),
+        "tls.insecure-skip-verify": ("--insecure",),
+    }
+    return client_flags(NODE_FLAGS, "the nodes", renamed)
 
 
 def clients_for(args: argparse.Namespace) -> list[Any]:
-    from exporter.top.client import ClientSetupError, NodeClient, TlsOptions
+    from exporter.http_client import ClientConfigError, config_from
+    from exporter.top.client import CLIENT_PREFIX, ClientSetupError, NodeClient
 
-    tls = TlsOptions(ca_file=args.ca_file, cert_file=args.cert, key_file=args.key, insecure=args.insecure)
-    credentials = _credentials(args)
+    try:
+        client = config_from(args, CLIENT_PREFIX)
+    except ClientConfigError as exc:
+        raise UserError(str(exc)) from None
     urls = list(dict.fromkeys(args.url or [DEFAULT_URL]))
     try:
-        return [NodeClient(url, credentials=credentials, tls=tls, timeout=args.timeout) for url in urls]
+        return [NodeClient(url, client=client, timeout=args.timeout) for url in urls]
     except ClientSetupError as exc:
         raise UserError(str(exc)) from None
 

@@ -52,6 +52,8 @@ class Usage:
     gpu_seconds: regime -> GPU-seconds (raw regime, as the daemon integrates it).
     idle_allocated_gpu_seconds: idle GPU-seconds of GPUs held by a pod or an HPC job.
     card_gpu_seconds: card key -> GPU-seconds, to choose the group's roof.
+    clock_lost_gpu_seconds: cause label -> GPU-seconds a reduced clock cost
+    (ridgeline_clock_lost_seconds_total's increase).
     """
 
     labels: Mapping[str, str]
@@ -60,6 +62,7 @@ class Usage:
     flop: float = 0.0
     dram_bytes: float = 0.0
     card_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    clock_lost_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def total_gpu_seconds(self) -> float:
@@ -78,6 +81,7 @@ class Usage:
             flop=self.flop + other.flop,
             dram_bytes=self.dram_bytes + other.dram_bytes,
             card_gpu_seconds=_add(self.card_gpu_seconds, other.card_gpu_seconds),
+            clock_lost_gpu_seconds=_add(self.clock_lost_gpu_seconds, other.clock_lost_gpu_seconds),
         )
 
 
@@ -135,6 +139,9 @@ class Provenance:
     """Stretches without any data (no GPU reported)."""
     timeline: tuple[TimelinePoint, ...] = ()
     notes: tuple[str, ...] = ()
+    clock_loss_measured: bool = True
+    """False where the counter it comes from cannot be read (a server without raw counters): the
+    clock-lost figures are then null, not 0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +191,19 @@ def levers(thresholds: Thresholds) -> tuple[Lever, ...]:
                 "card), and never above the highest efficiency a latency-bound interval can have "
                 "by the regime rules; at the roof the same work takes e of the time. Without a "
                 "card roof, e = 0: the whole latency-bound time"
+            ),
+        ),
+        Lever(
+            key="reduced_clock",
+            title="Restore the full clock (power limit, cooling, application clocks)",
+            formula="S = Σ T_compute,reduced × (1 − k)",
+            assumptions=(
+                "compute-bound time whose binding pipe ran below 97 % of the clock its peak is "
+                "quoted at (k = SM clock ÷ that clock; ridgeline_clock_lost_seconds_total adds "
+                "(1 − k) of each such GPU-second): at its wall a pipe does a fixed amount of work "
+                "per cycle, so at the full clock the same work takes k of the time; within 3 % of "
+                "the clock is sampling jitter and not counted, and the other regimes lose little "
+                "to a lower clock"
             ),
         ),
     )
@@ -238,6 +258,7 @@ def build_report(
     fleet_doc["savings_gpu_seconds"] = {
         lever.key: sum(g["savings_gpu_seconds"][lever.key] for g in group_docs) for lever in lever_list
     }
+    fleet_doc.update(_clock_lost_sum(group_docs))
     # Allocation is a property of the groups' GPUs: the fleet's is their sum.
     fleet_doc["idle_allocated_gpu_seconds"] = sum(g["idle_allocated_gpu_seconds"] for g in group_docs)
     # The fleet row is the sum of the rows above it (the remainder included), added in their
@@ -246,6 +267,10 @@ def build_report(
     fleet_doc["gpu_seconds"] = {r: sum(g["gpu_seconds"][r] for g in group_docs) for r in REGIMES}
     fleet_doc["gpu_seconds_total"] = sum(g["gpu_seconds_total"] for g in group_docs)
     workload_rows = [_group_doc(u, catalog, options, cards) for u in workloads]
+    if not provenance.clock_loss_measured:
+        for row in [*group_docs, fleet_doc, *workload_rows]:
+            row.update(clock_lost_gpu_seconds=None, clock_lost_by_cause=None)
+            row["savings_gpu_seconds"]["reduced_clock"] = None
     return {
         "schema": SCHEMA,
         "range": {
@@ -382,6 +407,7 @@ def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[s
         "idle_allocated": u.idle_allocated_gpu_seconds,
         "memory_bound": seconds["memory_bound"] * MEMORY_BYTES_FACTOR,
         "latency_bound": seconds["latency_bound"] * (1.0 - e_latency),
+        "reduced_clock": sum(u.clock_lost_gpu_seconds.values()),
     }
     return {
         "labels": dict(sorted(u.labels.items())),
@@ -398,6 +424,19 @@ def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[s
         "attainable_flop_per_second": attainable,
         "roofline_efficiency": efficiency,
         "savings_gpu_seconds": savings,
+        "clock_lost_gpu_seconds": savings["reduced_clock"],
+        "clock_lost_by_cause": {c: v for c, v in sorted(u.clock_lost_gpu_seconds.items()) if v > 0},
+    }
+
+
+def _clock_lost_sum(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fleet's clock-lost figures: its groups' sum (the counter is read per group)."""
+    by_cause: dict[str, float] = {}
+    for row in rows:
+        by_cause = _add(by_cause, row["clock_lost_by_cause"])
+    return {
+        "clock_lost_gpu_seconds": sum(row["clock_lost_gpu_seconds"] for row in rows),
+        "clock_lost_by_cause": dict(sorted(by_cause.items())),
     }
 
 

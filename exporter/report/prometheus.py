@@ -3,8 +3,9 @@ turns a range into per-group `Usage` (exporter/report/model.py).
 
 The client speaks the HTTP API every compatible server answers (`/api/v1/query`,
 `/api/v1/query_range`: Prometheus, Thanos Query, Mimir, VictoriaMetrics) with the standard
-library: basic auth, a bearer token, extra headers (a tenant's X-Scope-OrgID), TLS with a CA file,
-a client certificate or no verification. Queries are POSTed form-encoded (no URL length limit).
+library: basic auth, a bearer token and TLS from the one client configuration
+(exporter/http_client.py, the `--prometheus.*` flags), and extra headers (a tenant's
+X-Scope-OrgID). Queries are POSTed form-encoded (no URL length limit).
 
 The plan (docs/report.md, "How the numbers are read"):
 
@@ -23,7 +24,6 @@ The plan (docs/report.md, "How the numbers are read"):
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
@@ -36,13 +36,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from exporter.client_tls import client_context
+from exporter.http_client import PROMETHEUS_FLAGS, ClientConfigError, HTTPClientConfig
 from exporter.report import promql
 from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
 from exporter.report.series import (
     CLUSTER,
     GROUP_LEVELS,
     RATE_WINDOW_SECONDS,
+    RAW_CLOCK_LOST,
     RAW_DRAM_BYTES,
     RAW_FLOP,
     RAW_REGIME_SECONDS,
@@ -79,37 +80,26 @@ class QueryError(Exception):
     """The query API could not be reached or refused a query; the message says which and why."""
 
 
+CLIENT_PREFIX = PROMETHEUS_FLAGS
+"""The report's HTTP client flags: --prometheus.basic-auth.username, --prometheus.tls.ca-file, ..."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
     """How to reach the query API (the `--prometheus*` flags)."""
 
     url: str
-    user: str | None = None
-    password: str | None = None
-    bearer_token: str | None = None
+    client: HTTPClientConfig = field(default_factory=HTTPClientConfig)
     headers: Mapping[str, str] = field(default_factory=dict)
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    insecure_skip_verify: bool = False
     timeout_seconds: float = 120.0
 
 
-def split_credentials(url: str) -> tuple[str, str | None, str | None]:
-    """(URL without user:password@, user, password): credentials in the URL work, but are never
-    printed or written into the report."""
+def api_url(url: str) -> str:
+    """The query API's base URL, checked to be http(s), without a trailing slash."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise QueryError(f"--prometheus {url!r}: expected an http:// or https:// URL")
-    if parts.username is None and parts.password is None:
-        return url.rstrip("/"), None, None
-    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    clean = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    user = urllib.parse.unquote(parts.username) if parts.username else None
-    password = urllib.parse.unquote(parts.password) if parts.password else None
-    return clean.rstrip("/"), user, password
+    return url.rstrip("/")
 
 
 Series = tuple[dict[str, str], float]
@@ -120,24 +110,19 @@ class PrometheusClient:
     """Instant and range queries against one Prometheus-compatible API."""
 
     def __init__(self, settings: ClientSettings) -> None:
-        url, user, password = split_credentials(settings.url)
-        self.url = url
+        base = api_url(settings.url)
+        try:
+            url, self._client = settings.client.with_url_credentials(base)
+            self._client.check()
+            self._client.authorization()  # a missing password or token file fails before any query
+            tls = self._client.tls_config
+            wants_tls = url.startswith("https://") or tls.ca_file is not None or tls.cert_file is not None
+            self._context = self._client.ssl_context() if wants_tls else None
+        except ClientConfigError as exc:
+            raise QueryError(str(exc)) from None
+        self.url = url.rstrip("/")
         self._timeout = settings.timeout_seconds
-        headers = {"Accept": "application/json", "User-Agent": "ridgeline-report"}
-        headers.update(settings.headers)
-        user = settings.user if settings.user is not None else user
-        password = settings.password if settings.password is not None else password
-        if settings.bearer_token is not None and user is not None:
-            raise QueryError("give either basic auth (user and password) or a bearer token, not both")
-        if user is not None:
-            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode("ascii")
-            headers["Authorization"] = f"Basic {token}"
-        elif settings.bearer_token is not None:
-            headers["Authorization"] = f"Bearer {settings.bearer_token.strip()}"
-        self._headers = headers
-        self._context: ssl.SSLContext | None = None
-        if url.startswith("https://") or settings.ca_file or settings.cert_file:
-            self._context = _tls_context(settings)
+        self._headers = {"Accept": "application/json", "User-Agent": "ridgeline-report", **settings.headers}
         self.queries = 0
         """Queries sent (for the benchmark and the report's notes)."""
 
@@ -176,12 +161,14 @@ class PrometheusClient:
         pairs = list(form.items()) if isinstance(form, dict) else form
         query = next((value for key, value in pairs if key in ("query", "match[]")), "")
         body = urllib.parse.urlencode(pairs).encode("ascii")
-        request = urllib.request.Request(
-            self.url + path,
-            data=body,
-            method="POST",
-            headers={**self._headers, "Content-Type": "application/x-www-form-urlencoded"},
-        )
+        try:
+            authorization = self._client.authorization()  # files read again: a rotated secret applies
+        except ClientConfigError as exc:
+            raise QueryError(str(exc)) from None
+        headers = {**self._headers, "Content-Type": "application/x-www-form-urlencoded"}
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        request = urllib.request.Request(self.url + path, data=body, method="POST", headers=headers)
         self.queries += 1
         log.debug("POST %s %s", path, form)
         try:
@@ -194,7 +181,7 @@ class PrometheusClient:
             if isinstance(reason, ssl.SSLError):
                 raise QueryError(
                     f"TLS with {self.url} failed: {reason.reason or reason} "
-                    "(--prometheus-ca-file names the CA that signed its certificate)"
+                    f"(--{CLIENT_PREFIX}.tls.ca-file names the CA that signed its certificate)"
                 ) from None
             raise QueryError(f"cannot reach {self.url}: {reason}") from None
         except TimeoutError:
@@ -218,18 +205,6 @@ class PrometheusClient:
         return data
 
 
-def _tls_context(settings: ClientSettings) -> ssl.SSLContext:
-    try:
-        return client_context(
-            ca_file=settings.ca_file,
-            cert_file=settings.cert_file,
-            key_file=settings.key_file,
-            insecure=settings.insecure_skip_verify,
-        )
-    except (OSError, ssl.SSLError) as exc:
-        raise QueryError(f"TLS files: {exc}") from None
-
-
 def _http_error(url: str, path: str, exc: urllib.error.HTTPError, query: str) -> str:
     detail = ""
     try:
@@ -240,8 +215,8 @@ def _http_error(url: str, path: str, exc: urllib.error.HTTPError, query: str) ->
         pass
     if exc.code in (401, 403):
         return (
-            f"{url}{path}: HTTP {exc.code} {exc.reason}: check --prometheus-user and "
-            "--prometheus-password-file, or --prometheus-bearer-token-file"
+            f"{url}{path}: HTTP {exc.code} {exc.reason}: check --{CLIENT_PREFIX}.basic-auth.username and "
+            f"--{CLIENT_PREFIX}.basic-auth.password-file, or --{CLIENT_PREFIX}.bearer-token-file"
         )
     if exc.code == 404:
         return f"{url}{path}: HTTP 404: no Prometheus query API there (the URL should end before /api/v1)"
@@ -445,6 +420,11 @@ def collect(
     missing_by = _check_grouping(client, by, groups, fleet, wanted_start, wanted_end, require_by)
     if missing_by is not None:
         notes.append(missing_by)
+    if not raw_present:
+        notes.append(
+            f"no raw counters: the GPU-seconds lost to a reduced clock ({RAW_CLOCK_LOST}, read raw "
+            "only) are not measured"
+        )
     if use_recorded and level is None and step >= RATE_WINDOW_SECONDS:
         notes.append(
             f"no recorded level keeps {', '.join(by)} (and the --match labels): groups read from "
@@ -463,6 +443,7 @@ def collect(
         gaps=tuple(gaps),
         timeline=tuple(timeline),
         notes=tuple(notes),
+        clock_loss_measured=raw_present,
     )
     return Collected(
         groups=groups, fleet=fleet, workloads=workloads, provenance=provenance, queries=client.queries
@@ -622,21 +603,24 @@ def _usage_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
-    raw_present: bool = False,
+    raw_present: bool = True,
 ) -> _Jobs:
-    """One instant query per quantity per stretch, summing every window of it per group. Where
-    a stretch reads an allocated-only level and the raw counters are there, the GPUs the level
-    leaves out are read from the raw counters of the same windows (they come back without the
-    grouping labels): measured, never the fleet's total less the groups', which two levels the
-    rules record one evaluation apart would make a group of GPUs that every pod holds."""
+    """One instant query per quantity per stretch, summing every window of it per group; the
+    GPU-seconds lost to a reduced clock from the raw counter whatever the stretch reads (with
+    `raw_present`: a server without raw counters cannot tell them). Where a stretch reads an
+    allocated-only level and the raw counters are there, the GPUs the level leaves out are read
+    from the raw counters of the same windows (they come back without the grouping labels):
+    measured, never the fleet's total less the groups', which two levels the rules record one
+    evaluation apart would make a group of GPUs that every pod holds."""
     jobs: _Jobs = []
     for stretch in stretches:
-        jobs.extend(_stretch_jobs(client, by, stretch, step, matchers, pool))
+        jobs.extend(_stretch_jobs(client, by, stretch, step, matchers, pool, clock_lost=raw_present))
         held_by = stretch.level.held_by if stretch.level is not None else None
         if raw_present and held_by is not None:
             unheld = promql.Matcher(label=held_by, op="=", value="")
             raw = replace(stretch, level=None, fleet_level=None, lookback=None)
-            jobs.extend(_stretch_jobs(client, by, raw, step, [*matchers, unheld], pool))
+            # their clock loss came with the stretch's own (raw whatever the stretch reads)
+            jobs.extend(_stretch_jobs(client, by, raw, step, [*matchers, unheld], pool, clock_lost=False))
     return jobs
 
 
@@ -655,17 +639,21 @@ def _stretch_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
+    *,
+    clock_lost: bool,
 ) -> _Jobs:
     jobs: _Jobs = []
     length = stretch.end - stretch.start
     lv = stretch.level
     quantities = ["regime", "flop", "dram_bytes"]
+    if clock_lost:
+        quantities.append("clock_lost")
     if lv is None or not lv.allocated_only:
         quantities.append("idle_allocated")  # else: the level's idle time is all allocated
     if lv is not None:
         quantities.append("cards")
     for quantity in quantities:
-        q_level = lv
+        q_level = None if quantity == "clock_lost" else lv
         if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
             q_level = lv if lv.idle_allocated is not None else None  # else raw counters
         keys: tuple[str, ...] = by
@@ -717,10 +705,18 @@ def _usage(jobs: _Jobs, by: Sequence[str]) -> list[Usage]:
                 parts.append(Usage(labels=labels, flop=value))
             elif quantity == "dram_bytes":
                 parts.append(Usage(labels=labels, dram_bytes=value))
+            elif quantity == "clock_lost":
+                cause = metric.get("cause")
+                if cause and value > 0:
+                    parts.append(Usage(labels=labels, clock_lost_gpu_seconds={cause: value}))
             else:
                 parts.append(Usage(labels=labels, idle_allocated_gpu_seconds=value))
     merged = merge_usage(parts)
-    return [u for u in merged if u.total_gpu_seconds > 0 or u.flop > 0 or u.dram_bytes > 0]
+    return [
+        u
+        for u in merged
+        if u.total_gpu_seconds > 0 or u.flop > 0 or u.dram_bytes > 0 or u.clock_lost_gpu_seconds
+    ]
 
 
 def _fleet_jobs(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from exporter.report.series import (
     RATE_WINDOW_SECONDS,
+    RAW_CLOCK_LOST,
     RAW_DRAM_BYTES,
     RAW_FLOP,
     RAW_REGIME_SECONDS,
@@ -132,6 +133,10 @@ def window_expr(
         keys = _by([*by, "regime"])
     elif quantity == "cards":
         keys = _by([*by, "card"])
+    elif quantity == "clock_lost":
+        if level is not None:
+            raise ValueError("the GPU-seconds lost to a reduced clock are read from the raw counter only")
+        keys = _by([*by, "cause"])
     elif quantity in ("flop", "dram_bytes", "idle_allocated"):
         keys = _by(by)
     else:
@@ -146,9 +151,12 @@ def window_expr(
                 f" or {function}({RAW_REGIME_SECONDS}{held_by_job}[{window}])"
             )
         else:
-            metric = {"regime": RAW_REGIME_SECONDS, "cards": RAW_REGIME_SECONDS, "flop": RAW_FLOP}.get(
-                quantity, RAW_DRAM_BYTES
-            )
+            metric = {
+                "regime": RAW_REGIME_SECONDS,
+                "cards": RAW_REGIME_SECONDS,
+                "flop": RAW_FLOP,
+                "clock_lost": RAW_CLOCK_LOST,
+            }.get(quantity, RAW_DRAM_BYTES)
             inner = f"{function}({metric}{_selector(matchers)}[{window}])"
         return f"sum by ({keys}) ({inner})"
     if quantity == "idle_allocated" and not level.allocated_only and level.idle_allocated is None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from exporter import clock_events
 from exporter.report.model import group_name
 from exporter.roofline import REGIMES
 from exporter.view.units import regime_colour, regime_shape, regime_word
@@ -73,6 +74,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
         _roofline_table(groups, by),
         "<h2>Idle while allocated</h2>",
         _idle_table(groups, fleet, by),
+        "<h2>GPU-hours lost to a reduced clock</h2>",
+        _clock_table(groups, fleet, by),
         "<h2>Top memory-bound and latency-bound workloads</h2>",
         _workload_table(doc["workloads"]["memory_bound"], "memory-bound"),
         _workload_table(doc["workloads"]["latency_bound"], "latency-bound"),
@@ -143,11 +146,13 @@ def _summary(doc: Mapping[str, Any]) -> str:
     shares = ", ".join(
         f"{_swatch(r)}{regime_word(r)} {_pct(fleet['gpu_seconds'][r], total)}" for r in REGIMES
     )
-    saved = sum(savings.values())
+    saved = sum(v for v in savings.values() if v is not None)  # None: not measured
+    lost = fleet["clock_lost_gpu_seconds"]
+    clock = f" A reduced clock cost {_hours(lost)} GPU-hours of compute-bound work." if lost else ""
     return (
         f"<p>Of {_hours(total)} GPU-hours: {shares}. Idle while allocated: "
-        f"{_hours(fleet['idle_allocated_gpu_seconds'])} GPU-hours. The levers below would give back "
-        f"at most {_hours(saved)} GPU-hours ({_pct(saved, total)}).</p>"
+        f"{_hours(fleet['idle_allocated_gpu_seconds'])} GPU-hours.{clock} The levers below would give "
+        f"back at most {_hours(saved)} GPU-hours ({_pct(saved, total)}).</p>"
     )
 
 
@@ -215,6 +220,46 @@ def _idle_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], b
     return "".join(rows)
 
 
+CLOCK_CAUSES: Mapping[str, str] = {
+    **{clock_events.cause_label(c): c for c in clock_events.CAUSES.values()},
+    clock_events.UNREPORTED: clock_events.cause_words(()),
+}
+"""The cause labels of ridgeline_clock_lost_seconds_total in words, in the table's order."""
+
+
+def _clock_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], by: Sequence[str]) -> str:
+    """Per group, the compute-bound GPU-hours a reduced clock cost, by cause (the fleet's causes)."""
+    if fleet["clock_lost_gpu_seconds"] is None:
+        return (
+            "<p>Not measured: the GPU-seconds lost to a reduced clock come from the raw counter "
+            "ridgeline_clock_lost_seconds_total, which this server does not have.</p>"
+        )
+    ranked = sorted(
+        (g for g in groups if g["clock_lost_gpu_seconds"] > 0), key=lambda g: -g["clock_lost_gpu_seconds"]
+    )
+    if not ranked:
+        return "<p>No compute-bound GPU ran below its peak's clock in this range.</p>"
+    causes = [c for c in CLOCK_CAUSES if c in fleet["clock_lost_by_cause"]]
+    causes += sorted(set(fleet["clock_lost_by_cause"]) - set(CLOCK_CAUSES))
+    head = "".join(f"<th>{_e(CLOCK_CAUSES.get(c, c))}</th>" for c in causes)
+    rows = [
+        '<p class="note">What the full clock would give back: Σ (1 − k) of each compute-bound '
+        "GPU-second whose binding pipe ran below 97 % of the clock its peak is quoted at (k = SM clock "
+        "÷ that clock), by what held the clock down.</p>",
+        f'<table><tr><th class="name">{_e("/".join(by))}</th><th>lost, GPU-hours</th>{head}'
+        "<th>of the group's compute-bound GPU-hours</th></tr>",
+    ]
+    for row in [*ranked, fleet]:
+        name = "<b>fleet</b>" if row is fleet else _e(_name(row, by))
+        cells = "".join(f"<td>{_hours(row['clock_lost_by_cause'].get(c, 0.0))}</td>" for c in causes)
+        rows.append(
+            f'<tr><td class="name">{name}</td><td>{_hours(row["clock_lost_gpu_seconds"])}</td>{cells}'
+            f"<td>{_pct(row['clock_lost_gpu_seconds'], row['gpu_seconds']['compute_bound'])}</td></tr>"
+        )
+    rows.append("</table>")
+    return "".join(rows)
+
+
 def _workload_table(rows: Sequence[Mapping[str, Any]], what: str) -> str:
     if not rows:
         return f"<p>No {what} workload in this range.</p>"
@@ -255,7 +300,8 @@ def _levers_table(doc: Mapping[str, Any]) -> str:
     thresholds = doc["thresholds"]
     rows.append(
         f"<p class='note'>Upper bounds, not forecasts: each assumes its lever works perfectly on the "
-        f"time it names. Levers act on disjoint time (idle, memory-bound, latency-bound), so their "
+        f"time it names. Levers act on disjoint time (idle, memory-bound, latency-bound, "
+        f"compute-bound at a reduced clock), so their "
         f"sum is a bound too. Thresholds: θ = {thresholds['theta']:g}, dram_wall = "
         f"{thresholds['dram_wall']:g}, tensor_wall = {thresholds['tensor_wall']:g}.</p>"
     )
@@ -274,7 +320,7 @@ def _savings_table(
     ]
     for row in [*groups, fleet]:
         savings = row["savings_gpu_seconds"]
-        total = sum(savings.values())
+        total = sum(v for v in savings.values() if v is not None)
         name = "fleet" if row is fleet else _name(row, by)
         cells = "".join(f"<td>{_hours(savings[lever['key']])}</td>" for lever in levers)
         rows.append(

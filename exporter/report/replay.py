@@ -70,6 +70,7 @@ class _Accrued:
     idle_allocated: float = 0.0
     flop: float = 0.0
     dram_bytes: float = 0.0
+    clock_lost: dict[str, float] = field(default_factory=dict)
 
     def add(self, start: Totals, end: Totals, allocated: bool) -> None:
         before, after = start.regime_seconds or _ZERO, end.regime_seconds or _ZERO
@@ -79,6 +80,9 @@ class _Accrued:
             self.idle_allocated += after["idle"] - before["idle"]
         self.flop += (end.flop_total or 0.0) - (start.flop_total or 0.0)
         self.dram_bytes += (end.dram_bytes_total or 0.0) - (start.dram_bytes_total or 0.0)
+        lost_before = start.clock_lost_seconds or {}
+        for cause, value in (end.clock_lost_seconds or {}).items():
+            self.clock_lost[cause] = self.clock_lost.get(cause, 0.0) + value - lost_before.get(cause, 0.0)
 
 
 _ZERO: Mapping[str, float] = dict.fromkeys(REGIMES, 0.0)
@@ -237,6 +241,7 @@ def collect_replay(
         flop=fleet.flop,
         dram_bytes=fleet.dram_bytes,
         card_gpu_seconds=fleet.card_gpu_seconds,
+        clock_lost_gpu_seconds=fleet.clock_lost_gpu_seconds,
     )
     interval = _median(intervals) or options.interval_seconds
     spans = sum((last_seen[k] - first_seen[k]) * shares[k] for k in last_seen)
@@ -302,6 +307,7 @@ def _usage_for(labels: _LabelKey, bucket: _Accrued, by: Sequence[str]) -> Usage:
         flop=bucket.flop,
         dram_bytes=bucket.dram_bytes,
         card_gpu_seconds={card: sum(bucket.seconds.values())} if card else {},
+        clock_lost_gpu_seconds=dict(bucket.clock_lost),
     )
 
 

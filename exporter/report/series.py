@@ -12,6 +12,9 @@ from dataclasses import dataclass
 RAW_REGIME_SECONDS = "ridgeline_regime_seconds_total"
 RAW_FLOP = "ridgeline_flop_total"
 RAW_DRAM_BYTES = "ridgeline_dram_bytes_total"
+RAW_CLOCK_LOST = "ridgeline_clock_lost_seconds_total"
+"""GPU-seconds a reduced clock cost, by `cause`: read raw only (no recording rule sums it; only
+GPUs that ever ran compute-bound at a reduced clock have it, so the raw read is cheap)."""
 
 RATE_WINDOW_SECONDS = 300
 """The recorded series are rates over 5 minutes (`:rate5m`); read every 5 minutes and multiplied

@@ -1,14 +1,20 @@
 """GPU data sources (dcgm, nvml, scrape, replay) behind one protocol, and the registry naming them.
 
-Each source lives in its own module and is imported only when chosen, so a machine without
-DCGM or NVML can still replay, scrape and serve `/classify`.
+Each source lives in its own module, with the flags it reads (exporter/sources/options.py). The
+modules are plain Python: the GPU libraries are loaded only when a source opens, so a machine
+without DCGM or NVML can still replay, scrape and serve `/classify`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from types import ModuleType
+from typing import Any
 
+from exporter.option_specs import OptionSpec
 from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions, SourceUnavailable
+from exporter.sources.options import COMMON_OPTIONS, common_options_from
 
 SOURCE_CLASSES: dict[str, str] = {
     "dcgm": "exporter.sources.dcgm:DcgmSource",
@@ -16,16 +22,59 @@ SOURCE_CLASSES: dict[str, str] = {
     "scrape": "exporter.sources.scrape:ScrapeSource",
     "replay": "exporter.sources.replay:ReplaySource",
 }
-"""Source name -> "module:Class"; the class takes SourceOptions. One line per source."""
+"""Source name -> "module:Class"; the class takes SourceOptions. One line per source: its module
+declares its flags (OPTIONS) and reads them (options_from)."""
 
 AUTO_ORDER: tuple[str, ...] = ("dcgm", "nvml")
 SOURCE_NAMES: tuple[str, ...] = ("auto", *SOURCE_CLASSES)
+"""The names built in; source_names() includes any registered since."""
+
+_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(SourceOptions)) - {"settings"}
+
+
+def source_names() -> tuple[str, ...]:
+    """`--source` choices: auto, then every registered source."""
+    return ("auto", *SOURCE_CLASSES)
+
+
+def _modules() -> list[tuple[str, ModuleType]]:
+    return [(name, importlib.import_module(path.split(":")[0])) for name, path in SOURCE_CLASSES.items()]
+
+
+def option_specs() -> list[OptionSpec]:
+    """Every source flag: the shared ones, then each registered source's own, in registry order
+    (a flag two sources declare is added once)."""
+    specs: list[OptionSpec] = list(COMMON_OPTIONS)
+    for _, module in _modules():
+        for spec in getattr(module, "OPTIONS", ()):
+            if all(spec.flag != seen.flag for seen in specs):
+                specs.append(spec)
+    return specs
+
+
+def source_options(name: str, values: Any) -> SourceOptions:
+    """The SourceOptions that option_specs() parsed into `values` for source `name`: each
+    source's options_from gives its settings (OptionError names a flag that is wrong or
+    belongs to another source); a name that is no SourceOptions field goes to `settings`."""
+    chosen = set(AUTO_ORDER) if name == "auto" else {name}
+    fields: dict[str, Any] = common_options_from(values)
+    settings: dict[str, Any] = {}
+    for source, module in _modules():
+        read = getattr(module, "options_from", None)
+        if read is None:
+            continue
+        for key, value in read(values, source in chosen).items():
+            if key in _OPTION_FIELDS:
+                fields[key] = value
+            else:
+                settings[key] = value
+    return SourceOptions(**fields, settings=settings)
 
 
 def create_source(name: str, options: SourceOptions) -> Source:
     """Instantiate a named source (not yet opened)."""
     if name not in SOURCE_CLASSES:
-        known = ", ".join(SOURCE_NAMES)
+        known = ", ".join(source_names())
         raise SourceUnavailable("unknown_source", f"unknown source {name!r}; choose one of: {known}")
     module_name, class_name = SOURCE_CLASSES[name].split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
@@ -70,4 +119,7 @@ __all__ = [
     "SourceUnavailable",
     "create_source",
     "open_source",
+    "option_specs",
+    "source_names",
+    "source_options",
 ]

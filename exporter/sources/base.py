@@ -7,11 +7,12 @@ exporter/sources/__init__.py's registry, as node_exporter does with its collecto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from exporter.http_client import HTTPClientConfig
 from exporter.sample import Sample
 
 
@@ -72,7 +73,8 @@ def hinted_parent(hints: Sequence[MigProfileHint], gpu_instance: int) -> int | N
 
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
-    """Everything a source factory may need, straight from the CLI flags."""
+    """What a source is built with, from the flags its module declares: the built-in sources'
+    settings as fields (tests build them by keyword), any other source's in `settings`."""
 
     interval_seconds: float = 1.0
     replay: str | None = None
@@ -86,14 +88,15 @@ class SourceOptions:
     exporter.redaction.redact_credentials."""
     scrape_timeout_seconds: float = 5.0
     """One deadline for the whole scrape: name lookup, connect, TLS, headers and body."""
-    scrape_auth_file: Path | None = None
-    """A file whose first line is `user:password`, for basic auth to the upstream."""
-    scrape_bearer_token_file: Path | None = None
-    """A file holding a bearer token for the upstream (Authorization: Bearer)."""
+    scrape_client: HTTPClientConfig = field(default_factory=HTTPClientConfig)
+    """Basic auth, bearer token and TLS towards the upstream (the `--scrape.*` flags)."""
     dcgm_address: str | None = None
     dcgm_bindings: Path | None = None
     gpus: tuple[int, ...] | None = None
     mig_profiles: tuple[MigProfileHint, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """The settings of a source whose module declares flags beyond these fields, by the names
+    its options_from gives them (exporter/sources/options.py)."""
 
 
 class Source(Protocol):

@@ -14,9 +14,11 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from exporter import fields
+from exporter.option_specs import OptionSpec
 from exporter.sample import Entity, Sample
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
 from exporter.sources.dcgm_bindings import Bindings, load_bindings
@@ -310,3 +312,29 @@ class DcgmSource:
 
 def _codes(structs: Any, names: tuple[str, ...]) -> set[int]:
     return {int(getattr(structs, n)) for n in names if hasattr(structs, n)}
+
+
+# -- the flags this source reads (exporter/sources/options.py) ------------------------------
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        flag="--dcgm-address",
+        dest="dcgm_address",
+        metavar="HOST:PORT",
+        help="remote DCGM host engine (default: embedded)",
+    ),
+    OptionSpec(
+        flag="--dcgm-bindings",
+        dest="dcgm_bindings",
+        metavar="DIR",
+        help="directory holding DCGM's Python bindings",
+    ),
+)
+
+
+def options_from(values: Any, chosen: bool) -> dict[str, Any]:
+    """Where the host engine is and where its bindings are."""
+    return {
+        "dcgm_address": values.dcgm_address,
+        "dcgm_bindings": Path(values.dcgm_bindings) if values.dcgm_bindings else None,
+    }

@@ -61,6 +61,8 @@ class Request:
     """Path and query, as sent on the request line."""
     headers: tuple[tuple[str, str], ...] = ()
     authorization: str | None = None
+    context: ssl.SSLContext | None = None
+    """The TLS context of an https GET (exporter/http_client.py builds it); None: the system's CAs."""
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -137,14 +139,14 @@ def _connect(request: Request, deadline: Deadline) -> socket.socket:
             errors.append(exc.strerror or str(exc))
             continue
         if request.scheme == "https":
-            return _start_tls(sock, request.host, deadline)
+            return _start_tls(sock, request, deadline)
         return sock
     raise FetchError("connection", f"cannot connect: {'; '.join(errors) or 'no address'}")
 
 
-def _start_tls(sock: socket.socket, host: str, deadline: Deadline) -> socket.socket:
-    context = ssl.create_default_context()
-    tls = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+def _start_tls(sock: socket.socket, request: Request, deadline: Deadline) -> socket.socket:
+    context = request.context if request.context is not None else ssl.create_default_context()
+    tls = context.wrap_socket(sock, server_hostname=request.host, do_handshake_on_connect=False)
     try:
         tls.settimeout(deadline.remaining())
         tls.do_handshake()

@@ -172,7 +172,15 @@ class NvmlSource:
                     continue
                 targets = [self._target(nvml, handle, entity)]
                 for gi in self._gpu_instances(nvml, handle):
-                    mig_entity = Entity(gpu=index, uuid=entity.uuid, model=entity.model, gpu_instance=gi)
+                    profile, sms = self._instance_profile(nvml, handle, gi)
+                    mig_entity = Entity(
+                        gpu=index,
+                        uuid=entity.uuid,
+                        model=entity.model,
+                        gpu_instance=gi,
+                        profile=profile,
+                        sm_count=sms,
+                    )
                     targets.append(self._target(nvml, handle, mig_entity))
             except nvml.NVMLError as exc:
                 if exc.value != nvml.NVML_ERROR_GPU_IS_LOST:
@@ -214,6 +222,28 @@ class NvmlSource:
             if gi not in instances:
                 instances.append(gi)
         return instances
+
+    def _instance_profile(self, nvml: ModuleType, handle: Any, gi: int) -> tuple[str | None, int | None]:
+        """(profile name, SMs) of GPU instance `gi` from NVML's GPU instance profile info, which
+        carries both: the name ("3g.40gb") gives the memory slices, multiprocessorCount the SMs
+        GPM samples over (docs/model.md, "MIG roofs"). (None, None) where this nvidia-ml-py or
+        driver lacks the calls or refuses them: the instance then has ratios and a regime but no
+        roof, as without this."""
+        try:
+            instance = nvml.nvmlDeviceGetGpuInstanceById(handle, gi)
+            info = nvml.nvmlGpuInstanceGetInfo(instance)
+            profile = nvml.nvmlDeviceGetGpuInstanceProfileInfoById(handle, int(info.profileId))
+        except AttributeError as exc:  # an nvidia-ml-py older than these calls
+            log.info("NVML: no GPU instance profile info in this nvidia-ml-py (%s)", exc)
+            return None, None
+        except nvml.NVMLError as exc:
+            if exc.value == nvml.NVML_ERROR_GPU_IS_LOST:
+                raise
+            log.info("NVML: GPU instance %d's profile is unknown (%s); it gets no roof", gi, exc)
+            return None, None
+        name = _text(profile.name).strip().removeprefix("MIG ").strip() or None
+        sms = int(profile.multiprocessorCount)
+        return name, sms if sms > 0 else None
 
     def _target(self, nvml: ModuleType, handle: Any, entity: Entity) -> _Target:
         """Allocate the sample pair and take the first sample, so the first read covers an interval."""

@@ -20,10 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
+from exporter.option_specs import OptionError, OptionSpec, parse_speed
 from exporter.sample import Sample
-from exporter.sources.base import EndOfStream, SourceError, SourceOptions, SourceUnavailable
+from exporter.sources.base import REPLAY_FORMATS, EndOfStream, SourceError, SourceOptions, SourceUnavailable
 from exporter.sources.replay_formats import (
     DETECT_LINES,
     FORMATS,
@@ -368,3 +369,60 @@ def _head(opener: Opener, name: str) -> tuple[list[str], int]:
         if close is not None:
             close()
     return head, too_long
+
+
+# -- the flags this source reads (exporter/sources/options.py) ------------------------------
+
+FILE_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        flag="--replay",
+        dest="replay",
+        metavar="PATH|demo",
+        help="replay a recorded file, or the bundled demo trace",
+    ),
+    OptionSpec(
+        flag="--replay-format",
+        dest="replay_format",
+        choices=REPLAY_FORMATS,
+        help="format of the --replay file (detected from its content when omitted)",
+    ),
+    OptionSpec(
+        flag="--model",
+        dest="model",
+        metavar="NAME",
+        help="NVML model name, for replay formats that lack it (dmon)",
+    ),
+)
+"""The flags that name and read a replay file: `report --replay` takes them too."""
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    *FILE_OPTIONS,
+    OptionSpec(
+        flag="--speed",
+        dest="speed",
+        type=parse_speed,
+        default=1.0,
+        metavar="N|max",
+        help="replay speed multiplier or max",
+    ),
+    OptionSpec(
+        flag="--loop", dest="loop", action="store_true", default=False, help="replay the file over and over"
+    ),
+)
+
+
+def options_from(values: Any, chosen: bool) -> dict[str, Any]:
+    """The replay settings; --replay is refused beside another --source."""
+    if chosen and not values.replay:
+        raise OptionError("--source replay needs --replay PATH (or --replay demo)")
+    if not chosen and values.replay:
+        raise OptionError(
+            f"--replay is only used with --source replay, not --source {values.source or 'auto'}"
+        )
+    return {
+        "replay": values.replay,
+        "replay_format": values.replay_format,
+        "model": values.model,
+        "speed": values.speed,
+        "loop": bool(values.loop),
+    }

@@ -11,16 +11,18 @@ page. It accepts the legacy field names, DCGM 4.6's `*_UTIL_RATIO` names and dcg
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 from exporter import __version__, fields
+from exporter.http_client import SCRAPE_FLAGS, ClientConfigError, client_flags, config_from
+from exporter.option_specs import OptionError, OptionSpec, positive_seconds
 from exporter.redaction import misread_credentials, redact_url
 from exporter.sample import JOB_ID, MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
 from exporter.sources.base import (
@@ -41,6 +43,9 @@ MAX_INDEX_DIGITS = 5
 """A `gpu` or `GPU_I_ID` label longer than this is not an index (DCGM numbers GPUs below 32)."""
 
 MAX_PROFILE_CHARS = 64
+
+CLIENT_PREFIX = f"--{SCRAPE_FLAGS}."
+"""The scrape source's HTTP client flags: --scrape.basic-auth.username, --scrape.tls.ca-file, ..."""
 
 SKIP_LOG_EVERY_SECONDS = 60.0
 """Skipped series are logged on the first page that has them, then at most once a minute."""
@@ -474,11 +479,10 @@ class ScrapeSource:
     def __init__(self, options: SourceOptions) -> None:
         self._url = options.scrape_url or ""
         self._timeout = options.scrape_timeout_seconds
-        self._auth_file = options.scrape_auth_file
-        self._token_file = options.scrape_bearer_token_file
+        client = options.scrape_client
+        self._client = client if client.prefix else replace(client, prefix=CLIENT_PREFIX)
         self._hints = options.mig_profiles
         self._request: Request | None = None
-        self._url_authorization: str | None = None
         self._skipped_total = 0
         self._skip_logged_at: float | None = None
         self.display_name = redact_url(self._url)
@@ -514,21 +518,13 @@ class ScrapeSource:
             )
         if not self._timeout > 0:
             raise SourceUnavailable("bad_timeout", f"--scrape-timeout must be > 0 s, got {self._timeout}")
-        given = [
-            name
-            for name, present in (
-                ("user:password@ in --scrape-url", parts.username is not None),
-                ("--scrape-auth-file", self._auth_file is not None),
-                ("--scrape-bearer-token-file", self._token_file is not None),
-            )
-            if present
-        ]
-        if len(given) > 1:
-            raise SourceUnavailable(
-                "bad_credentials", f"give one way to authenticate, not {' and '.join(given)}"
-            )
-        if parts.username is not None:
-            self._url_authorization = _basic(unquote(parts.username), unquote(parts.password or ""))
+        try:
+            _, self._client = self._client.with_url_credentials(self._url)
+            self._client.check()
+            self._client.authorization()  # a missing or empty file fails here, not at each scrape
+            context = self._client.ssl_context() if parts.scheme == "https" else None
+        except ClientConfigError as exc:
+            raise SourceUnavailable("bad_credentials", str(exc)) from None
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
@@ -541,27 +537,20 @@ class ScrapeSource:
                 ("User-Agent", f"ridgeline/{__version__}"),
                 ("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1"),
             ),
+            context=context,
         )
-        try:
-            self._authorization()
-        except SourceError as exc:
-            raise SourceUnavailable(exc.reason, exc.message) from None
 
     def read(self) -> list[Sample]:
         if self._request is None:
             raise SourceError("not_open", "scrape source read before open()")
         shown = self.display_name
         request = self._request
-        authorization = self._authorization()
+        try:
+            authorization = self._client.authorization()  # files read again: a rotated secret applies
+        except ClientConfigError as exc:
+            raise SourceError("bad_credentials", str(exc)) from None
         if authorization is not None:
-            request = Request(
-                scheme=request.scheme,
-                host=request.host,
-                port=request.port,
-                target=request.target,
-                headers=request.headers,
-                authorization=authorization,
-            )
+            request = replace(request, authorization=authorization)
         deadline = Deadline(self._timeout)
         reader = PageReader(time.time(), self._hints)
         try:
@@ -593,27 +582,6 @@ class ScrapeSource:
     def close(self) -> None:
         """Nothing is held between reads."""
 
-    def _authorization(self) -> str | None:
-        """The Authorization header, files re-read on every scrape so rotated secrets apply."""
-        if self._url_authorization is not None:
-            return self._url_authorization
-        if self._auth_file is not None:
-            first = _first_line(self._auth_file, "--scrape-auth-file")
-            user, colon, password = first.partition(":")
-            if not colon or not user:
-                raise SourceError(
-                    "bad_credentials", f"--scrape-auth-file {self._auth_file}: expected user:password"
-                )
-            return _basic(user, password)
-        if self._token_file is not None:
-            token = _first_line(self._token_file, "--scrape-bearer-token-file")
-            if not token:
-                raise SourceError(
-                    "bad_credentials", f"--scrape-bearer-token-file {self._token_file} is empty"
-                )
-            return f"Bearer {token}"
-        return None
-
     def _note_skipped(self, reader: PageReader) -> None:
         count = sum(reader.skipped.values())
         if not count:
@@ -633,14 +601,49 @@ class ScrapeSource:
             )
 
 
-def _basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+# -- the flags this source reads (exporter/sources/options.py) ------------------------------
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        flag="--scrape-url",
+        dest="scrape_url",
+        metavar="URL",
+        help="dcgm-exporter /metrics URL for --source scrape (user:password@ allowed; shown redacted)",
+    ),
+    OptionSpec(
+        flag="--scrape-timeout",
+        dest="scrape_timeout",
+        type=positive_seconds,
+        default=5.0,
+        metavar="S",
+        help="one deadline for a whole scrape: lookup, connect, TLS, headers and body (default 5)",
+    ),
+    *client_flags(
+        SCRAPE_FLAGS, "the scraped exporter", {"bearer-token-file": ("--scrape-bearer-token-file",)}
+    ),
+    OptionSpec(
+        flag="--scrape-auth-file",
+        dest="scrape_auth_file",
+        metavar="PATH",
+        help="file whose first line is user:password, for basic auth to the scraped exporter",
+        replaced_by="--scrape.basic-auth.username and --scrape.basic-auth.password-file",
+    ),
+)
 
 
-def _first_line(path: Path, flag: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.readline(4096).strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SourceError("bad_credentials", f"cannot read {flag} {path}: {reason}") from None
+def options_from(values: Any, chosen: bool) -> dict[str, Any]:
+    """The URL, the deadline and, when this source is chosen, its HTTP client configuration
+    (checked, its files read once)."""
+    if not chosen:
+        return {"scrape_url": values.scrape_url, "scrape_timeout_seconds": values.scrape_timeout}
+    if not values.scrape_url:
+        raise OptionError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
+    client = config_from(values, SCRAPE_FLAGS)
+    if values.scrape_auth_file:
+        client = replace(client, basic_auth_file=Path(values.scrape_auth_file))
+        client.check()
+    return {
+        "scrape_url": values.scrape_url,
+        "scrape_timeout_seconds": values.scrape_timeout,
+        "scrape_client": client,
+    }

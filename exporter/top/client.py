@@ -1,16 +1,15 @@
 """`ridgeline top`'s HTTP client: `GET /classify` from each node, as any client would do it.
 
 Only the exporter's HTTP API, never its internal state (tests/test_layers.py holds it to that):
-`top` runs on a laptop against nodes it reaches over the network. Basic auth (from `--user`, a
-password file or the URL's user:password@) and TLS (a CA file, a client certificate, or
-`--insecure`) are Python's own urllib and ssl. A node that does not answer, answers an error or
-answers something that is not a /classify answer gives a `NodeReading` with `error` set: the
-view shows it as not answering, and nothing raises.
+`top` runs on a laptop against nodes it reaches over the network. Basic auth, a bearer token
+and TLS come from the one client configuration (exporter/http_client.py: the `--node.*` flags,
+or the URL's user:password@), over Python's own urllib and ssl. A node that does not answer,
+answers an error or answers something that is not a /classify answer gives a `NodeReading`
+with `error` set: the view shows it as not answering, and nothing raises.
 """
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import ssl
@@ -21,31 +20,27 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
-from exporter.client_tls import client_context
+from exporter.http_client import (
+    NODE_FLAGS,
+    BasicAuth,
+    ClientConfigError,
+    HTTPClientConfig,
+    split_url_credentials,
+)
+
+CLIENT_PREFIX = NODE_FLAGS
+"""`top`'s HTTP client flags: --node.basic-auth.username, --node.tls.ca-file, ..."""
+
+CREDENTIAL_FLAGS = (
+    f"--{CLIENT_PREFIX}.basic-auth.username, --{CLIENT_PREFIX}.basic-auth.password-file "
+    f"or --{CLIENT_PREFIX}.bearer-token-file"
+)
 
 
 class ClientSetupError(ValueError):
     """A URL, certificate or password file that cannot be used; the message names it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    user: str
-    password: str
-
-    def header(self) -> str:
-        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode("ascii")
-        return f"Basic {token}"
-
-
-@dataclass(frozen=True, slots=True)
-class TlsOptions:
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    insecure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +83,7 @@ def display_name(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, path, "", ""))
 
 
-def classify_url(url: str) -> tuple[str, Credentials | None]:
+def classify_url(url: str) -> tuple[str, BasicAuth | None]:
     """The GET /classify address for a node URL (`host:port` means http://), and any
     user:password in it; ClientSetupError for one that is not an http(s) URL."""
     text = url.strip()
@@ -101,9 +96,7 @@ def classify_url(url: str) -> tuple[str, Credentials | None]:
         port = parts.port
     except ValueError:
         raise ClientSetupError(f"--url {url!r}: the port is not a number in 1-65535") from None
-    credentials = None
-    if parts.username is not None:
-        credentials = Credentials(unquote(parts.username), unquote(parts.password or ""))
+    _, credentials = split_url_credentials(text)
     host = parts.hostname
     if ":" in host:
         host = f"[{host}]"
@@ -114,21 +107,6 @@ def classify_url(url: str) -> tuple[str, Credentials | None]:
     return urlunsplit((parts.scheme, netloc, path, "", "")), credentials
 
 
-def ssl_context(tls: TlsOptions) -> ssl.SSLContext:
-    """The context for https nodes: the system's CAs (or --ca-file), a client certificate when
-    given, or no verification at all with --insecure."""
-    try:
-        # --insecure verifies nothing, so a --ca-file beside it is not read
-        ca_file = None if tls.insecure else tls.ca_file
-        context = client_context(
-            ca_file=ca_file, cert_file=tls.cert_file, key_file=tls.key_file, insecure=tls.insecure
-        )
-    except (OSError, ssl.SSLError) as exc:
-        which = tls.cert_file if tls.cert_file else tls.ca_file
-        raise ClientSetupError(f"TLS files {which!r}: {exc}") from None
-    return context
-
-
 class NodeClient:
     """Polls one node's GET /classify."""
 
@@ -136,26 +114,32 @@ class NodeClient:
         self,
         url: str,
         *,
-        credentials: Credentials | None = None,
-        tls: TlsOptions | None = None,
+        client: HTTPClientConfig | None = None,
         timeout: float = 3.0,
     ) -> None:
         self.url, from_url = classify_url(url)
         self.name = display_name(self.url)
-        self._credentials = from_url or credentials
-        self._context = ssl_context(tls or TlsOptions()) if self.url.startswith("https:") else None
+        try:
+            self._client = (client or HTTPClientConfig()).with_credentials(from_url)
+            self._context = self._client.ssl_context() if self.url.startswith("https:") else None
+        except ClientConfigError as exc:
+            raise ClientSetupError(f"--url {self.name}: {exc}") from None
         self._timeout = timeout
 
     def fetch(self) -> NodeReading:
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
-        if self._credentials is not None:
-            request.add_header("Authorization", self._credentials.header())
+        try:
+            authorization = self._client.authorization()  # files read again: a rotated secret applies
+        except ClientConfigError as exc:
+            return NodeReading(self.name, error=str(exc))
+        if authorization is not None:
+            request.add_header("Authorization", authorization)
         try:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
                 raw = response.read(32 * 1024 * 1024)
         except urllib.error.HTTPError as exc:
             exc.close()
-            hint = " (wrong or missing credentials: --user, --password-file)" if exc.code == 401 else ""
+            hint = f" (wrong or missing credentials: {CREDENTIAL_FLAGS})" if exc.code == 401 else ""
             return NodeReading(self.name, error=f"HTTP {exc.code} {exc.reason}{hint}", http_status=exc.code)
         except (OSError, ValueError) as exc:  # refused, timed out, TLS, DNS, a malformed answer
             reason = getattr(exc, "reason", None) or exc

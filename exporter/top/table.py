@@ -62,6 +62,12 @@ class Row:
     """Why the ridge is this GPU's own, not the card's (exporter.view.ridge); None when the same."""
     stale: bool = False
     """The node did not answer this poll: the row is its last answer."""
+    clock_ratio: float | None = None
+    """The binding pipe's clock ratio while GET /classify's reduced_clock marks it; else None."""
+    clock_cause: str = ""
+    """What holds the clock down, in words ("power cap", "cause not reported"); "" at full clock."""
+    clock_note: str | None = None
+    """The marker's whole sentence: the clock, the cause and what the full clock gives back."""
 
     @property
     def position(self) -> float | None:
@@ -73,6 +79,13 @@ class Row:
     @property
     def regime_text(self) -> str:
         return f"{regime_glyph(self.regime)} {regime_word(self.regime)}"
+
+    @property
+    def clock_text(self) -> str:
+        """The clock column: "65% power cap" at a reduced clock, "–" at full clock or unknown."""
+        if self.clock_ratio is None:
+            return "–"
+        return f"{percent(self.clock_ratio)} {self.clock_cause}"
 
     @property
     def intensity_text(self) -> str:
@@ -87,6 +100,8 @@ def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False)
     gpu = verdict.get("gpu")
     instance = verdict.get("gpu_instance")
     regime = verdict.get("regime")
+    marker = verdict.get("reduced_clock")
+    marker = marker if isinstance(marker, Mapping) else {}
     return Row(
         node=node,
         key=point_key(verdict),
@@ -104,6 +119,9 @@ def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False)
         efficiency=_number(verdict.get("roofline_efficiency")),
         lever=str(verdict.get("lever") or verdict.get("no_verdict_reason") or "–"),
         stale=stale,
+        clock_ratio=_number(marker.get("clock_ratio")),
+        clock_cause=str(marker.get("cause_text") or ""),
+        clock_note=str(marker["note"]) if isinstance(marker.get("note"), str) else None,
     )
 
 
@@ -165,6 +183,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("FLOP", "flop"),
     ("I/RIDGE", "intensity"),
     ("EFF", "efficiency"),
+    ("CLOCK", "clock"),
     ("LEVER", "lever"),
 )
 RIGHT_ALIGNED = frozenset({"dram", "tensor", "flop", "intensity", "efficiency"})
@@ -184,6 +203,10 @@ def cell_text(row: Row, field: str, *, plain: bool = False) -> str:
         text = percent(getattr(row, field))
     elif field == "intensity":
         text = row.intensity_text
+    elif field == "clock":
+        text = row.clock_text
+        if plain:  # one word: "65%:power-cap", "77%:thermal,sync-boost"
+            text = text.replace(", ", ",").replace(" ", ":", 1).replace(" ", "-")
     else:
         text = str(getattr(row, field))
     return text.replace("–", "-") if plain else text

@@ -84,6 +84,8 @@ class TopApp(App[None]):
         self.down_since: dict[str, float] = {}
         self.rows: list[Row] = []
         self.pod_width = POD_WIDTH
+        self.compact = False
+        """Cells cut to fit a narrow terminal (`_columns`)."""
         self.polls = 0
         """Polls applied so far (tests wait on it)."""
 
@@ -102,17 +104,24 @@ class TopApp(App[None]):
         self.set_interval(self.interval, self.poll)
 
     def _columns(self) -> list[tuple[str, str]]:
-        """The columns shown: NODE only for several nodes; on a narrow terminal CARD goes when
+        """The columns shown: NODE only for several nodes, CLOCK only while a GPU runs at a reduced
+        clock; on a narrow terminal CARD goes when
         every GPU has the same one (the chart's title names it), then LEVER (the highlighted
-        GPU's lever is under the chart), so the numbers are never cut off. Sets `pod_width`,
+        GPU's lever is under the chart), then the cells go compact (`compact`: the regime without
+        "-bound", the clock's cause without its percentage, no "own": the highlighted GPU's are
+        under the chart), so the numbers are never cut off. Sets `pod_width` and `compact`,
         which the cells' widths depend on."""
         many = len(self.clients) > 1
-        columns = [(t, n) for t, n in COLUMNS if many or n != "node"]
+        slowed = any(r.clock_ratio is not None for r in self.rows)
+        columns = [(t, n) for t, n in COLUMNS if (many or n != "node") and (slowed or n != "clock")]
         room = (self.size.width or 200) - 4  # the view's and the table's scrollbars
         if self._width(columns) > room and len({r.card for r in self.rows}) <= 1:
             columns = [c for c in columns if c[1] != "card"]
         if self._width(columns) > room:
             columns = [c for c in columns if c[1] != "lever"]
+        self.compact = False
+        if self._width(columns) > room:
+            self.compact = True
         self.pod_width = POD_WIDTH  # measured with whole pod names, then cut to what is left
         self.pod_width = max(MIN_POD_WIDTH, POD_WIDTH - max(0, self._width(columns) - room))
         return columns
@@ -238,7 +247,11 @@ class TopApp(App[None]):
             return short_lever(row.lever)
         if name == "pod" and len(text) > self.pod_width:
             return text[: self.pod_width - 1] + "…"
-        if name == "intensity" and row.ridge_note and row.intensity is not None:
+        if self.compact and name == "regime":
+            return text.replace("-bound", "")
+        if self.compact and name == "clock" and row.clock_ratio is not None:
+            return row.clock_cause
+        if name == "intensity" and row.ridge_note and row.intensity is not None and not self.compact:
             return text + " own"
         return text
 
@@ -305,10 +318,13 @@ class TopApp(App[None]):
 
     @staticmethod
     def _notes(row: Row | None) -> list[str]:
-        """The highlighted GPU's whole lever and, where its ridge is its own, why."""
+        """The highlighted GPU's whole lever, its reduced clock's sentence and, where its ridge is
+        its own, why."""
         if row is None:
             return []
         notes = [f"GPU {row.key}: {row.lever}"]
+        if row.clock_note:
+            notes.append(f"GPU {row.key}: {row.clock_note}")
         if row.ridge_note:
             notes.append(f"GPU {row.key}: {row.ridge_note}")
         return notes

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
+from exporter import clock_events
 from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import Estimate
@@ -139,7 +140,30 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     }
     answer["own_ridge_flop_per_byte"] = own_ridge(answer)
     answer["ridge_note"] = ridge_note(answer)
+    answer["reduced_clock"] = reduced_clock_answer(estimate)
     return answer
+
+
+def reduced_clock_answer(estimate: Estimate | None) -> dict[str, Any] | None:
+    """The clock marker's facts (clock_events.reduced_clock) with its tooltip; None without one."""
+    if estimate is None:
+        return None
+    marker = clock_events.reduced_clock(
+        estimate.regime,
+        estimate.pipe,
+        estimate.clock_ratio,
+        estimate.vector_clock_ratio,
+        estimate.clock_causes,
+    )
+    if marker is None:
+        return None
+    return {
+        "clock_ratio": marker.clock_ratio,
+        "causes": list(marker.causes),
+        "cause_text": clock_events.cause_words(marker.causes),
+        "give_back": marker.give_back,
+        "note": clock_events.reduced_clock_note(marker),
+    }
 
 
 def build_live_router(

@@ -97,8 +97,8 @@ def column_for(name: str) -> Column | None:
     return Column(fid)
 
 
-_EntityKey = tuple[int, str, str, int | None, str | None, str | None]
-"""(gpu, uuid, model, GPU instance, profile, node): one shared Entity each."""
+_EntityKey = tuple[int, str, str, int | None, str | None, str | None, int | None]
+"""(gpu, uuid, model, GPU instance, profile, node, SM count): one shared Entity each."""
 
 
 @dataclass
@@ -165,6 +165,7 @@ class ParseContext:
         gpu_instance: int | None,
         profile: str | None = None,
         node: str | None = None,
+        sm_count: int | None = None,
     ) -> Entity:
         """One shared Entity per GPU, so the sampler sees the same identity batch after batch.
         Without a uuid, a GPU is named by its node and index (a MIG instance by its GPU's, as
@@ -173,13 +174,19 @@ class ParseContext:
             uuid = f"GPU-replay-{gpu}" if node is None else f"GPU-replay-{node}-{gpu}"
         if gpu_instance is not None and profile is None:
             profile = hinted_profile(self.mig_profiles, gpu, gpu_instance)
-        key = (gpu, uuid, model, gpu_instance, profile, node)
+        key = (gpu, uuid, model, gpu_instance, profile, node, sm_count)
         found = self._entities.get(key)
         if found is None:
             if len(self._entities) >= _CACHE_LIMIT:
                 self._entities.clear()
             found = self._entities[key] = Entity(
-                gpu=gpu, uuid=uuid, model=model, gpu_instance=gpu_instance, profile=profile, node=node
+                gpu=gpu,
+                uuid=uuid,
+                model=model,
+                gpu_instance=gpu_instance,
+                profile=profile,
+                node=node,
+                sm_count=sm_count,
             )
         return found
 

@@ -5,7 +5,8 @@
      "namespace": "llm", "pod": "decode-7f9", "container": "server"}
 
 `ts` (or `timestamp`) and `gpu` are required; `uuid`, `model` (else --model), `gpu_instance`,
-`gpu_instance_profile` and the pod labels are optional; null is a blank. This is also what
+`gpu_instance_profile`, `gpu_instance_sm_count` (the SMs a live source read for the instance)
+and the pod labels are optional; null is a blank. This is also what
 `ridgeline record` writes (`sample_to_json`, the one writer).
 
 A line is what ends in "\\n" (exporter/sources/replay_formats/lines.py), decoded with the
@@ -43,6 +44,7 @@ ENTITY_KEYS = frozenset(
         "model",
         "gpu_instance",
         "gpu_instance_profile",
+        "gpu_instance_sm_count",
         "fields",
         "namespace",
         "pod",
@@ -52,6 +54,9 @@ ENTITY_KEYS = frozenset(
     }
 )
 """Top-level keys a line may carry besides known field names."""
+
+MAX_SM_COUNT = 1024
+"""A GPU instance's SMs a line may state (a whole Blackwell card has under 200)."""
 
 
 def sample_to_json(sample: Sample) -> str:
@@ -72,6 +77,8 @@ def sample_to_json(sample: Sample) -> str:
     }
     if entity.profile is not None:
         line["gpu_instance_profile"] = entity.profile
+    if entity.sm_count is not None:
+        line["gpu_instance_sm_count"] = entity.sm_count
     line["fields"] = {str(fid): value for fid, value in sorted(sample.values.items())}
     if sample.attribution is not None:
         line["namespace"] = sample.attribution.namespace
@@ -193,6 +200,14 @@ def sample_from_object(obj: dict[str, object], ctx: ParseContext) -> Sample:
         profile = profile_text(obj.get("gpu_instance_profile"))
     except ValueError as exc:
         raise LineError("bad_entity", str(exc)) from None
+    sm_count = obj.get("gpu_instance_sm_count")
+    if sm_count is not None and (
+        isinstance(sm_count, bool) or not isinstance(sm_count, int) or not 0 < sm_count <= MAX_SM_COUNT
+    ):
+        raise LineError(
+            "bad_entity",
+            f"'gpu_instance_sm_count' must be an integer in 1..{MAX_SM_COUNT}, not {str(sm_count)[:20]!r}",
+        )
 
     attribution = None
     namespace, pod, container = _text(obj, "namespace"), _text(obj, "pod"), _text(obj, "container")
@@ -205,6 +220,7 @@ def sample_from_object(obj: dict[str, object], ctx: ParseContext) -> Sample:
         gpu_instance,
         profile if gpu_instance is not None else None,
         _text(obj, "node") or None,
+        sm_count if gpu_instance is not None else None,
     )
     return Sample(
         timestamp=timestamp,

@@ -164,6 +164,14 @@
       mark.textContent = look ? look.glyph : (regimeLooks.get("unknown") || { glyph: "✕" }).glyph;
       regimeCell.appendChild(mark);
       regimeCell.appendChild(document.createTextNode(` ${regimeWord(gpu.regime)}`));
+      if (gpu.reduced_clock) {
+        // a reduced clock: its cause in words, the clock and what the full clock gives back in the tooltip
+        const slow = document.createElement("abbr");
+        slow.className = "reduced-clock";
+        slow.title = gpu.reduced_clock.note;
+        slow.textContent = `↓ ${gpu.reduced_clock.cause_text}`;
+        regimeCell.append(" ", slow);
+      }
       if (gpu.reading && gpu.reading !== "ok") {
         const why = document.createElement("span");
         why.className = "muted reading";

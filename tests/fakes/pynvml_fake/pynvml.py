@@ -10,7 +10,7 @@ module in sys.modules["pynvml"].
 
 import string
 import sys
-from ctypes import POINTER, Structure, addressof, c_char_p, c_double, c_uint, pointer
+from ctypes import POINTER, Structure, addressof, c_char, c_char_p, c_double, c_uint, c_ulonglong, pointer
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -68,6 +68,9 @@ NVML_GPM_METRIC_MAX = 477
 
 NVML_GPM_METRICS_GET_VERSION = 1
 NVML_GPM_SUPPORT_VERSION = 1
+
+NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96
+nvmlGpuInstanceProfileInfo_v2 = 0x02000098
 
 
 class NVMLError(Exception):
@@ -172,13 +175,68 @@ class c_nvmlGpmSupport_t(Structure):
     _fields_ = [("version", c_uint), ("isSupportedDevice", c_uint)]
 
 
+class struct_c_nvmlDevice_t(Structure):
+    pass  # opaque handle, as in nvidia-ml-py (the fake's handles are _Handle objects)
+
+
+c_nvmlDevice_t = POINTER(struct_c_nvmlDevice_t)
+
+
+class c_nvmlGpuInstancePlacement_t(Structure):
+    _fields_ = [("start", c_uint), ("size", c_uint)]
+
+
+class c_nvmlGpuInstanceInfo_t(Structure):
+    _fields_ = [
+        ("device", c_nvmlDevice_t),
+        ("id", c_uint),
+        ("profileId", c_uint),
+        ("placement", c_nvmlGpuInstancePlacement_t),
+    ]
+
+
+class c_nvmlGpuInstanceProfileInfo_v2_t(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("id", c_uint),
+        ("isP2pSupported", c_uint),
+        ("sliceCount", c_uint),
+        ("instanceCount", c_uint),
+        ("multiprocessorCount", c_uint),
+        ("copyEngineCount", c_uint),
+        ("decoderCount", c_uint),
+        ("encoderCount", c_uint),
+        ("jpegCount", c_uint),
+        ("ofaCount", c_uint),
+        ("memorySizeMB", c_ulonglong),
+        ("name", c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE),
+    ]
+
+    def __init__(self):
+        super().__init__(version=nvmlGpuInstanceProfileInfo_v2)
+
+
 # -- the simulated driver -------------------------------------------------------------------
+
+
+@dataclass
+class FakeGpuInstanceProfile:
+    """What nvmlDeviceGetGpuInstanceProfileInfoById answers for a GPU instance's profile."""
+
+    profile_id: int
+    name: str
+    """As NVML names it, e.g. "MIG 3g.40gb"."""
+    slices: int
+    sms: int
+    memory_mb: int
 
 
 @dataclass
 class FakeMigInstance:
     gpu_instance_id: int
     metrics: dict[int, float] = field(default_factory=dict)
+    profile: FakeGpuInstanceProfile | None = None
+    """None: nvmlDeviceGetGpuInstanceById answers NVML_ERROR_NO_PERMISSION (the fake's default)."""
 
 
 @dataclass
@@ -391,3 +449,42 @@ def nvmlGpmMetricsGet(metricsGet):
             metric.value = 0.0
             metric.nvmlReturn = NVML_ERROR_NOT_SUPPORTED
     return metricsGet
+
+
+def _mig_instance(device, gpu_instance_id):
+    dev = _device(device)
+    instance = next((m for m in dev.mig_instances if m.gpu_instance_id == gpu_instance_id), None)
+    if instance is None:
+        _nvmlCheckReturn(NVML_ERROR_NOT_FOUND)
+    return instance
+
+
+def nvmlDeviceGetGpuInstanceById(device, gpuInstanceId):
+    if _mig_instance(device, gpuInstanceId).profile is None:
+        _nvmlCheckReturn(NVML_ERROR_NO_PERMISSION)
+    return _Handle(device.index, gpuInstanceId)
+
+
+def nvmlGpuInstanceGetInfo(gpuInstance):
+    instance = _mig_instance(gpuInstance, gpuInstance.gpu_instance_id)
+    info = c_nvmlGpuInstanceInfo_t()
+    info.id = instance.gpu_instance_id
+    info.profileId = instance.profile.profile_id
+    return info
+
+
+def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
+    dev = _device(device)
+    profile = next(
+        (m.profile for m in dev.mig_instances if m.profile is not None and m.profile.profile_id == profileId),
+        None,
+    )
+    if profile is None:
+        _nvmlCheckReturn(NVML_ERROR_INVALID_ARGUMENT)
+    info = c_nvmlGpuInstanceProfileInfo_v2_t()
+    info.id = profile.profile_id
+    info.sliceCount = profile.slices
+    info.multiprocessorCount = profile.sms
+    info.memorySizeMB = profile.memory_mb
+    info.name = profile.name.encode()
+    return info
