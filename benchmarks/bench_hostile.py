@@ -28,10 +28,8 @@ import argparse
 import base64
 import contextlib
 import http.client
-import multiprocessing
 import os
 import resource
-import selectors
 import socket
 import ssl
 import statistics
@@ -48,8 +46,11 @@ from typing import Any
 import bcrypt
 from _loopback import free_port, stop
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from flood_clients import attacking, guessers_running, hold_connections
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-USER, PASSWORD = "prometheus", "scrape-secret"
+USER, PASSWORD = "prometheus", "scrape-secret"  # flood_clients.GUESSED_USER is this user
 PARTIAL_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\nUser-Agent: slow"
 
 
@@ -81,6 +82,7 @@ class Context:
     scrapes: int
     slow: int
     guessers: int
+    rounds: int = 5
     idle_p50_ms: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -103,6 +105,21 @@ def authorised_scrape(port: int, timeout: float = 30, tls: ssl.SSLContext | None
     return time.perf_counter() - started
 
 
+def scrape_round(port: int, count: int, tls: ssl.SSLContext | None = None) -> tuple[list[float], int, int]:
+    """`count` authorised scrapes, 10 ms apart: latencies of those answered, failures, tries."""
+    latencies, failed, tried = [], 0, 0
+    for _ in range(count):
+        tried += 1
+        try:
+            latencies.append(authorised_scrape(port, timeout=5, tls=tls))
+        except (OSError, RuntimeError, http.client.HTTPException):
+            failed += 1
+            if failed >= 10 and not latencies:
+                break  # nothing answers: ten 5 s timeouts say enough
+        time.sleep(0.01)
+    return latencies, failed, tried
+
+
 def measure(
     ctx: Context,
     name: str,
@@ -116,16 +133,7 @@ def measure(
     `idle_p50_ms` when given (another server's idle), else to the main server's."""
     port, pid = port or ctx.port, pid or ctx.pid
     cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
-    latencies, failed, tried = [], 0, 0
-    for _ in range(ctx.scrapes):
-        tried += 1
-        try:
-            latencies.append(authorised_scrape(port, timeout=5, tls=tls))
-        except (OSError, RuntimeError, http.client.HTTPException):
-            failed += 1
-            if failed >= 10 and not latencies:
-                break  # nothing answers: ten 5 s timeouts say enough
-        time.sleep(0.01)
+    latencies, failed, tried = scrape_round(port, ctx.scrapes, tls)
     wall = time.monotonic() - wall_before
     row: dict[str, Any] = {"section": name, "scrapes_failed": f"{failed}/{tried}"}
     if latencies:
@@ -142,6 +150,80 @@ def measure(
     return row
 
 
+def settle(pid: int, seconds: float = 60.0) -> None:
+    """Wait until the server is quiet again (under a tenth of a core over a quarter second): what
+    a flood left queued (bcrypt checks, held refusals, closing sockets) must not count as idle.
+    64 queued checks at a quarter of a core take about 25 s to drain."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(0.25)
+        if cpu_seconds(pid) - before < 0.025:
+            return
+
+
+def load_average() -> str:
+    return "/".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def alternating(
+    ctx: Context,
+    name: str,
+    flood: Callable[[], contextlib.AbstractContextManager[Any]],
+    *,
+    port: int | None = None,
+    pid: int | None = None,
+    tls: ssl.SSLContext | None = None,
+    during: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Idle round, flood round, idle round, ... (`ctx.rounds` flood rounds, `ctx.scrapes` scrapes
+    in all), so that the machine's load, which moves on a shared VM, hits both alike. Each flood
+    round's p50 is divided by the mean of the idle rounds either side; the row gives the median
+    of those ratios, both p50s' medians, the load average at the start and end, and how many
+    authorised scrapes failed in flood rounds, and the server's CPU share (of one core) during the
+    flood rounds' scrapes. `during` runs once inside the first flood round,
+    before its scrapes (e.g. to read RSS with the flood in place)."""
+    port, pid = port or ctx.port, pid or ctx.pid
+    per_round = max(5, ctx.scrapes // ctx.rounds)
+    load_before = load_average()
+    idle_p50s: list[float] = []
+    flood_p50s: list[float] = []
+    failed = tried = 0
+    flood_cpu = flood_wall = 0.0
+    flood_latencies: list[float] = []
+    for index in range(ctx.rounds):
+        settle(pid)
+        idle, _, _ = scrape_round(port, per_round, tls)
+        idle_p50s.append(statistics.median(idle) * 1000 if idle else float("nan"))
+        with flood():
+            if index == 0 and during is not None:
+                during()
+            cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
+            latencies, round_failed, round_tried = scrape_round(port, per_round, tls)
+            flood_cpu += cpu_seconds(pid) - cpu_before
+            flood_wall += time.monotonic() - wall_before
+        failed, tried = failed + round_failed, tried + round_tried
+        flood_latencies += latencies
+        flood_p50s.append(statistics.median(latencies) * 1000 if latencies else float("nan"))
+    settle(pid)
+    idle, _, _ = scrape_round(port, per_round, tls)
+    idle_p50s.append(statistics.median(idle) * 1000 if idle else float("nan"))
+    ratios = [flood_p50 / ((idle_p50s[i] + idle_p50s[i + 1]) / 2) for i, flood_p50 in enumerate(flood_p50s)]
+    row: dict[str, Any] = {"section": name, "scrapes_failed": f"{failed}/{tried}"}
+    row["idle_p50_ms"] = statistics.median(idle_p50s)
+    row["p50_ms"] = statistics.median(flood_p50s)
+    if flood_latencies:
+        flood_latencies.sort()
+        row["p99_ms"] = (
+            flood_latencies[min(len(flood_latencies) - 1, int(len(flood_latencies) * 0.99))] * 1000
+        )
+    row["p50_vs_idle"] = statistics.median(ratios)
+    row["ratios"] = ",".join(f"{ratio:.2f}" for ratio in ratios)
+    row["load"] = f"{load_before}->{load_average()}"
+    row["server_cpu_pct"] = 100 * flood_cpu / flood_wall if flood_wall else float("nan")
+    return row
+
+
 # -- attackers (each in its own process) -------------------------------------------------------
 
 
@@ -149,41 +231,6 @@ def hold_slow_connections(port: int, count: int, ready: Any, stop_event: Any) ->
     """Keep `count` connections open that never finish their head; reconnect each one the server
     closes (its request deadline), as a slowloris client does, and trickle a byte a second."""
     hold_connections(port, count, PARTIAL_HEAD, ready, stop_event, trickle=True)
-
-
-def guess_passwords(
-    port: int, concurrency: int, counts: Any, stop_event: Any, sources: tuple[str, ...] = ("127.0.0.1",)
-) -> None:
-    """`concurrency` clients sending wrong passwords back to back, from the `sources` addresses
-    in turn; counts answers by status."""
-    import asyncio
-
-    async def guesser(index: int) -> None:
-        attempt = 0
-        source = sources[index % len(sources)]
-        while not stop_event.is_set():
-            attempt += 1
-            token = base64.b64encode(f"{USER}:guess-{index}-{attempt}".encode()).decode()
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
-                writer.write(
-                    f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n"
-                    "Connection: close\r\n\r\n".encode()
-                )
-                await writer.drain()
-                status_line = await asyncio.wait_for(reader.readline(), 30)
-                await reader.read()
-                writer.close()
-                status = int(status_line.split()[1]) if status_line else 0
-            except (TimeoutError, OSError, ValueError, IndexError):
-                status = 0
-            with counts.get_lock():
-                counts[{401: 0, 429: 1}.get(status, 2)] += 1
-
-    async def main() -> None:
-        await asyncio.gather(*(guesser(i) for i in range(concurrency)))
-
-    asyncio.run(main())
 
 
 # -- sections -----------------------------------------------------------------------------------
@@ -194,45 +241,50 @@ def section_idle(ctx: Context) -> list[dict[str, Any]]:
 
 
 def section_slow_connections(ctx: Context) -> list[dict[str, Any]]:
-    ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
-    attacker = multiprocessing.Process(
-        target=hold_slow_connections, args=(ctx.port, ctx.slow, ready, stop_event)
-    )
-    attacker.start()
-    try:
-        ready.wait(120)
-        time.sleep(6.0)  # past one request deadline (5 s): the attacker is reconnecting by now
-        row = measure(ctx, f"{ctx.slow} slow connections held")
-    finally:
-        stop_event.set()
-        attacker.join(30)
+    def flood() -> Any:  # past one request deadline (5 s): the attacker is reconnecting by then
+        return attacking(hold_slow_connections, (ctx.port, ctx.slow), warmup=6.0)
+
+    row = alternating(ctx, f"{ctx.slow} slow connections held", flood)
     time.sleep(6)  # the request deadline closes whatever is left; the server settles by itself
     after = {"section": "after the slow connections", "server_rss_mib": rss_mib(ctx.pid)}
     after["server_fds"] = open_fds(ctx.pid)
     return [row, after]
 
 
+class Guessing:
+    """Guessers as a flood for `alternating`: each round a fresh attacker process; the guesses it
+    had answered are summed over the rounds."""
+
+    def __init__(
+        self, port: int, count: int, sources: tuple[str, ...] = ("127.0.0.1",), user: str = USER
+    ) -> None:
+        self.port, self.count, self.sources, self.user = port, count, sources, user
+        self.answered = [0, 0, 0]  # 401, 429, other
+        self.seconds = 0.0
+
+    @contextlib.contextmanager
+    def __call__(self) -> Any:
+        with guessers_running(self.port, self.count, self.sources, self.user) as counts:
+            started, before = time.monotonic(), list(counts)
+            try:
+                yield
+            finally:
+                self.seconds += time.monotonic() - started
+                for kind, (now, then) in enumerate(zip(list(counts), before, strict=True)):
+                    self.answered[kind] += now - then
+
+    def rates(self) -> dict[str, float]:
+        seconds = self.seconds or float("nan")
+        return {
+            f"guesses_{kind}_per_s": n / seconds
+            for kind, n in zip(("401", "429", "failed"), self.answered, strict=True)
+        }
+
+
 def section_guessing_flood(ctx: Context) -> list[dict[str, Any]]:
-    counts = multiprocessing.Array("l", 3)  # 401, 429, other
-    stop_event = multiprocessing.Event()
-    attacker = multiprocessing.Process(
-        target=guess_passwords, args=(ctx.port, ctx.guessers, counts, stop_event)
-    )
-    attacker.start()
-    try:
-        time.sleep(2.0)
-        started, before = time.monotonic(), list(counts)
-        row = measure(ctx, f"{ctx.guessers} concurrent password guessers")
-        elapsed = time.monotonic() - started
-        done = [now - then for now, then in zip(list(counts), before, strict=True)]
-    finally:
-        stop_event.set()
-        attacker.join(60)
-        if attacker.is_alive():
-            attacker.terminate()
-    row["guesses_401_per_s"] = done[0] / elapsed
-    row["guesses_429_per_s"] = done[1] / elapsed
-    row["guesses_failed_per_s"] = done[2] / elapsed
+    guessing = Guessing(ctx.port, ctx.guessers)
+    row = alternating(ctx, f"{ctx.guessers} concurrent password guessers", guessing)
+    row.update(guessing.rates())
     return [row]
 
 
@@ -244,28 +296,23 @@ def section_past_the_fd_limit(ctx: Context) -> list[dict[str, Any]]:
     """The issue's descriptor exhaustion: a second server whose open-file limit is FD_LIMIT,
     and twice that many slow connections. Also how much it logged while under attack."""
     port = free_port()
+    count = 2 * FD_LIMIT
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "serve.log"
         with open(log_path, "wb") as log_file:
             server = start_server(port, Path(tmp), ctx.extra.get("src"), stderr=log_file, fd_limit=FD_LIMIT)
-        ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
-        count = 2 * FD_LIMIT
-        attacker = multiprocessing.Process(
-            target=hold_slow_connections, args=(port, count, ready, stop_event)
-        )
-        attacker.start()
         try:
-            ready.wait(120)
-            time.sleep(1.0)
-            row = measure(ctx, f"{count} slow conns, fd limit {FD_LIMIT}", port=port, pid=server.pid)
+
+            def flood() -> Any:
+                return attacking(hold_slow_connections, (port, count), warmup=1.0)
+
+            row = alternating(
+                ctx, f"{count} slow conns, fd limit {FD_LIMIT}", flood, port=port, pid=server.pid
+            )
         finally:
-            stop_event.set()
-            attacker.join(30)
-            time.sleep(6)
-            after = measure(ctx, "  then, the flood over", port=port, pid=server.pid)
             stop(server)
         row["log_bytes"] = log_path.stat().st_size
-    return [row, after]
+    return [row]
 
 
 # -- issue 20's floods: each on a server of its own ------------------------------------------------
@@ -297,52 +344,10 @@ def client_tls() -> ssl.SSLContext:
     return context
 
 
-def hold_connections(
-    port: int, count: int, payload: bytes, ready: Any, stop_event: Any, trickle: bool = False
-) -> None:
-    """Keep `count` connections open that send `payload` and then nothing (or, with `trickle`, a
-    byte a second); reopen each one the server closes at once (a client that reconnects as soon
-    as it is dropped)."""
-    selector = selectors.DefaultSelector()
-
-    def open_one() -> None:
-        try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            if payload:
-                sock.sendall(payload)
-            sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ)
-        except OSError:
-            time.sleep(0.01)
-
-    for _ in range(count):
-        open_one()
-    ready.set()
-    last_trickle = time.monotonic()
-    while not stop_event.is_set():
-        for key, _ in selector.select(timeout=0.2):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                data = sock.recv(4096)
-            except OSError:
-                data = b""
-            if not data:
-                selector.unregister(sock)
-                sock.close()
-                open_one()
-        if trickle and time.monotonic() - last_trickle > 1.0:
-            last_trickle = time.monotonic()
-            for key in list(selector.get_map().values()):
-                with contextlib.suppress(OSError):
-                    key.fileobj.send(b"x")  # type: ignore[union-attr]
-    for key in list(selector.get_map().values()):
-        key.fileobj.close()  # type: ignore[union-attr]
-
-
 @contextlib.contextmanager
 def own_server(ctx: Context, *, tls: bool = False, extra: tuple[str, ...] = ()) -> Any:
-    """A fresh server for one section (its own port, pid, peak RSS); yields (port, pid, idle p50)."""
+    """A fresh server for one section (its own port, pid, peak RSS); yields (port, pid, its web
+    config file)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         server = start_server(port, Path(tmp), ctx.extra.get("src"), tls=tls, extra=extra)
@@ -350,47 +355,31 @@ def own_server(ctx: Context, *, tls: bool = False, extra: tuple[str, ...] = ()) 
             context = client_tls() if tls else None
             for _ in range(20):
                 authorised_scrape(port, tls=context)
-            idle = measure(ctx, "  (its idle)", port=port, pid=server.pid, tls=context)
-            yield port, server.pid, idle.get("p50_ms"), Path(tmp) / "web.yml"
+            yield port, server.pid, Path(tmp) / "web.yml"
         finally:
             stop(server)
 
 
-@contextlib.contextmanager
-def guessers_running(port: int, count: int, sources: tuple[str, ...]) -> Any:
-    counts = multiprocessing.Array("l", 3)
-    stop_event = multiprocessing.Event()
-    attacker = multiprocessing.Process(
-        target=guess_passwords, args=(port, count, counts, stop_event, sources)
-    )
-    attacker.start()
-    try:
-        deadline = time.monotonic() + 30
-        while counts[1] < count and time.monotonic() < deadline:  # until the bcrypt queue is full
-            time.sleep(0.1)
-        yield counts
-    finally:
-        stop_event.set()
-        attacker.join(60)
-        if attacker.is_alive():
-            attacker.terminate()
-
-
-def _cold_guessing(ctx: Context, name: str, sources: tuple[str, ...]) -> list[dict[str, Any]]:
+def _cold_guessing(
+    ctx: Context, name: str, sources: tuple[str, ...], user: str = USER
+) -> list[dict[str, Any]]:
+    """Guessers first, then the scraper's first scrape (never verified: a fresh server, waited
+    for on /healthz only), then alternating rounds (the scraper is verified by then)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         write_web_config(Path(tmp))
         server = start_server_cold(port, Path(tmp), ctx.extra.get("src"))
         try:
-            with guessers_running(port, ctx.guessers, sources) as counts:
+            guessing = Guessing(port, ctx.guessers, sources, user)
+            with guessing():
                 try:
                     first_ms = authorised_scrape(port, timeout=30) * 1000
                 except (OSError, RuntimeError, http.client.HTTPException) as exc:
                     first_ms = float("nan")
                     print(f"  first scrape failed: {exc}")
-                row = measure(ctx, name, port=port, pid=server.pid)
-                row["first_scrape_ms"] = first_ms
-                row["guesses_429"] = counts[1]
+            row = alternating(ctx, name, guessing, port=port, pid=server.pid)
+            row["first_scrape_ms"] = first_ms
+            row.update(guessing.rates())
             row["server_peak_rss_mib"] = rss_mib(server.pid, "VmHWM")
         finally:
             stop(server)
@@ -436,50 +425,57 @@ def section_cold_guessers_same_host(ctx: Context) -> list[dict[str, Any]]:
     return _cold_guessing(ctx, f"cold, {ctx.guessers} guessers, same host", ("127.0.0.1",))
 
 
+def section_cold_guessers_same_host_other_user(ctx: Context) -> list[dict[str, Any]]:
+    return _cold_guessing(ctx, f"cold, {ctx.guessers} guessing admin, same host", ("127.0.0.1",), "admin")
+
+
 def section_reload_under_flood(ctx: Context) -> list[dict[str, Any]]:
     """The web config rewritten every second (a user added each time) while guessers run."""
-    with own_server(ctx) as (port, pid, idle_p50, config):
-        done = threading.Event()
+    with own_server(ctx) as (port, pid, config):
+        guessing = Guessing(port, ctx.guessers)
+        base = config.read_text()
 
-        def rewrite() -> None:
-            base, n = config.read_text(), 0
-            while not done.wait(1.0):
-                n += 1
-                config.write_text(
-                    base + f"  user{n}: '{bcrypt.hashpw(b'x', bcrypt.gensalt(rounds=4)).decode()}'\n"
-                )
+        @contextlib.contextmanager
+        def flood() -> Any:
+            done = threading.Event()
 
-        writer = threading.Thread(target=rewrite, daemon=True)
-        with guessers_running(port, ctx.guessers, ("127.0.0.1",)):
-            writer.start()
-            try:
-                row = measure(ctx, f"reload each 1 s, {ctx.guessers} guessers", port=port, pid=pid,
-                              idle_p50_ms=idle_p50)  # fmt: skip
-            finally:
-                done.set()
-                writer.join()
+            def rewrite() -> None:
+                n = 0
+                while not done.wait(1.0):
+                    n += 1
+                    hashed = bcrypt.hashpw(b"x", bcrypt.gensalt(rounds=4)).decode()
+                    config.write_text(base + f"  user{n}: '{hashed}'\n")
+
+            writer = threading.Thread(target=rewrite, daemon=True)
+            with guessing():
+                writer.start()
+                try:
+                    yield
+                finally:
+                    done.set()
+                    writer.join()
+
+        row = alternating(ctx, f"reload each 1 s, {ctx.guessers} guessers", flood, port=port, pid=pid)
+        row.update(guessing.rates())
         row["server_peak_rss_mib"] = rss_mib(pid, "VmHWM")
     return [row]
 
 
 def _tls_flood(ctx: Context, name: str, payload: bytes) -> list[dict[str, Any]]:
-    with own_server(ctx, tls=True, extra=("--request-timeout", "60")) as (port, pid, idle_p50, _):
+    with own_server(ctx, tls=True, extra=("--request-timeout", "60")) as (port, pid, _):
+        settle(pid)
         before = rss_mib(pid)
-        ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
-        attacker = multiprocessing.Process(
-            target=hold_connections, args=(port, TLS_SOCKETS, payload, ready, stop_event)
-        )
-        attacker.start()
-        try:
-            ready.wait(120)
-            time.sleep(2.0)
-            held = rss_mib(pid)
-            row = measure(ctx, name, port=port, pid=pid, tls=client_tls(), idle_p50_ms=idle_p50)
-        finally:
-            stop_event.set()
-            attacker.join(30)
+        held: list[float] = []
+
+        def flood() -> Any:
+            return attacking(hold_connections, (port, TLS_SOCKETS, payload), warmup=2.0)
+
+        def during() -> None:
+            held.append(rss_mib(pid))
+
+        row = alternating(ctx, name, flood, port=port, pid=pid, tls=client_tls(), during=during)
         row["rss_before_mib"] = before
-        row["kib_per_socket"] = (held - before) * 1024 / TLS_SOCKETS
+        row["kib_per_socket"] = (held[0] - before) * 1024 / TLS_SOCKETS
         row["server_peak_rss_mib"] = rss_mib(pid, "VmHWM")
     return [row]
 
@@ -494,41 +490,27 @@ def section_tls_partial_hellos(ctx: Context) -> list[dict[str, Any]]:
 
 def section_plain_idle_sockets(ctx: Context) -> list[dict[str, Any]]:
     """The same idle sockets on a plain port: what a TLS one should cost at most."""
-    with own_server(ctx, extra=("--request-timeout", "60")) as (port, pid, _, _):
+    with own_server(ctx, extra=("--request-timeout", "60")) as (port, pid, _):
+        settle(pid)
         before = rss_mib(pid)
-        ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
-        attacker = multiprocessing.Process(target=hold_connections, args=(port, 1000, b"", ready, stop_event))
-        attacker.start()
-        try:
-            ready.wait(120)
-            time.sleep(2.0)
+        with attacking(hold_connections, (port, 1000, b""), warmup=2.0):
             row = {
                 "section": "plain: 1000 idle sockets",
                 "kib_per_socket": (rss_mib(pid) - before) * 1024 / 1000,
             }
-        finally:
-            stop_event.set()
-            attacker.join(30)
     return [row]
 
 
 def section_reconnecting_past_the_cap(ctx: Context) -> list[dict[str, Any]]:
     """Slow clients (a head that never ends) four times the cap, each reconnecting at once."""
     cap = ("--max-connections", str(RECONNECT_CAP))
-    with own_server(ctx, extra=cap) as (port, pid, idle_p50, _):
-        ready, stop_event = multiprocessing.Event(), multiprocessing.Event()
-        attacker = multiprocessing.Process(
-            target=hold_connections, args=(port, 4 * RECONNECT_CAP, PARTIAL_HEAD, ready, stop_event)
-        )
-        attacker.start()
-        try:
-            ready.wait(120)
-            time.sleep(1.0)
-            row = measure(ctx, f"{4 * RECONNECT_CAP} slow reconnecting, cap {RECONNECT_CAP}", port=port,
-                          pid=pid, idle_p50_ms=idle_p50)  # fmt: skip
-        finally:
-            stop_event.set()
-            attacker.join(30)
+    with own_server(ctx, extra=cap) as (port, pid, _):
+
+        def flood() -> Any:
+            return attacking(hold_connections, (port, 4 * RECONNECT_CAP, PARTIAL_HEAD), warmup=1.0)
+
+        name = f"{4 * RECONNECT_CAP} slow reconnecting, cap {RECONNECT_CAP}"
+        row = alternating(ctx, name, flood, port=port, pid=pid)
         row["server_peak_rss_mib"] = rss_mib(pid, "VmHWM")
     return [row]
 
@@ -540,6 +522,7 @@ SECTIONS: list[tuple[str, Callable[[Context], list[dict[str, Any]]]]] = [
     ("fdlimit", section_past_the_fd_limit),
     ("coldother", section_cold_guessers_other_hosts),
     ("coldsame", section_cold_guessers_same_host),
+    ("coldsameother", section_cold_guessers_same_host_other_user),
     ("reload", section_reload_under_flood),
     ("plainidle", section_plain_idle_sockets),
     ("tlsidle", section_tls_idle_sockets),
@@ -552,10 +535,11 @@ SECTIONS: list[tuple[str, Callable[[Context], list[dict[str, Any]]]]] = [
 
 
 def write_web_config(directory: Path, *, tls: bool = False) -> Path:
-    """One basic-auth user at bcrypt cost 10 (as `htpasswd -nBC 10` writes it), TLS if asked."""
+    """The scraper's user and `admin` (another's, for guessers to spray) at bcrypt cost 10 (as
+    `htpasswd -nBC 10` writes it), TLS if asked."""
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
     config = directory / "web.yml"
-    text = f"basic_auth_users:\n  {USER}: '{hashed}'\n"
+    text = f"basic_auth_users:\n  {USER}: '{hashed}'\n  admin: '{hashed}'\n"
     if tls:
         cert, key = self_signed(directory)
         text += f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
@@ -615,6 +599,9 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=200, help="authorised scrapes per section")
     parser.add_argument("--slow", type=int, default=1000, help="slow connections held")
     parser.add_argument("--guessers", type=int, default=50, help="concurrent password guessers")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="flood rounds per section (idle rounds between)"
+    )
     parser.add_argument("--only", nargs="*", choices=[name for name, _ in SECTIONS], help="sections to run")
     parser.add_argument("--src", help="run the server from this checkout instead (PYTHONPATH)")
     args = parser.parse_args()
@@ -625,7 +612,12 @@ def main() -> None:
             for _ in range(20):  # warm: imports, the first bcrypt check, caches
                 authorised_scrape(port)
             ctx = Context(
-                port=port, pid=process.pid, scrapes=args.scrapes, slow=args.slow, guessers=args.guessers
+                port=port,
+                pid=process.pid,
+                scrapes=args.scrapes,
+                slow=args.slow,
+                guessers=args.guessers,
+                rounds=args.rounds,
             )
             ctx.extra["src"] = args.src
             wanted = set(args.only or [name for name, _ in SECTIONS]) | {"idle"}

@@ -23,7 +23,7 @@ from exporter.inference import InferenceConfig
 from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources.base import SourceOptions
-from exporter.state import Snapshot
+from exporter.state import Derived, Snapshot
 from exporter.view.chart_svg import render_svg_document
 from exporter.view.chart_text import render_text
 from exporter.view.node_view import charts_from_verdicts
@@ -65,7 +65,9 @@ def best(repeat: int, runs: int, work: Callable[[int], object]) -> float:
 def shifted(snapshot: Snapshot, generation: int, seconds: float) -> Snapshot:
     """The same GPUs `seconds` later, as a new generation."""
     gpus = tuple(
-        g._replace(inference=g.inference._replace(timestamp=g.inference.timestamp + seconds))
+        g._replace(
+            inference=g.inference._replace(timestamp=g.inference.timestamp + seconds), derived=Derived()
+        )
         for g in snapshot.gpus
     )
     return snapshot._replace(generation=generation, gpus=gpus)
@@ -89,10 +91,13 @@ def measure(gpus: int, repeat: int) -> None:
         f"samples), {max(0.0, t_none - t_make) * 1e6:.1f} us otherwise, {t_seen * 1e6:.2f} us for a "
         f"snapshot already seen; one Sampler.ingest, for scale: {t_ingest * 1e6:.0f} us"
     )
-    builder = ViewBuilder(lambda: sampler.snapshot, CATALOG, trails.current)
+    current = [sampler.snapshot]
+    builder = ViewBuilder(lambda: current[0], CATALOG, trails.current)
 
     def rebuild(i: int) -> bytes:
+        """A new snapshot's answer: its GpuStates with empty memos, so the verdicts are built."""
         builder._cached = None
+        current[0] = snapshot._replace(gpus=tuple(g._replace(derived=Derived()) for g in snapshot.gpus))
         return builder.live_json()
 
     t_build = best(repeat, 20, rebuild)

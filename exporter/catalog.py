@@ -280,6 +280,47 @@ class ClockBasis(BaseModel):
         return self.cuda_core_mhz if precision in CUDA_CORE_PRECISIONS else self.tensor_mhz
 
 
+GIGA = 1e9
+
+LinkName = Literal["nvlink", "pcie"]
+LINK_NAMES: tuple[LinkName, ...] = ("nvlink", "pcie")
+"""The links DCGM counts bytes on: PCIe (fields 1009-1010) and NVLink (1011-1012)."""
+
+
+class LinkBandwidth(BaseModel):
+    """A card's NVLink and PCIe bandwidth per direction, GB/s (10⁹ bytes/s), from its datasheet.
+
+    Datasheets quote both directions together (H100 SXM: NVLink 900 GB/s, PCIe Gen5 128 GB/s);
+    DCGM counts each direction apart (TX and RX), so the catalog holds half: 450 and 64. A link
+    the card does not have (a PCIe card without an NVLink bridge) or whose figure NVIDIA does not
+    publish says why instead (docs/model.md, "The interconnect wall").
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nvlink_gbps: PositiveFinite | None = None
+    no_nvlink: Annotated[str, Field(min_length=1)] | None = None
+    pcie_gbps: PositiveFinite | None = None
+    no_pcie: Annotated[str, Field(min_length=1)] | None = None
+    quoted: Annotated[str, Field(min_length=1)]
+    """The datasheet's own words, totals and all, so the halving can be checked."""
+    source: SourceUrl
+
+    @model_validator(mode="after")
+    def _figure_or_reason(self) -> LinkBandwidth:
+        """Each link has a figure or says why not, never both and never neither."""
+        for link in LINK_NAMES:
+            figure, reason = getattr(self, f"{link}_gbps"), getattr(self, f"no_{link}")
+            if (figure is None) == (reason is None):
+                raise ValueError(f"give {link}_gbps or no_{link} (why there is no figure), exactly one")
+        return self
+
+    def bytes_per_second(self, link: str) -> float | None:
+        """The link's bandwidth per direction in bytes/s; None where the card has no figure."""
+        figure: float | None = getattr(self, f"{link}_gbps")
+        return None if figure is None else figure * GIGA
+
+
 class Card(BaseModel):
     """One card: dense peaks per precision (TFLOP/s) and memory bandwidth (TB/s), as datasheets say."""
 
@@ -310,6 +351,10 @@ class Card(BaseModel):
     clock_basis: ClockBasis | None = None
     no_clock_basis: Annotated[str, Field(min_length=1)] | None = None
     """Why the card has no clock basis (nothing published): its clock ratio is then unknown."""
+    links: LinkBandwidth | None = None
+    """NVLink and PCIe bandwidth per direction: the interconnect wall (docs/model.md)."""
+    no_links: Annotated[str, Field(min_length=1)] | None = None
+    """Why the card has no link figures: its links then have no wall (never interconnect_bound)."""
 
     @functools.cached_property
     def _scaled(self) -> _ScaledFigures:
@@ -372,6 +417,13 @@ class Card(BaseModel):
         """A card states its clock basis or why it has none, not both."""
         if self.clock_basis is not None and self.no_clock_basis is not None:
             raise ValueError("clock_basis and no_clock_basis exclude each other")
+        return self
+
+    @model_validator(mode="after")
+    def _one_link_story(self) -> Card:
+        """A card states its link bandwidths or why it has none, not both."""
+        if self.links is not None and self.no_links is not None:
+            raise ValueError("links and no_links exclude each other")
         return self
 
     @model_validator(mode="after")
@@ -446,6 +498,12 @@ class Card(BaseModel):
         if self.clock_basis is not None:
             return self.clock_basis.cuda_core_mhz
         return None if self.no_clock_basis is not None else self.max_sm_clock_mhz
+
+    def link_bytes_per_second(self, link: str) -> float | None:
+        """A link's bandwidth per direction (bytes/s), `nvlink` or `pcie`; None without a figure."""
+        if link not in LINK_NAMES:
+            raise ValueError(f"unknown link {link!r}; known: {', '.join(LINK_NAMES)}")
+        return None if self.links is None else self.links.bytes_per_second(link)
 
     def mig_slices(self, profile: str, live_sms: int | None = None) -> MigSlices | None:
         """The slices a MIG profile holds on this card (`3g.20gb`, `MIG 3g.20gb+me`, any case).

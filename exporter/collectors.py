@@ -84,8 +84,9 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
         "missing",
         ("ridgeline_profiling_field_missing",),
         0,
-        "one series per DCGM profiling field (1001-1008) a GPU lacks: none where the source reports "
-        "them all, three per GPU where it lacks the FP pipes",
+        "one series per DCGM profiling field (1001-1008, and the link fields 1009-1012 of each link "
+        "its card has a figure for) a GPU lacks: none where the source reports them all, three per "
+        "GPU where it lacks the FP pipes",
     ),
     CollectorSpec(
         "clocks",
@@ -94,6 +95,13 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
         "the SM clock against the clock the peak is quoted at, the cause holding it down (power "
         "cap, thermal, HW slowdown, sync boost, application clocks) while one does, and the "
         "GPU-seconds a reduced clock cost (six series, only on GPUs it ever did)",
+    ),
+    CollectorSpec(
+        "links",
+        ("ridgeline_link_bytes_per_second", "ridgeline_link_utilization_ratio"),
+        6,
+        "each GPU's PCIe and NVLink bytes/s per direction (DCGM 1009-1012) and each link's load "
+        "against the card's per-direction bandwidth: the interconnect wall",
     ),
     CollectorSpec("process", ("process_*",), 0, "the exporter process' CPU, memory and file descriptors"),
 )

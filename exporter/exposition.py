@@ -195,6 +195,8 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
     if "clocks" in collectors:
         out.append(_clock_cause_family(labelled))
         out.append(_clock_lost_family(labelled))
+    if "links" in collectors:
+        out.extend(_link_families(labelled))
     out.extend(_health_families(snapshot))
     return out
 
@@ -510,12 +512,13 @@ def _missing_fields_family(labelled: _Labelled) -> Family:
             value=1.0,
         )
         for gpu, labels, _ in labelled
-        for name in gpu.inference.missing_fields
+        for name in (*gpu.inference.missing_fields, *gpu.inference.missing_link_fields)
     ]
     return Family(
         name="ridgeline_profiling_field_missing",
         documentation="1 for each DCGM profiling field (1001-1008) the GPU's latest sample lacks "
-        "(absent or blank); the field label is its DCGM name.",
+        "(absent or blank), and each link byte field (1009-1012) of a link its card has a "
+        "bandwidth for; the field label is its DCGM name.",
         type="gauge",
         rows=rows,
     )
@@ -543,6 +546,46 @@ def _clock_cause_family(labelled: _Labelled) -> Family:
         type="gauge",
         rows=rows,
     )
+
+
+def _link_families(labelled: _Labelled) -> list[Family]:
+    """Each GPU's smoothed link bytes/s per link and direction (DCGM 1009-1012), and each link's
+    load: the busier direction over the card's per-direction bandwidth (docs/model.md, "The
+    interconnect wall")."""
+    rates = [
+        Row(
+            sample="ridgeline_link_bytes_per_second",
+            labels=labels,
+            extra=(("link", link), ("direction", direction)),
+            value=value,
+        )
+        for _, labels, estimate in labelled
+        if estimate is not None
+        for link, direction, value in estimate.link_bytes_per_second
+    ]
+    loads = [
+        Row(sample="ridgeline_link_utilization_ratio", labels=labels, extra=(("link", link),), value=value)
+        for _, labels, estimate in labelled
+        if estimate is not None
+        for link, value in estimate.link_utilization
+    ]
+    return [
+        Family(
+            name="ridgeline_link_bytes_per_second",
+            documentation="Smoothed DCGM PCIe and NVLink bytes/s (fields 1009-1012) per link (pcie, "
+            "nvlink) and direction (tx, rx); present where the source reports them.",
+            type="gauge",
+            rows=rates,
+        ),
+        Family(
+            name="ridgeline_link_utilization_ratio",
+            documentation="Smoothed busier direction of a link over the card's per-direction "
+            "bandwidth (cards.yaml links), 0-1 (about 0.8 is its practical maximum); absent without "
+            "the link's counters, its figure, or on a MIG instance.",
+            type="gauge",
+            rows=loads,
+        ),
+    ]
 
 
 def _clock_lost_family(labelled: _Labelled) -> Family:

@@ -37,10 +37,12 @@ from exporter.catalog import Card
 from exporter.roofline import (
     ACTIVITY_FIELD_SET,
     FP_PIPES,
+    LINKS,
     READING_FIELDS,
     REGIMES,
     CounterCall,
     CounterRegime,
+    LinkLoad,
     Ratios,
     Roof,
     Thresholds,
@@ -50,6 +52,7 @@ from exporter.roofline import (
     fp64_tensor_faster,
     judge_counters,
     known_clock_ratio,
+    link_load,
     pipe_peaks,
     pipe_utilizations,
 )
@@ -88,6 +91,21 @@ TENSOR_PIPE_FIELDS: Mapping[str, int] = MappingProxyType(
     }
 )
 """The tensor sub-pipes: they name the precision, they are not part of the reading."""
+
+LINK_FIELDS: Mapping[str, int] = MappingProxyType(
+    {
+        "pcie_tx_bytes_per_second": fields.PCIE_TX_BYTES,
+        "pcie_rx_bytes_per_second": fields.PCIE_RX_BYTES,
+        "nvlink_tx_bytes_per_second": fields.NVLINK_TX_BYTES,
+        "nvlink_rx_bytes_per_second": fields.NVLINK_RX_BYTES,
+    }
+)
+"""DCGM's link byte rates (1009-1012), by the names POST /classify gives them: bytes/s per
+direction, smoothed like the ratios, judged against the card's link bandwidth."""
+LINK_DIRECTIONS: tuple[tuple[str, str, str], ...] = tuple(
+    (name.split("_")[0], name.split("_")[1], name) for name in LINK_FIELDS
+)
+"""(link, direction, input name) of each link byte rate: ("pcie", "tx", "pcie_tx_bytes_per_second")."""
 
 PROFILING_FIELDS: tuple[int, ...] = tuple(READING_FIELD_IDS.values())
 """DCGM 1001-1008: a GPU lacking one of these has `ridgeline_profiling_field_missing` for it."""
@@ -216,6 +234,13 @@ class Estimate(NamedTuple):
     uncounted_pipes: tuple[str, ...] = ()
     """Compute pipes left out of achieved FLOP/s (unreported, or busy without a peak): with any,
     achieved FLOP/s and intensity are lower bounds, and unknown when the counted ones sum to 0."""
+    link_bytes_per_second: tuple[tuple[str, str, float], ...] = ()
+    """(link, direction, smoothed bytes/s) of each link byte rate the source reports (1009-1012)."""
+    link_utilization: tuple[tuple[str, float], ...] = ()
+    """(link, load): the busier direction over the card's per-direction bandwidth, for each link
+    with counters and a figure (none on a MIG instance: the links are the whole GPU's)."""
+    link: str | None = None
+    """The link at its wall of an interconnect-bound verdict (nvlink, pcie); None otherwise."""
 
 
 class EntityInference(NamedTuple):
@@ -249,6 +274,9 @@ class EntityInference(NamedTuple):
     """The latest sample's field-112 reasons (a bitmask is not smoothed: the latest one stands)."""
     clock_causes: tuple[str, ...] = ()
     """The causes of a reduced clock by the latest sample (clock_events.causes_of)."""
+    missing_link_fields: tuple[str, ...] = ()
+    """DCGM names of the link byte fields (1009-1012) the latest sample lacks, for each link the
+    card has a figure for: the fields that would tell whether that link is the wall."""
 
     @property
     def estimate(self) -> Estimate | None:
@@ -310,6 +338,7 @@ def _ratio(value: float) -> float:
 
 
 _INPUT_FIELDS: tuple[tuple[str, int], ...] = (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items())
+_LINK_INPUTS: tuple[tuple[str, int], ...] = tuple(LINK_FIELDS.items())
 
 
 def raw_inputs(values: Mapping[int, float | None]) -> dict[str, float]:
@@ -321,6 +350,10 @@ def raw_inputs(values: Mapping[int, float | None]) -> dict[str, float]:
         value = values.get(fid)
         if value is not None:
             inputs[name] = _ratio(value)
+    for name, fid in _LINK_INPUTS:
+        rate = values.get(fid)
+        if rate is not None and 0.0 <= rate < math.inf:
+            inputs[name] = float(rate)
     clock = values.get(fields.SM_CLOCK)
     if clock is not None and 0.0 < clock < math.inf:
         inputs["sm_clock_mhz"] = float(clock)
@@ -370,6 +403,33 @@ def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | 
 _PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
     (fid, fields.field_name(fid)) for fid in PROFILING_FIELDS
 )
+
+
+_LINK_FIELD_NAMES: Mapping[str, tuple[tuple[int, str], ...]] = MappingProxyType(
+    {
+        link: tuple(
+            (fid, fields.field_name(fid)) for name, fid in LINK_FIELDS.items() if name.startswith(f"{link}_")
+        )
+        for link in LINKS
+    }
+)
+
+
+def link_field_names(bandwidths: Mapping[str, float]) -> tuple[tuple[int, str], ...]:
+    """(id, DCGM name) of the link byte fields (1009-1012) of each link with a figure."""
+    return tuple(pair for link in bandwidths for pair in _LINK_FIELD_NAMES[link])
+
+
+def missing_link_fields(
+    values: Mapping[int, float | None], names: tuple[tuple[int, str], ...]
+) -> tuple[str, ...]:
+    """DCGM names of the link byte fields a sample lacks among `names` (link_field_names: the
+    links with a figure): without them the interconnect wall cannot be judged, and the verdict
+    is the ratios' alone."""
+    if not names:
+        return ()
+    found = [name for fid, name in names if values.get(fid) is None]
+    return tuple(found) if found else ()
 
 
 def missing_profiling_fields(values: Mapping[int, float | None]) -> tuple[str, ...]:
@@ -496,6 +556,7 @@ def step(
             recent_intervals=recent,
             missing_fields=missing,
             card_key=profile.key,
+            missing_link_fields=missing_link_fields(values, profile.link_fields),
         )
 
     prior = previous.smoothing if previous is not None else None
@@ -505,7 +566,8 @@ def step(
     thresholds = config.thresholds
     raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
     raw_pipes = pipe_utilizations(raw)
-    raw_call = judge_counters(raw, thresholds)  # its lever is not kept
+    walls = profile.link_walls
+    raw_call = judge_counters(raw, thresholds, links=links_of(inputs, *walls))  # its lever is not kept
     raw_regime = raw_call.regime
     reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
     call = judge_counters(
@@ -515,6 +577,7 @@ def step(
         fp64_tensor_faster=fp64_faster,
         precision=precision,
         precisions=profile.precisions,
+        links=links_of(smoothed, *walls),
     )
     reasons = clock_events.active_reasons(values.get(fields.CLOCKS_EVENT_REASONS))
     causes = clock_events.causes_of(
@@ -551,6 +614,7 @@ def step(
         raw_regime=raw_regime,
         clock_reasons=reasons,
         clock_causes=causes,
+        missing_link_fields=missing_link_fields(values, profile.link_fields),
     )
 
 
@@ -641,7 +705,51 @@ def estimate_of(
         clock_event_reasons=clock_reasons,
         clock_causes=clock_causes,
         uncounted_pipes=at.uncounted_pipes if known else (),
+        link_bytes_per_second=tuple(
+            (link, direction, smoothed[name]) for link, direction, name in LINK_DIRECTIONS if name in smoothed
+        ),
+        link_utilization=link_utilizations(links_of(smoothed, *profile.link_walls)),
+        link=call.link,
     )
+
+
+def links_of(inputs: Mapping[str, float], nvlink_bw: float | None, pcie_bw: float | None) -> LinkLoad | None:
+    """Each link's load from these inputs against the per-direction bandwidths (roofline.link_load);
+    None without a link figure or a link counter (the verdict is then the ratios' alone)."""
+    if nvlink_bw is None and pcie_bw is None:
+        return None
+    nvlink = pcie = None
+    if nvlink_bw is not None:
+        nvlink = link_load(
+            inputs.get("nvlink_tx_bytes_per_second"), inputs.get("nvlink_rx_bytes_per_second"), nvlink_bw
+        )
+    if pcie_bw is not None:
+        pcie = link_load(
+            inputs.get("pcie_tx_bytes_per_second"), inputs.get("pcie_rx_bytes_per_second"), pcie_bw
+        )
+    return None if nvlink is None and pcie is None else LinkLoad(nvlink, pcie)
+
+
+def link_utilizations(load: LinkLoad | None) -> tuple[tuple[str, float], ...]:
+    """(link, load) for each link that has one, in LINKS order."""
+    if load is None:
+        return ()
+    return tuple((link, value) for link in LINKS if (value := getattr(load, link)) is not None)
+
+
+def link_bandwidths_of(card: Card, instance: bool) -> Mapping[str, float]:
+    """The card's per-direction link bandwidths (bytes/s) where it has a figure; none for a MIG
+    instance: DCGM counts the links for the whole GPU, NVLink P2P is unavailable under MIG and the
+    PCIe link is shared by every instance (docs/cards.md, "Links: the interconnect wall")."""
+    if instance:
+        return _NO_LINKS
+    found: dict[str, float] = {
+        link: bw for link in LINKS if (bw := card.link_bytes_per_second(link)) is not None
+    }
+    return MappingProxyType(found) if found else _NO_LINKS
+
+
+_NO_LINKS: Mapping[str, float] = MappingProxyType({})
 
 
 # --- card constants, computed once per card ----------------------------------------------------
@@ -672,6 +780,13 @@ class CardProfile:
     another precision)."""
     instance: bool = False
     mig_profile: str | None = None
+    link_bandwidths: Mapping[str, float] = field(default_factory=lambda: _NO_LINKS)
+    """Per-direction bytes/s of each link with a figure (link_bandwidths_of); empty: no wall."""
+    link_walls: tuple[float | None, float | None] = (None, None)
+    """(NVLink, PCIe) bytes/s per direction, None without a figure: link_bandwidths, unpacked
+    once for the sample loop."""
+    link_fields: tuple[tuple[int, str], ...] = ()
+    """link_field_names(link_bandwidths): the link fields whose absence the missing family names."""
     live_sms: int | None = None
     """The instance's SM count from the GPU library (Entity.sm_count), over the catalog's."""
 
@@ -791,6 +906,9 @@ def card_profile(
             roofs={},
             instance=instance,
             mig_profile=mig_profile,
+            link_bandwidths=(bandwidths := link_bandwidths_of(card, instance)),
+            link_walls=(bandwidths.get("nvlink"), bandwidths.get("pcie")),
+            link_fields=link_field_names(bandwidths),
             live_sms=live_sms,
         )
     if len(_profiles) >= MAX_PROFILES:

@@ -41,10 +41,14 @@ BALANCED_BAND = 0.02
 """Within ±2 % of the ridge a kernel hits both walls at once (docs/design.md): call it balanced."""
 
 KernelRegime = Literal["memory_bound", "compute_bound", "balanced"]
-CounterRegime = Literal["idle", "memory_bound", "compute_bound", "latency_bound", "unknown"]
+CounterRegime = Literal[
+    "idle", "memory_bound", "compute_bound", "latency_bound", "unknown", "interconnect_bound"
+]
 REGIMES: tuple[CounterRegime, ...] = get_args(CounterRegime)
 """The regimes a GPU can be in, in the order metrics, rules and dashboards list them. `unknown`:
-the counters present cannot place it (a partial reading; docs/model.md, "Partial readings")."""
+the counters present cannot place it (a partial reading; docs/model.md, "Partial readings").
+`interconnect_bound` (a link near its wall, neither HBM nor a pipe near theirs) came last and
+is listed last, so the earlier regimes keep their places."""
 
 Pipe = Literal["tensor", "fp64", "fp32", "fp16"]
 PIPES: tuple[Pipe, ...] = get_args(Pipe)
@@ -113,6 +117,25 @@ LEVER_SMS_BUSY_NO_FP_PIPES = (
     "neither the tensor cores nor DRAM are near a wall: add fields 1006-1008 "
     "(PIPE_FP64/FP32/FP16_ACTIVE) to the DCGM field list to tell which — not a launch problem"
 )
+LEVER_INTERCONNECT = (
+    "interconnect-bound: a link (NVLink or PCIe) is near its wall while neither HBM nor the compute "
+    "pipes are — overlap the transfers with compute, move fewer bytes over the link"
+)
+LEVER_INTERCONNECT_NVLINK = (
+    "interconnect-bound on NVLink: overlap communication with compute — the GPUs wait on each "
+    "other's bytes: overlap collectives with compute (DDP/FSDP overlap, async collectives), tune "
+    "gradient bucket sizes, place ranks by NVLink/NVSwitch topology, check NCCL settings "
+    "(NCCL_ALGO, NCCL_PROTO, channels, NVLink SHARP)"
+)
+LEVER_INTERCONNECT_PCIE = (
+    "interconnect-bound on PCIe: cut host↔device transfers — the GPU waits on the host link: keep "
+    "data resident, batch small copies, use pinned memory and async copies that overlap compute, "
+    "speed up data loading (workers, prefetch, GPU decode), GPUDirect RDMA/Storage to skip the host"
+)
+LINK_LEVERS: Mapping[str, str] = MappingProxyType(
+    {"nvlink": LEVER_INTERCONNECT_NVLINK, "pcie": LEVER_INTERCONNECT_PCIE}
+)
+"""The lever of an interconnect-bound verdict, by the link at its wall."""
 LEVER_UNKNOWN = (
     "unknown: the counters present cannot place this GPU on its roof — add the missing profiling "
     "fields (listed with the verdict) to the DCGM field list"
@@ -228,6 +251,7 @@ REGIME_LEVERS: Mapping[str, str] = MappingProxyType(
         "latency_bound": LEVER_LATENCY,
         "unknown": LEVER_UNKNOWN,
         "balanced": LEVER_BALANCED,
+        "interconnect_bound": LEVER_INTERCONNECT,
     }
 )
 """Each regime's general lever, in the API's own words (the dashboards' legends read it too)."""
@@ -322,6 +346,9 @@ class Thresholds:
     tensor_wall 0.93: what dcgmproftester's tensor-core load reaches on PIPE_TENSOR_ACTIVE.
     theta 0.6: a wall is "near" at 60 % of its practical maximum (DRAM_ACTIVE ≥ 0.48, tensor
     activity · clock ratio ≥ 0.56 at the defaults); below that on both, a busy GPU is latency-bound.
+    link_wall 0.8: the practical maximum of a link's bytes over its per-direction bandwidth (NCCL's
+    all-reduce bus bandwidth on NVLink and a PCIe x16 copy both top out near 80 % of the nominal
+    figure); a link is near its wall at θ · 0.8 = 0.48 (docs/model.md, "The interconnect wall").
     """
 
     theta: float = 0.6
@@ -330,9 +357,18 @@ class Thresholds:
     fp_pipe_wall: float = 1.0
     idle_gr_engine: float = 0.05
     idle_any: float = 0.02
+    link_wall: float = 0.8
 
     def __post_init__(self) -> None:
-        for name in ("theta", "dram_wall", "tensor_wall", "fp_pipe_wall", "idle_gr_engine", "idle_any"):
+        for name in (
+            "theta",
+            "dram_wall",
+            "tensor_wall",
+            "fp_pipe_wall",
+            "idle_gr_engine",
+            "idle_any",
+            "link_wall",
+        ):
             value = getattr(self, name)
             if not (math.isfinite(value) and 0 < value <= 1):
                 raise RooflineInputError(f"threshold {name} must be in (0, 1], got {value!r}")
@@ -340,6 +376,56 @@ class Thresholds:
     def wall(self, pipe: str) -> float:
         """The practical maximum of a compute pipe's activity."""
         return self.tensor_wall if pipe == "tensor" else self.fp_pipe_wall
+
+
+Link = Literal["nvlink", "pcie"]
+LINKS: tuple[Link, ...] = get_args(Link)
+"""The links DCGM counts bytes on: PCIe (fields 1009-1010) and NVLink (1011-1012)."""
+
+
+class LinkLoad(NamedTuple):
+    """Each link's load: its busier direction's bytes/s over its per-direction bandwidth.
+
+    None where the link's counters are not reported or the card has no figure for it (no wall);
+    a value can exceed 1 (a counter above the quoted figure is reported as read).
+    """
+
+    nvlink: float | None = None
+    pcie: float | None = None
+
+
+def link_load(
+    tx_bytes_per_second: float | None, rx_bytes_per_second: float | None, bandwidth: float | None
+) -> float | None:
+    """max(TX, RX) / the per-direction bandwidth: the busier direction is the one at the wall
+    (a link carries each direction on its own lanes). None without a figure or either counter."""
+    if bandwidth is None or not (0.0 < bandwidth < math.inf):
+        return None
+    tx, rx = tx_bytes_per_second, rx_bytes_per_second
+    if tx is None:
+        return None if rx is None else rx / bandwidth
+    return (tx if rx is None or tx >= rx else rx) / bandwidth
+
+
+def busiest_link(load: LinkLoad | None) -> tuple[Link, float] | None:
+    """The link with the largest load (NVLink on a tie); None when no link has one."""
+    if load is None:
+        return None
+    best: tuple[Link, float] | None = None
+    for link in LINKS:
+        value = getattr(load, link)
+        if value is not None and (best is None or value > best[1]):
+            best = (link, value)
+    return best
+
+
+def link_near_wall(load: LinkLoad | None, thresholds: Thresholds) -> Link | None:
+    """The busiest link when it is near its wall (load / link_wall ≥ θ, as DRAM and the pipes are
+    judged); None otherwise."""
+    busiest = busiest_link(load)
+    if busiest is None or busiest[1] / thresholds.link_wall < thresholds.theta:
+        return None
+    return busiest[0]
 
 
 READING_FIELDS: tuple[str, ...] = (
@@ -544,6 +630,8 @@ class CounterCall(NamedTuple):
     """Reading fields whose absence leaves the regime `unknown` (empty otherwise)."""
     gr_engine_contradicted: bool = False
     """GR_ENGINE_ACTIVE read idle while busier evidence said otherwise; it was set aside."""
+    link: Link | None = None
+    """The link at its wall of an interconnect-bound verdict; None for every other regime."""
 
 
 def latency_lever(reading: Activity, *, mig_instance: bool = False, gr_engine: float | None = None) -> str:
@@ -630,6 +718,7 @@ def judge_counters(
     fp64_tensor_faster: bool = True,
     precision: str | None = None,
     precisions: Collection[str] = (),
+    links: LinkLoad | None = None,
 ) -> CounterCall:
     """The per-sample regime and its lever (docs/design.md, "The model": regimes).
 
@@ -639,13 +728,16 @@ def judge_counters(
     and θ says whether the GPU is near it; busy with neither wall near is latency-bound. A field
     the rule at hand needs that is not reported leaves the regime `unknown`, naming it: a partial
     reading says only what its fields can say. `precision` and `precisions` (the card's) fit the
-    lever to the work (`precision_lever`); without them the general lever stands.
+    lever to the work (`precision_lever`); without them the general lever stands. `links`: each
+    link's load (LinkLoad); a link near its wall while neither HBM nor a pipe is near theirs is
+    `interconnect_bound` (docs/model.md, "The interconnect wall"); without it nothing changes.
     """
     contradicted = gr_engine_contradicted(reading, thresholds)
     pipes = pipe_activities(reading)
     pipe = nearest_wall_pipe(pipes, thresholds)
+    link = link_near_wall(links, thresholds)
     regime, lever, missing = _regime_rules(
-        reading, thresholds, pipes, pipe, contradicted, mig_instance, fp64_tensor_faster
+        reading, thresholds, pipes, pipe, contradicted, mig_instance, fp64_tensor_faster, link
     )
     if precision is not None:
         lever = precision_lever(
@@ -657,6 +749,7 @@ def judge_counters(
         pipe=None if regime == "idle" else pipe,
         missing=missing,
         gr_engine_contradicted=contradicted,
+        link=link if regime == "interconnect_bound" else None,
     )
 
 
@@ -673,9 +766,14 @@ def _regime_rules(
     contradicted: bool,
     mig_instance: bool,
     fp64_tensor_faster: bool,
+    link: Link | None = None,
 ) -> tuple[CounterRegime, str, tuple[str, ...]]:
-    """judge_counters' rules in order: (regime, lever, the fields whose absence leaves it unknown)."""
-    if is_idle(reading, th, trust_gr_engine=not contradicted):
+    """judge_counters' rules in order: (regime, lever, the fields whose absence leaves it unknown).
+
+    `link`: the link near its wall, if one is. It is judged after the memory and compute walls
+    (a GPU near one of those is bound by it, whatever its links do) and before idle and latency
+    (a GPU whose copy engines saturate a link is waiting on it, even with its SMs quiet)."""
+    if link is None and is_idle(reading, th, trust_gr_engine=not contradicted):
         return "idle", LEVER_IDLE, ()
     dram = reading.dram_active
     if pipe is None and dram is None:
@@ -690,6 +788,8 @@ def _regime_rules(
     if dram is None or reading.tensor_active is None:
         missing = tuple(name for name in _NO_WALL_FIELDS if getattr(reading, name) is None)
         return "unknown", LEVER_UNKNOWN, missing
+    if link is not None:
+        return "interconnect_bound", LINK_LEVERS[link], ()
     sm_active = reading.sm_active
     busy_sms = sm_active is not None and sm_active >= th.theta
     if busy_sms and not (reading.sm_occupancy is not None and reading.sm_occupancy < 0.25):
@@ -883,6 +983,8 @@ class CounterVerdict(NamedTuple):
     gr_engine_contradicted: bool
     uncounted_pipes: tuple[Pipe, ...] = ()
     """As CounterPosition's: with any, achieved FLOP/s and intensity are lower bounds."""
+    link: Link | None = None
+    """As CounterCall's: the link at its wall of an interconnect-bound verdict."""
 
 
 def classify_counters(
@@ -895,12 +997,14 @@ def classify_counters(
     fp64_tensor_faster: bool = True,
     precision: str | None = None,
     precisions: Collection[str] = (),
+    links: LinkLoad | None = None,
 ) -> CounterVerdict:
     """The counter form on one roof: `judge_counters` and `counter_position` together.
 
     vector_peaks: the card's CUDA-core FP64/FP32/FP16 peaks (FLOP/s) where known; a pipe without
     one still counts for the regime but adds no FLOPs. fp64_tensor_faster: the card has FP64
-    tensor cores faster than its FP64 pipe (the FP64 lever depends on it).
+    tensor cores faster than its FP64 pipe (the FP64 lever depends on it). links: each link's
+    load (judge_counters).
     """
     call = judge_counters(
         reading,
@@ -909,6 +1013,7 @@ def classify_counters(
         fp64_tensor_faster=fp64_tensor_faster,
         precision=precision,
         precisions=precisions,
+        links=links,
     )
     at = counter_position(reading, pipe_peaks(roof, vector_peaks or {}), roof.bandwidth_bytes_per_second)
     return CounterVerdict(
@@ -927,6 +1032,7 @@ def classify_counters(
         missing=call.missing,
         gr_engine_contradicted=call.gr_engine_contradicted,
         uncounted_pipes=at.uncounted_pipes,
+        link=call.link,
     )
 
 

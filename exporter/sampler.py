@@ -42,7 +42,7 @@ from exporter.sample_checks import (
     why_not_believed,
 )
 from exporter.sources.base import EndOfStream, Source, SourceError, SourceOptions
-from exporter.state import GpuState, Snapshot, SourceHealth
+from exporter.state import Derived, GpuState, Snapshot, SourceHealth
 
 log = logging.getLogger(__name__)
 
@@ -588,6 +588,7 @@ class Sampler:
                     hpc_job=t.hpc_job,
                     mig_parent=t.mig_parent,
                     gpu_share=t.gpu_share,
+                    derived=Derived(),
                 )
                 for t in ordered
             ]

@@ -18,6 +18,30 @@ from typing import NamedTuple
 
 from exporter.inference import EntityInference, Estimate, Totals
 from exporter.sample import Attribution, Entity
+from exporter.verdict import LiveVerdict
+
+
+class Derived:
+    """What readers derive from one GpuState, built on the first read and kept with it: the
+    sampler gives each GpuState of a snapshot its own, so /metrics, /classify, the live view and
+    the trails share one Estimate and one LiveVerdict per GPU per snapshot. A cache, not data:
+    any two compare equal, so GpuStates compare by what they hold."""
+
+    __slots__ = ("estimate", "verdict")
+
+    def __init__(self) -> None:
+        self.estimate: tuple[Estimate | None] | None = None
+        """(the GPU's Estimate,) once read; None until then (an Estimate of None: no reading)."""
+        self.verdict: LiveVerdict | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Derived)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "Derived()"
 
 
 class GpuState(NamedTuple):
@@ -34,11 +58,20 @@ class GpuState(NamedTuple):
     gpu_share: float = 1.0
     """The part of a physical GPU this entity is: 1 for a whole GPU, a MIG instance its share of
     the GPU's instances (docs/model.md, "One count per physical GPU"), 0 for a MIG parent."""
+    derived: Derived | None = None
+    """This GpuState's own memo (the sampler gives each one); None: derive on every read. A copy
+    made with `_replace` shares it: give a changed copy `derived=Derived()` (or None)."""
 
     @property
     def estimate(self) -> Estimate | None:
-        """EntityInference.estimate: derived on each read, so read it once per use."""
-        return self.inference.estimate
+        """EntityInference.estimate, derived once per GpuState (on every read without `derived`)."""
+        memo = self.derived
+        if memo is None:
+            return self.inference.estimate
+        known = memo.estimate
+        if known is None:
+            known = memo.estimate = (self.inference.estimate,)
+        return known[0]
 
     @property
     def totals(self) -> Totals:

@@ -1071,6 +1071,19 @@ def node() -> Json:
         12,
         8,
     )
+    board.add(
+        timeseries_panel(
+            "Link load per GPU",
+            "Busier direction of each link (NVLink, PCIe) over the card's per-direction bandwidth; "
+            "above 48% (60% of the 80% practical maximum) with HBM and the pipes below theirs, the "
+            "GPU is interconnect-bound.",
+            [target(f"ridgeline_link_utilization_ratio{{{sel}, {gpu}}}", "GPU {{gpu}} {{link}}")],
+            "percentunit",
+            max_value=1,
+        ),
+        12,
+        8,
+    )
 
     board.row("GPUs")
     board.add(

@@ -7,7 +7,8 @@ JSON Lines replay format. Every GPU tells a different roofline story:
     GPU 0-3  LLM training (llm-train/trainer-0): 20 s steps of GEMM-heavy forward/backward
              (16 s, tensor 0.72-0.85, DRAM 0.30-0.40, compute side), an exposed all-reduce
              (2 s, NVLink bytes high, SM and tensor low) and a memory-bound optimizer step
-             (2 s, DRAM 0.70-0.78, tensor ~0.05). Per second the raw regime follows the phases;
+             (2 s, DRAM 0.70-0.78, tensor ~0.05). Per second the raw regime follows the phases
+             (the all-reduce, NVLink at 57-78 % of 450 GB/s per direction, interconnect-bound);
              smoothed over 10 s and debounced, the step reads compute-bound (the all-reduce and
              optimizer dip lasts less than the 5 s dwell). GPU 2 reports a blank DRAM_ACTIVE
              for 5 s (a DCGM hiccup).

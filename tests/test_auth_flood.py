@@ -8,10 +8,8 @@ scrape. What must hold is a count: how many authorised scrapes were refused.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import http.client
-import multiprocessing
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +19,7 @@ from typing import Any
 import bcrypt
 import pytest
 from conftest import serve_process
+from flood_clients import guessers_running
 
 pytestmark = pytest.mark.slow
 
@@ -30,52 +29,12 @@ OTHER_HOSTS = [f"127.0.0.{n}" for n in range(2, 10)]
 """Loopback addresses standing in for the attackers' hosts (Linux routes all of 127/8 here)."""
 
 
-def _guess(port: int, sources: list[str], concurrency: int, counts: Any, stop: Any) -> None:
-    async def guesser(index: int) -> None:
-        attempt = 0
-        source = sources[index % len(sources)]
-        while not stop.is_set():
-            attempt += 1
-            token = base64.b64encode(f"{USER}:guess-{index}-{attempt}".encode()).decode()
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
-                writer.write(
-                    f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n"
-                    "Connection: close\r\n\r\n".encode()
-                )
-                await writer.drain()
-                line = await asyncio.wait_for(reader.readline(), 30)
-                writer.close()
-                status = int(line.split()[1]) if line else 0
-            except (TimeoutError, OSError, ValueError, IndexError):
-                status = 0
-                await asyncio.sleep(0.05)
-            with counts.get_lock():
-                counts[{401: 0, 429: 1}.get(status, 2)] += 1
-
-    async def main() -> None:
-        await asyncio.gather(*(guesser(i) for i in range(concurrency)))
-
-    asyncio.run(main())
-
-
 @contextmanager
-def guessing(port: int, sources: list[str], concurrency: int = GUESSERS) -> Iterator[Any]:
-    """`concurrency` guessers from `sources` until the block ends; yields their [401, 429, other] counts."""
-    counts = multiprocessing.Array("l", 3)
-    stop = multiprocessing.Event()
-    process = multiprocessing.Process(target=_guess, args=(port, sources, concurrency, counts, stop))
-    process.start()
-    try:
-        deadline = time.monotonic() + 30
-        while counts[1] < concurrency and time.monotonic() < deadline:  # until the queue is full
-            time.sleep(0.1)
+def guessing(port: int, sources: list[str], concurrency: int = GUESSERS, user: str = USER) -> Iterator[Any]:
+    """`concurrency` guessers from `sources`, guessing `user`'s password, until the block ends;
+    yields their [401, 429, other] counts."""
+    with guessers_running(port, concurrency, tuple(sources), user) as counts:
         yield counts
-    finally:
-        stop.set()
-        process.join(40)
-        if process.is_alive():
-            process.terminate()
 
 
 def scrape(port: int, password: str = PASSWORD, user: str = USER) -> int:
@@ -121,6 +80,23 @@ def test_a_scraper_sharing_the_guessers_address_is_refused_at_most_once(web_conf
             statuses = [scrape(port) for _ in range(15)]
     assert statuses.count(429) <= 1 and statuses.count(200) >= 14, statuses
     assert set(statuses) <= {200, 429}
+
+
+def test_guessers_spraying_one_user_from_the_scrapers_address_refuse_no_other_users_scrape(
+    tmp_path: Path,
+) -> None:
+    """The scraper is never verified and shares the guessers' address, but they guess another
+    user's password: its first check takes the place of one of theirs, none of its scrapes is
+    refused (its own user name's record at that address is clean)."""
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    config = tmp_path / "web.yml"
+    config.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n  admin: '{hashed}'\n")
+    with serve_process("--replay", "demo", "--loop", "--web-config", str(config)) as (base, _):
+        port = _port(base)
+        with guessing(port, ["127.0.0.1"], user="admin") as counts:
+            assert counts[1] >= GUESSERS, "the flood never filled the bcrypt queue"
+            statuses = [scrape(port) for _ in range(15)]
+    assert statuses == [200] * 15  # the first was 429: the address's slots were the guessers'
 
 
 def test_a_reload_under_a_flood_keeps_the_verified_scraper_served(web_config: Path) -> None:

@@ -14,6 +14,7 @@ from exporter import fields
 from exporter.catalog import load_catalog
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import InferenceConfig
+from exporter.roofline import REGIMES
 from exporter.sample import Attribution, Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
@@ -125,7 +126,8 @@ def test_every_gpu_names_the_profiling_fields_it_lacks(text: str) -> None:
     for labels, value in series(text)["ridgeline_profiling_field_missing"]:
         assert value == 1.0
         missing.setdefault(labels["uuid"], set()).add(labels["field"])
-    profiling = {fields.field_name(fid) for fid in range(1001, 1009)}
+    # 1001-1008, and the link fields 1009-1012: an H100 SXM has NVLink and PCIe figures
+    profiling = {fields.field_name(fid) for fid in range(1001, 1013)}
     assert missing[NO_DCP.uuid] == profiling
     assert missing[BLANK.uuid] == profiling - {
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
@@ -151,7 +153,7 @@ def test_counters_are_born_at_zero_with_the_first_reading() -> None:
     seconds = [
         (labels, v) for labels, v in found["ridgeline_regime_seconds_total"] if labels["uuid"] == PLAIN.uuid
     ]
-    assert len(seconds) == 5 and all(v == 0.0 for _, v in seconds)
+    assert len(seconds) == len(REGIMES) and all(v == 0.0 for _, v in seconds)
     for name in ("ridgeline_flop_total", "ridgeline_dram_bytes_total"):
         assert [v for labels, v in found[name] if labels["uuid"] == PLAIN.uuid] == [0.0], name
     assert not [labels for labels, _ in found["ridgeline_flop_total"] if labels["uuid"] == ALIEN.uuid]
@@ -370,7 +372,7 @@ def test_switched_off_collectors_leave_their_families_out_and_process_metrics_fo
         ([], {}, set()),
         (["--no-collector.engine", "--no-collector.roofline"], {}, {"engine", "roofline"}),
         (["--collector.disable-defaults", "--collector.totals", "--collector.card"], {},
-         {"activity", "roofline", "engine", "regime", "missing", "clocks", "process"}),
+         {"activity", "roofline", "engine", "regime", "missing", "clocks", "links", "process"}),
         ([], {"RIDGELINE_COLLECTOR_ACTIVITY": "false"}, {"activity"}),
         (["--collector.activity"], {"RIDGELINE_COLLECTOR_ACTIVITY": "0"}, set()),  # the flag wins
     ],

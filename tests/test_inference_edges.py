@@ -87,6 +87,11 @@ def test_one_sample_gives_every_estimate_field_its_value() -> None:
     assert estimate.pop("unknown_because") == ()
     assert estimate.pop("uncounted_pipes") == ("fp64", "fp32", "fp16")  # unreported: F a lower bound
     assert (estimate.pop("clock_event_reasons"), estimate.pop("clock_causes")) == ((), ())  # none reported
+    assert (estimate.pop("link_bytes_per_second"), estimate.pop("link_utilization")) == (
+        (),
+        (),
+    )  # no 1009-1012
+    assert estimate.pop("link") is None
     assert estimate == pytest.approx(
         {
             "card": "h100-sxm",

@@ -319,9 +319,10 @@ def test_colours_ridges_levers_pods_and_labels_read_right(finished_demo: str) ->
         assert "NVIDIA H100" in svg["text"]
         # one chart at its own size under the caption and its title: its plot frame where layout() puts it
         assert [[round(v) for v in frame] for frame in svg["frames"]] == [[62, 44 + 14, 660 - 62 - 150, 342]]
-        assert svg["legend"][:3] == [
+        assert svg["legend"][:4] == [  # the walls first (exporter/view/units.py's order)
             "memory-bound",
             "compute-bound",
+            "interconnect-bound",
             "latency-bound",
         ]
         bare = get_text(base + "/roofline.svg?caption=false&legend=false")

@@ -29,6 +29,7 @@ from exporter.sample import Attribution, Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.state import Snapshot
+from exporter.verdict import LiveVerdict, decode_verdict
 from exporter.view.node_view import card_roofs, charts_from_verdicts, point_key, trail_key
 from exporter.view.trails import Trails
 from exporter.web.app import create_app
@@ -41,7 +42,8 @@ H100 = "NVIDIA H100 80GB HBM3"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def verdict(gpu: int, **extra: Any) -> dict[str, Any]:
+def verdict(gpu: int, **extra: Any) -> LiveVerdict:
+    """A verdict as `top` decodes one from a /classify answer."""
     base: dict[str, Any] = {
         "gpu": gpu,
         "uuid": f"GPU-{gpu}",
@@ -59,7 +61,7 @@ def verdict(gpu: int, **extra: Any) -> dict[str, Any]:
         "attribution": {"namespace": "ml", "pod": f"pod-{gpu}", "container": "c"},
     }
     base.update(extra)
-    return base
+    return decode_verdict(base)
 
 
 # -- verdicts into charts ----------------------------------------------------------------------------
@@ -349,7 +351,7 @@ def test_mig_instances_are_drawn_on_their_own_roofs_from_a_real_scrape() -> None
     assert all("MIG instance roof" in t for t in titles), titles
     a100 = CATALOG.lookup("NVIDIA A100-SXM4-40GB")
     for gpu in instances:
-        chart = next(c for c in live["charts"] if point_key(gpu) in c["gpus"])
+        chart = next(c for c in live["charts"] if point_key(gpu["gpu"], gpu["gpu_instance"]) in c["gpus"])
         root = ET.fromstring(chart["svg"].replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
         bandwidth = next(e for e in root.iter(f"{SVG}line") if e.get("class") == "rl-roof rl-roof-bandwidth")
         assert float(bandwidth.get("data-bandwidth", "nan")) == pytest.approx(
@@ -359,7 +361,7 @@ def test_mig_instances_are_drawn_on_their_own_roofs_from_a_real_scrape() -> None
         dot = [
             g
             for g in root.iter(f"{SVG}g")
-            if g.get("class") == "rl-dot" and g.get("data-gpu") == point_key(gpu)
+            if g.get("class") == "rl-dot" and g.get("data-gpu") == point_key(gpu["gpu"], gpu["gpu_instance"])
         ]
         if gpu["intensity_flop_per_byte"] and gpu["achieved_flop_per_second"]:
             assert float(dot[0].get("data-intensity", "nan")) == gpu["intensity_flop_per_byte"]

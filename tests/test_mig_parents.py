@@ -110,8 +110,8 @@ def test_a_mig_parent_has_no_verdict(sampler: Sampler) -> None:
     assert {g.entity.uuid for g in parents} == {"GPU-6", "GPU-7"}
     for gpu in parents:
         answer = gpu_verdict(gpu, snapshot)
-        assert answer["reading"] == "none" and "MIG" in answer["no_verdict_reason"]
-        assert answer.get("regime") is None
+        assert answer.reading == "none" and "MIG" in (answer.no_verdict_reason or "")
+        assert answer.regime is None
 
 
 def test_report_replay_counts_8_gpu_hours_per_hour(tmp_path: Path) -> None:

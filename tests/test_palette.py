@@ -78,6 +78,7 @@ _SHAPE_ELEMENTS = {
     "square": ("rect", True),
     "diamond": ("polygon", True),
     "triangle": ("polygon", True),
+    "triangle_down": ("polygon", True),
     "cross": ("path", False),
 }
 """(SVG element, filled) of each marker shape."""

@@ -102,7 +102,10 @@ def test_gpus_without_profiling_counters_stay_and_say_why(exporter_url: str) -> 
                     missing.setdefault(sample.labels["gpu"], set()).add(sample.labels["field"])
                 elif sample.name.startswith("ridgeline_") and "gpu" in sample.labels:
                     pytest.fail(f"{sample.name} for a GPU with no profiling reading: {sample.labels}")
-        assert missing == {"0": PROFILING, "1": PROFILING}
+        # and the link byte fields 1009-1012: an H100 has NVLink and PCIe figures to judge them by
+        links = {"DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"}
+        links |= {"DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"}
+        assert missing == {"0": PROFILING | links, "1": PROFILING | links}
 
         answer = json.loads(poll(base, "/classify", 200))
         assert [g["gpu"] for g in answer["gpus"]] == [0, 1]

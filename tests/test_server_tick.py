@@ -3,6 +3,8 @@ second, the Date header still fresh, and a stop request that does not wait for t
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -84,3 +86,22 @@ def test_a_stop_set_from_another_thread_does_not_wait_for_the_next_tick(
         assert not thread.is_alive(), "the server slept through should_exit"
     finally:
         sock.close()
+
+
+def _listen_queue(port: int) -> int:
+    """The kernel's accept-queue limit for the socket listening on 127.0.0.1:`port` (`ss -ltn`
+    shows it as Send-Q)."""
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[2])
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_asyncio_accepts_a_batch_a_turn_while_the_kernel_keeps_the_whole_queue() -> None:
+    """asyncio listens with the backlog it is given and accepts that many connections a turn; the
+    server gives it ACCEPT_BATCH and sets the kernel's queue back to the guard's backlog, so a
+    burst waits in the kernel instead of being refused (and a turn stays short)."""
+    from exporter.web.server import ACCEPT_BATCH
+
+    with guarded_server(_app()) as served:
+        assert served.server.config.backlog == ACCEPT_BATCH
+        assert _listen_queue(served.port) == served.guard.backlog > ACCEPT_BATCH

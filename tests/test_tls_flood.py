@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import multiprocessing
-import selectors
 import socket
 import ssl
 import subprocess
@@ -15,13 +13,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 import pytest
 from conftest import listening_port, stop_process
+from flood_clients import attacking, hold_connections
 from test_webconfig import OPENSSL, _make_ca, _make_leaf
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(OPENSSL is None, reason="openssl CLI needed for certs")]
@@ -159,49 +157,9 @@ def test_a_flood_of_partial_hellos_past_the_cap_stays_under_128_mib(
     assert peak <= 128 * 1024, f"peak RSS {peak / 1024:.0f} MiB"
 
 
-def _hold_reconnecting(port: int, count: int, payload: bytes, ready: Any, stop: Any) -> None:
-    selector = selectors.DefaultSelector()
-
-    def open_one() -> None:
-        try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            sock.sendall(payload)
-            sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ)
-        except OSError:
-            time.sleep(0.01)
-
-    for _ in range(count):
-        open_one()
-    ready.set()
-    while not stop.is_set():
-        for key, _ in selector.select(timeout=0.2):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                data = sock.recv(4096)
-            except OSError:
-                data = b""
-            if not data:
-                selector.unregister(sock)
-                sock.close()
-                open_one()  # at once
-
-
-@contextmanager
-def flooding(port: int, count: int, payload: bytes) -> Iterator[None]:
-    ready, stop = multiprocessing.Event(), multiprocessing.Event()
-    process = multiprocessing.Process(target=_hold_reconnecting, args=(port, count, payload, ready, stop))
-    process.start()
-    try:
-        assert ready.wait(60)
-        time.sleep(1.0)
-        yield
-    finally:
-        stop.set()
-        process.join(30)
-        if process.is_alive():
-            process.terminate()
+def flooding(port: int, count: int, payload: bytes) -> AbstractContextManager[None]:
+    """`count` connections sending `payload`, each reopened at once when the server closes it."""
+    return attacking(hold_connections, (port, count, payload), warmup=1.0)
 
 
 def test_slow_clients_reconnecting_at_once_past_the_cap_reset_no_scrape(tmp_path: Path) -> None:
@@ -215,3 +173,56 @@ def test_slow_clients_reconnecting_at_once_past_the_cap_reset_no_scrape(tmp_path
             except (ConnectionError, http.client.HTTPException) as exc:
                 statuses.append(type(exc).__name__)
     assert statuses == [200] * 40  # was a quarter reset
+
+
+def _closed_by_server(socks: list[socket.socket]) -> int:
+    """How many of `socks` the server has closed (a read returns end-of-file, not 'would block')."""
+    closed = 0
+    for sock in socks:
+        sock.setblocking(False)
+        try:
+            if sock.recv(1) == b"":
+                closed += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+    return closed
+
+
+def test_stalled_client_hellos_stand_beside_the_cap_and_are_not_closed(
+    tmp_path: Path, tls_files: tuple[Path, Path, Path]
+) -> None:
+    """Four times the cap of ClientHellos stalled halfway: they hold no TLS state, so they wait
+    beside the cap (`hello_room`) rather than being closed to get back under it, which fed a
+    client that reconnects at once (the loop then spent its turns accepting, a scrape waited 37×
+    its idle time); and scrapes are still answered."""
+    args = ("--replay", "demo", "--loop", "--web-config", str(_web_config(tmp_path, tls_files)),
+            "--max-connections", "50", "--request-timeout", "60")  # fmt: skip
+    with serving(*args, ca=tls_files[0]) as (port, _), held(port, 200, PARTIAL_HELLO) as socks:
+        time.sleep(1.0)  # past TRIM_AFTER_SECONDS twice: anything trimmed is closed by now
+        statuses = [scrape(port, tls_files[0]) for _ in range(10)]
+        closed = _closed_by_server(socks)
+    assert statuses == [200] * 10
+    assert closed == 0, f"{closed} of 200 stalled ClientHellos closed"
+
+
+FAT_HELLO = b"\x16\x03\x01\x46\x50" + b"\x01" * 16000
+"""A TLS record header promising 18,000 bytes (within one record's bound) and 16,000 of them."""
+
+
+def test_the_bytes_of_unfinished_client_hellos_are_bounded_all_together(
+    tmp_path: Path, tls_files: tuple[Path, Path, Path]
+) -> None:
+    """1,300 ClientHellos each stalled 2,000 bytes short of its record: 21 MB kept if nothing
+    bounded them together (HELLO_BYTES is 16 MiB), since they wait beside the cap. The ones that
+    waited longest are closed; RSS stays bounded and scrapes are answered."""
+    args = ("--replay", "demo", "--loop", "--web-config", str(_web_config(tmp_path, tls_files)),
+            "--request-timeout", "60")  # fmt: skip
+    with serving(*args, ca=tls_files[0]) as (port, process), held(port, 1300, FAT_HELLO) as socks:
+        statuses = [scrape(port, tls_files[0]) for _ in range(5)]
+        closed = _closed_by_server(socks)
+        peak = rss_kib(process.pid, "VmHWM")
+    assert statuses == [200] * 5
+    assert 0 < closed < 1300, f"{closed} of 1,300 fat ClientHellos closed"
+    assert peak <= 128 * 1024, f"peak RSS {peak / 1024:.0f} MiB"

@@ -21,6 +21,7 @@ from test_webconfig import OPENSSL, Pki, _make_ca, _make_leaf
 
 from exporter.top.client import ClientSetupError, NodeClient, classify_url, display_name, parse_answer
 from exporter.top.table import plain_table, row_from_verdict, sort_rows
+from exporter.verdict import decode_verdict
 
 pytestmark = pytest.mark.slow
 
@@ -89,12 +90,20 @@ def test_an_answer_that_is_not_classify_is_an_error_reading() -> None:
 
 def test_sorting_and_plain_cells() -> None:
     rows = [
-        row_from_verdict("n", {"gpu": 0, "regime": "idle", "dram_active": 0.0, "roofline_efficiency": None}),
         row_from_verdict(
-            "n", {"gpu": 1, "regime": "memory_bound", "dram_active": 0.7, "roofline_efficiency": 0.9}
+            "n", decode_verdict({"gpu": 0, "regime": "idle", "dram_active": 0.0, "roofline_efficiency": None})
         ),
         row_from_verdict(
-            "n", {"gpu": 2, "regime": "compute_bound", "dram_active": 0.3, "roofline_efficiency": 0.4}
+            "n",
+            decode_verdict(
+                {"gpu": 1, "regime": "memory_bound", "dram_active": 0.7, "roofline_efficiency": 0.9}
+            ),
+        ),
+        row_from_verdict(
+            "n",
+            decode_verdict(
+                {"gpu": 2, "regime": "compute_bound", "dram_active": 0.3, "roofline_efficiency": 0.4}
+            ),
         ),
     ]
     assert [r.key for r in sort_rows(rows, "regime")] == ["1", "2", "0"]
@@ -338,18 +347,22 @@ def test_intensity_is_set_against_the_ridge_of_the_wall_the_verdict_uses() -> No
     roof over the bandwidth, as the verdict's own `position` has it; else the precision's ridge."""
     mix = row_from_verdict(
         "n",
-        {
-            "gpu": 0,
-            "intensity_flop_per_byte": 600.0,
-            "ridge_flop_per_byte": 295.37,
-            "compute_roof_flop_per_second": 1e15,
-            "bandwidth_bytes_per_second": 3.35e12,
-        },
+        decode_verdict(
+            {
+                "gpu": 0,
+                "intensity_flop_per_byte": 600.0,
+                "ridge_flop_per_byte": 295.37,
+                "compute_roof_flop_per_second": 1e15,
+                "bandwidth_bytes_per_second": 3.35e12,
+            }
+        ),
     )
     assert mix.ridge == pytest.approx(1e15 / 3.35e12) and mix.position == pytest.approx(
         600 / 298.507, rel=1e-4
     )
-    plain = row_from_verdict("n", {"gpu": 0, "intensity_flop_per_byte": 600.0, "ridge_flop_per_byte": 295.37})
+    plain = row_from_verdict(
+        "n", decode_verdict({"gpu": 0, "intensity_flop_per_byte": 600.0, "ridge_flop_per_byte": 295.37})
+    )
     assert plain.ridge == 295.37 and plain.intensity_text == "600/295"
 
 
@@ -489,7 +502,7 @@ def test_the_docs_awk_example_finds_the_regime_with_one_node_or_several() -> Non
         {"gpu": 2, "regime": "memory_bound"},
     ]
     for nodes in (["http://a:1"], ["http://a:1", "http://b:1"]):
-        rows = [row_from_verdict(n, v) for n in nodes for v in verdicts]
+        rows = [row_from_verdict(n, decode_verdict(v)) for n in nodes for v in verdicts]
         text = "\n".join(plain_table(rows, with_node=len(nodes) > 1)) + "\n"
         found = subprocess.run(
             ["awk", program], input=text, capture_output=True, text=True, check=True

@@ -142,6 +142,7 @@ class ThresholdsBody(StrictBody):
     fp_pipe_wall: ThresholdValue | None = None
     idle_gr_engine: ThresholdValue | None = None
     idle_any: ThresholdValue | None = None
+    link_wall: ThresholdValue | None = None
 
 
 class CounterBody(BodyCommon):

@@ -84,6 +84,42 @@ class ResolvedCard:
         """The card's FP64 tensor cores beat its FP64 pipe (True for a custom roof: the general lever)."""
         return self.card is None or roofline.fp64_tensor_faster(self.card.peak_tflops)
 
+    def link_load(self, body: CounterBody) -> roofline.LinkLoad | None:
+        """Each link's load from the body's byte rates against the card's per-direction
+        bandwidth; None for a custom roof, a card without figures or a body without rates."""
+        if self.card is None:
+            return None
+        nvlink = roofline.link_load(
+            body.nvlink_tx_bytes_per_second,
+            body.nvlink_rx_bytes_per_second,
+            self.card.link_bytes_per_second("nvlink"),
+        )
+        pcie = roofline.link_load(
+            body.pcie_tx_bytes_per_second,
+            body.pcie_rx_bytes_per_second,
+            self.card.link_bytes_per_second("pcie"),
+        )
+        return None if nvlink is None and pcie is None else roofline.LinkLoad(nvlink=nvlink, pcie=pcie)
+
+    def link_note(self, rates: dict[str, float]) -> str | None:
+        """Why no link was judged against its wall, when none was (None when one was)."""
+        if self.card is None:
+            return "a custom roof has no link bandwidths: the links are not judged"
+        if self.card.links is None:
+            return f"card {self.key} has no link figures ({self.card.no_links}): the links are not judged"
+        judged = [
+            link
+            for link in roofline.LINKS
+            if self.card.link_bytes_per_second(link) is not None
+            and any(f"{link}_{d}_bytes_per_second" in rates for d in ("tx", "rx"))
+        ]
+        if judged:
+            return None
+        return (
+            "no link byte rates for a link with a figure: nvlink_tx/rx_bytes_per_second and "
+            "pcie_tx/rx_bytes_per_second (DCGM fields 1009-1012) would tell whether a link is the wall"
+        )
+
     def roof(self, precision: str) -> Roof:
         if self.card is not None:
             return self.card.roof(precision)
@@ -335,6 +371,7 @@ def classify_counter_body(
     ratio = roofline.known_clock_ratio(body.sm_clock_mhz, tensor_basis)
     vector_ratio = roofline.known_clock_ratio(body.sm_clock_mhz, card.vector_clock_mhz())
     used = thresholds_for(body, thresholds)
+    load = card.link_load(body)
     try:
         reading = CounterReading(
             dram_active=body.dram_active,
@@ -358,6 +395,7 @@ def classify_counter_body(
         fp64_tensor_faster=card.fp64_tensor_faster,
         precision=precision,
         precisions=card.card.precisions if card.card is not None else (),
+        links=load,
     )
     reasons = clock_events.active_reasons(body.clock_event_reasons)
     causes = clock_events.causes_of(reasons, body.power_usage_watts, body.power_limit_watts)
@@ -417,6 +455,9 @@ def classify_counter_body(
     }
     if links:
         out["interconnect"] = links
+    out["link_utilization"] = link_utilization_fields(load)
+    out["link"] = verdict.link
+    out["link_note"] = card.link_note(links)
     if body.compare is not None:
         flops = verdict.achieved_flop_per_second
         bytes_ = verdict.achieved_bandwidth_bytes_per_second
@@ -434,6 +475,13 @@ def classify_counter_body(
                 {"compare": [], "compare_skipped": [{"card": c.key, "reason": reason} for c in targets]}
             )
     return out
+
+
+def link_utilization_fields(load: roofline.LinkLoad | None) -> dict[str, float]:
+    """{link: load} for each link with one (its busier direction over its per-direction bandwidth)."""
+    if load is None:
+        return {}
+    return {link: value for link in roofline.LINKS if (value := getattr(load, link)) is not None}
 
 
 def classify(
@@ -494,5 +542,7 @@ def card_summary(card: Card) -> dict[str, Any]:
         "max_sm_clock_mhz": card.max_sm_clock_mhz,
         "clock_basis": None if card.clock_basis is None else card.clock_basis.model_dump(),
         "no_clock_basis": card.no_clock_basis,
+        "link_bytes_per_second": {link: card.link_bytes_per_second(link) for link in roofline.LINKS},
+        "no_links": card.no_links,
         "source": card.source,
     }

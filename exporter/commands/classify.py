@@ -41,7 +41,7 @@ NUMBER_FLAGS: tuple[tuple[str, str], ...] = (
     ("--hmma-active", "counters: PIPE_TENSOR_HMMA_ACTIVE ratio (fp16/bf16 tensor pipe)"),
     ("--dfma-active", "counters: PIPE_TENSOR_DFMA_ACTIVE ratio (fp64 tensor pipe)"),
     ("--sm-clock-mhz", "counters: SM clock in MHz (scales achieved FLOP/s by clock / max clock)"),
-    ("--pcie-tx-bytes-per-second", "counters: PCIe TX bytes/s (reported back, not classified)"),
+    ("--pcie-tx-bytes-per-second", "counters: PCIe TX bytes/s (judged against the card's PCIe bandwidth)"),
     ("--pcie-rx-bytes-per-second", "counters: PCIe RX bytes/s"),
     ("--nvlink-tx-bytes-per-second", "counters: NVLink TX bytes/s"),
     ("--nvlink-rx-bytes-per-second", "counters: NVLink RX bytes/s"),
@@ -55,6 +55,7 @@ THRESHOLD_FLAGS: tuple[tuple[str, str], ...] = (
     ("--fp-pipe-wall", "counters: practical FP-pipe maximum (default 1.0)"),
     ("--idle-gr-engine", "counters: GR_ENGINE_ACTIVE below this is idle (default 0.05)"),
     ("--idle-any", "counters: every activity below this is idle (default 0.02)"),
+    ("--link-wall", "counters: practical link-load maximum (default 0.8)"),
 )
 
 PRECISION_CHOICES = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
@@ -195,6 +196,7 @@ REGIME_WORDS = {
     "latency_bound": "latency-bound",
     "idle": "idle",
     "unknown": "unknown (the counters given cannot place it)",
+    "interconnect_bound": "interconnect-bound",
 }
 
 
@@ -290,6 +292,10 @@ def render(answer: dict[str, Any]) -> str:
             )
         if answer["gr_engine_contradicted"]:
             lines.append("GR_ENGINE_ACTIVE reads idle while other counters say work runs: set aside")
+        loads = answer["link_utilization"]
+        if loads:
+            shown = ", ".join(f"{link} {percent(value)}" for link, value in loads.items())
+            lines.append(f"links: {shown} of the per-direction bandwidth (busier direction)")
         efficiency = answer["roofline_efficiency"]
         tail = f", roofline efficiency {percent(efficiency)}" if efficiency is not None else ""
         missing = answer["missing"]

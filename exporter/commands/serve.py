@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         bind_listener,
         build_server,
         connection_cap,
+        hello_room,
         probation_room,
         raise_open_file_limit,
         serve,
@@ -217,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
             backlog=backlog,
             tls_context=watcher.tls_context if watcher is not None else None,
             overflow=probation_room(cap, open_files),
+            hellos=hello_room(cap, open_files),
         )
         if watcher is not None:
             from exporter.web.webconfig import BasicAuthMiddleware

@@ -31,7 +31,7 @@ from exporter.roofline import REGIMES, Roof, Thresholds
 SCHEMA = "ridgeline.report/v1"
 """The JSON document's `schema` value; a change that breaks readers bumps it (docs/report.md)."""
 
-BUSY_REGIMES: tuple[str, ...] = ("memory_bound", "compute_bound", "latency_bound")
+BUSY_REGIMES: tuple[str, ...] = ("memory_bound", "compute_bound", "latency_bound", "interconnect_bound")
 """Time the counters placed on the roofline: what achieved FLOP/s per GPU is taken over (idle
 and `unknown` time — counters that cannot place the GPU — are not)."""
 

@@ -19,11 +19,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter import clock_events
-from exporter.report.model import group_name
+from exporter.report.model import BUSY_REGIMES, group_name
 from exporter.roofline import REGIMES
 from exporter.view.units import regime_colour, regime_shape, regime_word
 
-_MARKERS = {"circle": "o", "square": "s", "diamond": "D", "ring": "o", "triangle": "^", "cross": "X"}
+_MARKERS = {
+    "circle": "o",
+    "square": "s",
+    "diamond": "D",
+    "ring": "o",
+    "triangle": "^",
+    "triangle_down": "v",
+    "cross": "X",
+}
 """matplotlib's marker for each shape of exporter.view.units.REGIME_LOOKS (a ring is drawn as a
 circle: a hollow marker would hide a group's size)."""
 
@@ -491,14 +499,14 @@ def roofline_svg(doc: Mapping[str, Any]) -> str:
             label=f"mostly {regime_word(r)}",
         )
         for r in REGIMES
-        if r in ("memory_bound", "compute_bound", "latency_bound")
+        if r in BUSY_REGIMES
     ]
     axes.legend(handles=handles, loc="lower right", fontsize="small")
     return _svg(figure)
 
 
 def _main_busy_regime(row: Mapping[str, Any]) -> str:
-    return max(("memory_bound", "compute_bound", "latency_bound"), key=lambda r: row["gpu_seconds"][r])
+    return max(BUSY_REGIMES, key=lambda r: row["gpu_seconds"][r])
 
 
 def timeline_window(doc: Mapping[str, Any]) -> float:

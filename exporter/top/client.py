@@ -19,7 +19,6 @@ import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from exporter.http_client import (
@@ -29,6 +28,7 @@ from exporter.http_client import (
     HTTPClientConfig,
     split_url_credentials,
 )
+from exporter.verdict import LiveVerdict, decode_verdict
 
 CLIENT_PREFIX = NODE_FLAGS
 """`top`'s HTTP client flags: --node.basic-auth.username, --node.tls.ca-file, ..."""
@@ -49,7 +49,7 @@ class NodeReading:
 
     name: str
     """The URL as shown (scheme, host, port; never a password)."""
-    verdicts: tuple[dict[str, Any], ...] = ()
+    verdicts: tuple[LiveVerdict, ...] = ()
     source: str | None = None
     ready: bool = False
     reason: str | None = None
@@ -175,7 +175,7 @@ def parse_answer(name: str, raw: bytes) -> NodeReading:
         return NodeReading(name, error="the answer has no GPU list: is this a Ridgeline exporter?")
     return NodeReading(
         name,
-        verdicts=tuple(gpus),
+        verdicts=tuple(decode_verdict(g) for g in gpus),
         source=str(body.get("source")) if body.get("source") is not None else None,
         ready=bool(body.get("ready")),
         reason=str(body.get("reason")) if body.get("reason") is not None else None,

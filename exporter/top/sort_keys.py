@@ -6,7 +6,7 @@ from __future__ import annotations
 SORT_KEYS: dict[str, str] = {
     "node": "node, then GPU index",
     "gpu": "GPU index, then node",
-    "regime": "regime (memory, compute, latency, idle, unknown)",
+    "regime": "regime (memory, compute, interconnect, latency, idle, unknown)",
     "pod": "pod name",
     "dram": "DRAM active, highest first",
     "tensor": "tensor active, highest first",

@@ -7,12 +7,12 @@ its stdout is a terminal (and NO_COLOR is unset), so a pipe or a file gets plain
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from exporter.top.sort_keys import HIGH_FIRST
+from exporter.verdict import LiveVerdict
 from exporter.view.node_view import point_key
 from exporter.view.ridge import own_ridge, ridge_note
 from exporter.view.units import (
@@ -34,12 +34,6 @@ def ansi_colour(regime: str | None) -> str:
 
 
 ANSI_RESET = "\x1b[0m"
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,34 +88,33 @@ class Row:
         return f"{intensity_text(self.intensity)}/{intensity_text(self.ridge)}"
 
 
-def row_from_verdict(node: str, verdict: Mapping[str, Any], stale: bool = False) -> Row:
-    attribution = verdict.get("attribution")
-    pod = attribution.get("pod") if isinstance(attribution, Mapping) else None
-    gpu = verdict.get("gpu")
-    instance = verdict.get("gpu_instance")
-    regime = verdict.get("regime")
-    marker = verdict.get("reduced_clock")
-    marker = marker if isinstance(marker, Mapping) else {}
+def row_from_verdict(node: str, verdict: LiveVerdict, stale: bool = False) -> Row:
+    """One GPU's row (a decoded verdict: every number finite or None, exporter/verdict.py)."""
+    attribution = verdict.attribution
+    pod = attribution.pod if attribution is not None else None
+    gpu = verdict.gpu
+    instance = verdict.gpu_instance
+    marker = verdict.reduced_clock
     return Row(
         node=node,
-        key=point_key(verdict),
-        gpu=gpu if isinstance(gpu, int) else -1,
-        instance=instance if isinstance(instance, int) else -1,
-        card=str(verdict.get("card") or "–"),
-        pod=str(pod or "–"),
-        regime=regime if isinstance(regime, str) else None,
-        dram=_number(verdict.get("dram_active")),
-        tensor=_number(verdict.get("tensor_active")),
-        flop=_number(verdict.get("flop_utilization")),
-        intensity=_number(verdict.get("intensity_flop_per_byte")),
+        key=point_key(gpu, instance),
+        gpu=gpu if gpu is not None else -1,
+        instance=instance if instance is not None else -1,
+        card=verdict.card or "–",
+        pod=pod or "–",
+        regime=verdict.regime,
+        dram=verdict.dram_active,
+        tensor=verdict.tensor_active,
+        flop=verdict.flop_utilization,
+        intensity=verdict.intensity_flop_per_byte,
         ridge=own_ridge(verdict),
         ridge_note=ridge_note(verdict),
-        efficiency=_number(verdict.get("roofline_efficiency")),
-        lever=str(verdict.get("lever") or verdict.get("no_verdict_reason") or "–"),
+        efficiency=verdict.roofline_efficiency,
+        lever=verdict.lever or verdict.no_verdict_reason or "–",
         stale=stale,
-        clock_ratio=_number(marker.get("clock_ratio")),
-        clock_cause=str(marker.get("cause_text") or ""),
-        clock_note=str(marker["note"]) if isinstance(marker.get("note"), str) else None,
+        clock_ratio=marker.clock_ratio if marker is not None else None,
+        clock_cause=(marker.cause_text or "") if marker is not None else "",
+        clock_note=marker.note if marker is not None else None,
     )
 
 

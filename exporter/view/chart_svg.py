@@ -48,6 +48,9 @@ def marker_svg(shape: str, x: float, y: float, colour: str, r: float = MARK_RADI
     if shape == "triangle":
         pts = f"{_f(x)},{_f(y - r)} {_f(x + r)},{_f(y + r)} {_f(x - r)},{_f(y + r)}"
         return f'<polygon {common} fill="{colour}" points="{pts}"/>'
+    if shape == "triangle_down":
+        pts = f"{_f(x)},{_f(y + r)} {_f(x + r)},{_f(y - r)} {_f(x - r)},{_f(y - r)}"
+        return f'<polygon {common} fill="{colour}" points="{pts}"/>'
     s = r * 0.8
     a, b, c, d = _f(x - s), _f(x + s), _f(y - s), _f(y + s)
     return f'<path {common} fill="none" d="M{a},{c}L{b},{d}M{a},{d}L{b},{c}"/>'

@@ -1,7 +1,7 @@
 """The node as a person sees it: `/classify`'s verdicts grouped into one roofline per card.
 
-It reads verdicts in the shape `GET /classify` answers them (docs/api.md), not the daemon's
-state, so the live page and `/roofline.svg` (which have the state) and `ridgeline top` (which has
+It reads LiveVerdicts (exporter/verdict.py: the records `GET /classify` answers), not the
+daemon's state, so the live page and `/roofline.svg` (which have the state) and `ridgeline top` (which has
 only the HTTP answer) place every GPU from the very numbers `/classify` reports. With the catalog
 at hand (the server) a chart shows every compute roof of the card; without it (`top`) the roofs
 the verdicts carry.
@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from exporter.verdict import LiveVerdict
 from exporter.view.roofline_chart import ChartPoint, ChartSpec, ComputeRoof, TrailPoint
 
 if TYPE_CHECKING:  # only the server passes a catalog; `ridgeline top` should not load one
@@ -34,10 +35,9 @@ class Unplaced:
     reason: str
 
 
-def point_key(verdict: Mapping[str, Any]) -> str:
+def point_key(gpu: int | None, gpu_instance: int | None) -> str:
     """ "3", or "3/1" for GPU instance 1 of GPU 3."""
-    instance = verdict.get("gpu_instance")
-    return f"{verdict.get('gpu')}" + ("" if instance is None else f"/{instance}")
+    return f"{gpu}" + ("" if gpu_instance is None else f"/{gpu_instance}")
 
 
 def trail_key(uuid: str, gpu_instance: int | None) -> str:
@@ -45,21 +45,17 @@ def trail_key(uuid: str, gpu_instance: int | None) -> str:
     return uuid if gpu_instance is None else f"{uuid}/{gpu_instance}"
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+def _number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _same(a: float, b: float) -> bool:
     return abs(a - b) <= SAME_FIGURE * max(abs(a), abs(b))
 
 
-def compute_roof_of(verdict: Mapping[str, Any]) -> float | None:
+def compute_roof_of(verdict: LiveVerdict) -> float | None:
     """The flat roof a verdict measures its GPU against: its pipe's, else its precision's peak."""
-    return _number(verdict.get("compute_roof_flop_per_second")) or _number(
-        verdict.get("peak_flop_per_second")
-    )
+    return _number(verdict.compute_roof_flop_per_second) or _number(verdict.peak_flop_per_second)
 
 
 def card_roofs(card: Card, compute_fraction: float = 1.0) -> list[ComputeRoof]:
@@ -89,35 +85,35 @@ def card_roofs(card: Card, compute_fraction: float = 1.0) -> list[ComputeRoof]:
 
 
 def charts_from_verdicts(
-    verdicts: Sequence[Mapping[str, Any]],
+    verdicts: Sequence[LiveVerdict],
     *,
     catalog: Catalog | None = None,
     trails: Mapping[str, tuple[TrailPoint, ...]] | None = None,
 ) -> tuple[list[ChartSpec], list[Unplaced]]:
     """One ChartSpec per (card, roof) on the node, in the order the GPUs come; and the GPUs that
     have no roofline (unknown card, no reading yet, a MIG parent whose instances are drawn)."""
-    groups: dict[tuple[str, float, float], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, float, float], list[LiveVerdict]] = {}
     unplaced: list[Unplaced] = []
     for verdict in verdicts:
-        key = point_key(verdict)
-        card_key = verdict.get("card")
-        bandwidth = _number(verdict.get("bandwidth_bytes_per_second"))
-        peak = _number(verdict.get("peak_flop_per_second"))
-        if verdict.get("mig_parent"):
+        key = point_key(verdict.gpu, verdict.gpu_instance)
+        card_key = verdict.card
+        bandwidth = _number(verdict.bandwidth_bytes_per_second)
+        peak = _number(verdict.peak_flop_per_second)
+        if verdict.mig_parent:
             unplaced.append(Unplaced(key, "MIG-partitioned: its instances are drawn on their own roofs"))
             continue
-        if not isinstance(card_key, str) or card_key == "unknown":
-            model = verdict.get("model") or "its model"
+        if card_key is None or card_key == "unknown":
+            model = verdict.model or "its model"
             unplaced.append(Unplaced(key, f"{model} is not in the card catalog: no roof to draw"))
             continue
         if bandwidth is None or peak is None or bandwidth <= 0 or peak <= 0:
             unplaced.append(Unplaced(key, "no reading yet"))
             continue
         card = catalog.get(card_key) if catalog is not None else None
-        precision = verdict.get("precision")
+        precision = verdict.precision
         full_peak = (
             card.peak_flop_per_second(precision)
-            if card is not None and isinstance(precision, str) and precision in card.peak_tflops
+            if card is not None and precision is not None and precision in card.peak_tflops
             else peak
         )
         compute_fraction = round(peak / full_peak, 6)
@@ -128,9 +124,9 @@ def charts_from_verdicts(
     for (card_key, compute_fraction, memory_fraction), members in groups.items():
         card = catalog.get(card_key) if catalog is not None else None
         first = members[0]
-        bandwidth = _number(first.get("bandwidth_bytes_per_second"))
+        bandwidth = _number(first.bandwidth_bytes_per_second)
         assert bandwidth is not None
-        instance = any(m.get("gpu_instance") is not None for m in members)
+        instance = any(m.gpu_instance is not None for m in members)
         chart_key = card_key if not instance else f"{card_key}-instance"
         n = 2
         while chart_key in used_keys:
@@ -158,7 +154,7 @@ def _title(card_key: str, card: Card | None, instance: bool, compute: float, mem
 
 
 def binding_roof(
-    verdict: Mapping[str, Any], card: Card | None, compute_fraction: float
+    verdict: LiveVerdict, card: Card | None, compute_fraction: float
 ) -> tuple[float, str] | None:
     """(FLOP/s, label) of the card roof a verdict's GPU is measured against.
 
@@ -167,9 +163,9 @@ def binding_roof(
     vector peak. Without the catalog (`top`) a CUDA-core pipe's roof is the verdict's own
     `compute_roof_flop_per_second`: the ceiling of the GPU's mix of pipes.
     """
-    pipe = verdict.get("pipe")
-    precision = str(verdict.get("precision") or "peak")
-    if isinstance(pipe, str) and pipe != "tensor":
+    pipe = verdict.pipe
+    precision = verdict.precision or "peak"
+    if pipe is not None and pipe != "tensor":
         vector = (
             card.vector_peak_flop_per_second(pipe)
             if card is not None and pipe in card.vector_tflops
@@ -177,15 +173,13 @@ def binding_roof(
         )
         if vector is not None:
             return vector * compute_fraction, f"{pipe} CUDA cores"
-        roof = _number(verdict.get("compute_roof_flop_per_second"))
+        roof = _number(verdict.compute_roof_flop_per_second)
         return (roof, f"{pipe} pipe mix") if roof is not None else None
-    peak = _number(verdict.get("peak_flop_per_second"))
+    peak = _number(verdict.peak_flop_per_second)
     return (peak, PRECISION_LABELS.get(precision, precision)) if peak is not None else None
 
 
-def _roofs(
-    card: Card | None, compute_fraction: float, members: Sequence[Mapping[str, Any]]
-) -> list[ComputeRoof]:
+def _roofs(card: Card | None, compute_fraction: float, members: Sequence[LiveVerdict]) -> list[ComputeRoof]:
     """The card's roofs (or, without it, the precisions' peaks the verdicts carry), the ones a
     GPU here is measured against marked in use, and any such roof the card lacks added."""
     in_use: list[tuple[float, str]] = []
@@ -198,8 +192,8 @@ def _roofs(
         roofs = card_roofs(card, compute_fraction)
     else:
         for m in members:  # the precision's peak, even where a pipe's roof is the one in use
-            peak = _number(m.get("peak_flop_per_second"))
-            precision = str(m.get("precision") or "peak")
+            peak = _number(m.peak_flop_per_second)
+            precision = m.precision or "peak"
             if peak is not None and not any(_same(peak, r.flop_per_second) for r in roofs):
                 roofs.append(
                     ComputeRoof(label=PRECISION_LABELS.get(precision, precision), flop_per_second=peak)
@@ -218,19 +212,17 @@ def _roofs(
     return out
 
 
-def _point(verdict: Mapping[str, Any], trails: Mapping[str, tuple[TrailPoint, ...]] | None) -> ChartPoint:
-    attribution = verdict.get("attribution")
-    pod = attribution.get("pod") if isinstance(attribution, Mapping) else None
-    uuid = str(verdict.get("uuid") or "")
-    instance = verdict.get("gpu_instance")
-    trail = trails.get(trail_key(uuid, instance if isinstance(instance, int) else None), ()) if trails else ()
-    regime = verdict.get("regime")
+def _point(verdict: LiveVerdict, trails: Mapping[str, tuple[TrailPoint, ...]] | None) -> ChartPoint:
+    attribution = verdict.attribution
+    pod = attribution.pod if attribution is not None else None
+    instance = verdict.gpu_instance
+    trail = trails.get(trail_key(verdict.uuid or "", instance), ()) if trails else ()
     return ChartPoint(
-        key=point_key(verdict),
-        regime=regime if isinstance(regime, str) else None,
-        intensity=_number(verdict.get("intensity_flop_per_byte")),
-        flop_per_second=_number(verdict.get("achieved_flop_per_second")),
-        timestamp=_number(verdict.get("timestamp")),
+        key=point_key(verdict.gpu, instance),
+        regime=verdict.regime,
+        intensity=_number(verdict.intensity_flop_per_byte),
+        flop_per_second=_number(verdict.achieved_flop_per_second),
+        timestamp=_number(verdict.timestamp),
         detail=str(pod) if pod else "",
         trail=trail,
     )

@@ -39,6 +39,9 @@ class RegimeLook:
 REGIME_LOOKS: dict[str, RegimeLook] = {
     "memory_bound": RegimeLook(word="memory-bound", shape="circle", colour="#0072b2", ansi="34"),
     "compute_bound": RegimeLook(word="compute-bound", shape="square", colour="#d55e00", ansi="31"),
+    "interconnect_bound": RegimeLook(
+        word="interconnect-bound", shape="triangle_down", colour="#3a9bd5", ansi="36"
+    ),
     "latency_bound": RegimeLook(word="latency-bound", shape="diamond", colour="#cc79a7", ansi="35"),
     "balanced": RegimeLook(word="balanced", shape="triangle", colour="#b07800", ansi="33"),
     "idle": RegimeLook(word="idle", shape="ring", colour="#7f7f7f", ansi="90"),
@@ -47,8 +50,9 @@ REGIME_LOOKS: dict[str, RegimeLook] = {
 """Every regime's look, in the order tables sort them (the walls first, then neither).
 
 The colours are Okabe & Ito's colour-blind-safe set ("Color Universal Design", 2008: blue,
-vermillion, reddish purple, bluish green; balanced is its orange darkened to #b07800 for
-contrast on white) and a neutral grey for idle, chosen so each also passes 3:1 on the dark theme;
+vermillion, reddish purple, bluish green; balanced is its orange darkened to #b07800 and
+interconnect-bound its sky blue darkened to #3a9bd5, for contrast on white) and a neutral grey
+for idle, chosen so each also passes 3:1 on the dark theme;
 the shape and the word say the same without colour. A regime not listed is shown as `unknown`
 is, under its own name."""
 
@@ -66,6 +70,7 @@ REGIME_GLYPHS: dict[str, str] = {
     "diamond": "◆",
     "ring": "○",
     "triangle": "▲",
+    "triangle_down": "▼",
     "cross": "✕",
 }
 """The same shapes as text, for the table and the terminal."""

@@ -11,9 +11,16 @@ the order uses what a request's history does tell:
   next check is the waiting one whose peer has the lowest score, so a scraper connecting from
   an address that has not been guessing is checked next, however many guesses wait. When every
   slot is taken, a newcomer from a cleaner peer takes the slot of the guess from the worst one.
+* **The user name's record at that peer.** The same score is kept per user name and peer, and
+  ranks next; when a peer's slots are all taken, a newcomer for a user name with fewer checks
+  waiting there takes the place of the newest guess for the one with most. A guesser spraying
+  one user name from an address cannot starve another user's scraper on that address.
 * **A credential that was refused unchecked and comes back** (a client retrying after 429) goes
   before its peer's fresh guesses: a guesser gains nothing by repeating a guess it never had
   answered, while a scraper sharing the guessers' address repeats its password every scrape.
+
+The checks cost bounded CPU: after each one the worker rests so that password checks take at
+most `CPU_SHARE` of one core, however many wait (the rest is the scrapes' and the loop's).
 
 Credentials verified once never come here (exporter/web/webconfig.py caches them), and wrong
 ones seen before are answered from a cache too. Everything here runs on the event loop's
@@ -27,7 +34,7 @@ import functools
 import ipaddress
 import itertools
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,6 +52,9 @@ OWED_CREDENTIALS = 1024
 """Credentials refused unchecked that are remembered so their retry goes first."""
 OWED_SECONDS = 600.0
 """How long such a credential keeps its place: a few scrape intervals."""
+CPU_SHARE = 0.25
+"""The most of one core password checks may take: after a check of c CPU seconds the worker rests
+c × (1 / CPU_SHARE − 1) before the next, so a flood leaves the rest to the authorised path."""
 
 
 def peer_key(client: tuple[str, int] | None) -> str:
@@ -66,42 +76,58 @@ def peer_key(client: tuple[str, int] | None) -> str:
 @dataclass(eq=False)
 class _Job:
     peer: str
+    user: str
     owed: bool
     order: int
     run: Callable[[], bool]
     done: asyncio.Future[bool | None] = field(repr=False)
 
+    @property
+    def user_at_peer(self) -> str:
+        return f"{self.peer}\0{self.user}"
+
+
+def _timed(run: Callable[[], bool], cpu_clock: Callable[[], float]) -> tuple[bool, float]:
+    """run() on the worker, and the CPU seconds it took there (what the budget counts)."""
+    started = cpu_clock()
+    verdict = run()
+    return verdict, cpu_clock() - started
+
 
 class _Scores:
-    """Each peer's failure score, decayed by FAILURE_HALF_LIFE_SECONDS, at most TRACKED_PEERS."""
+    """A failure score per key (a peer, or a user name at a peer), decayed by
+    FAILURE_HALF_LIFE_SECONDS, at most TRACKED_PEERS keys."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._scores: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
-    def get(self, peer: str) -> float:
-        entry = self._scores.get(peer)
+    def get(self, key: str, now: float | None = None) -> float:
+        """The score now (or at `now`: one instant for every check compared, so ties stay ties)."""
+        entry = self._scores.get(key)
         if entry is None:
             return 0.0
         score, at = entry
-        decay: float = 0.5 ** ((self._clock() - at) / FAILURE_HALF_LIFE_SECONDS)
+        elapsed = (self._clock() if now is None else now) - at
+        decay: float = 0.5 ** (elapsed / FAILURE_HALF_LIFE_SECONDS)
         return score * decay
 
-    def failed(self, peer: str) -> None:
-        self._put(peer, self.get(peer) + 1.0)
+    def failed(self, key: str) -> None:
+        self._put(key, self.get(key) + 1.0)
 
-    def succeeded(self, peer: str) -> None:
-        self._scores.pop(peer, None)
+    def succeeded(self, key: str) -> None:
+        self._scores.pop(key, None)
 
-    def _put(self, peer: str, score: float) -> None:
-        self._scores[peer] = (score, self._clock())
-        self._scores.move_to_end(peer)
+    def _put(self, key: str, score: float) -> None:
+        self._scores[key] = (score, self._clock())
+        self._scores.move_to_end(key)
         while len(self._scores) > TRACKED_PEERS:
             self._scores.popitem(last=False)
 
 
 class CheckPool:
-    """Password checks on one worker thread, chosen by the peer's record; at most `max_pending` wait."""
+    """Password checks on one worker thread, chosen by the peer's record; at most `max_pending`
+    wait, and they take at most `cpu_share` of a core."""
 
     def __init__(
         self,
@@ -109,6 +135,8 @@ class CheckPool:
         max_pending: int = MAX_PENDING,
         peer_pending: int = PEER_PENDING,
         clock: Callable[[], float] = time.monotonic,
+        cpu_share: float = CPU_SHARE,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ridgeline-bcrypt")
         self._workers = workers
@@ -120,6 +148,14 @@ class CheckPool:
         self._waiting: list[_Job] = []
         self._running = 0
         self._order = itertools.count()
+        self._cpu_share = cpu_share
+        self._cpu_clock = cpu_clock
+        """The worker thread's CPU seconds (time.thread_time, read on the worker)."""
+        self._rest_until = 0.0
+        """The event loop's time before which no check starts (the worker's rest after the last)."""
+        self._wake: asyncio.TimerHandle | None = None
+        self.busy_seconds = 0.0
+        """CPU seconds spent in checks since start."""
 
     @property
     def pending(self) -> int:
@@ -141,7 +177,14 @@ class CheckPool:
         """verify(user, password) on the worker; None when refused unchecked (no room for it)."""
         owed = self._take_owed(digest)
         done: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
-        job = _Job(peer, owed, next(self._order), lambda: verify(user, password), done)
+        job = _Job(
+            peer=peer,
+            user=user,
+            owed=owed,
+            order=next(self._order),
+            run=lambda: verify(user, password),
+            done=done,
+        )
         if not self._admit(job):
             self._owe(digest)
             return None
@@ -151,29 +194,61 @@ class CheckPool:
             self._owe(digest)
         elif verdict:
             self._scores.succeeded(peer)
+            self._scores.succeeded(job.user_at_peer)
         else:
             self._scores.failed(peer)
+            self._scores.failed(job.user_at_peer)
         return verdict
 
     # -- admission and order ---------------------------------------------------------------------
 
-    def _rank(self, job: _Job) -> tuple[float, int, int]:
-        return (self._scores.get(job.peer), 0 if job.owed else 1, job.order)
+    def _ranking(self) -> Callable[[_Job], tuple[float, float, int, int]]:
+        """The order of checks, lowest first, as of one instant."""
+        scores, now = self._scores, self._clock()
+
+        def rank(job: _Job) -> tuple[float, float, int, int]:
+            return (
+                scores.get(job.peer, now),
+                scores.get(job.user_at_peer, now),
+                0 if job.owed else 1,
+                job.order,
+            )
+
+        return rank
 
     def _admit(self, job: _Job) -> bool:
         mine = [waiting for waiting in self._waiting if waiting.peer == job.peer]
         if len(mine) >= self.peer_pending:
-            yielding = [waiting for waiting in mine if not waiting.owed] if job.owed else []
-            if not yielding:
+            yielding = self._yields_to(job, mine)
+            if yielding is None:
                 return False
-            self._refuse(max(yielding, key=lambda waiting: waiting.order))  # its newest guess
+            self._refuse(yielding)
         elif len(self._waiting) >= self.max_pending:
-            worst = max(self._waiting, key=self._rank)
-            if self._rank(worst) <= self._rank(job):
+            rank = self._ranking()
+            worst = max(self._waiting, key=rank)
+            if rank(worst) <= rank(job):
                 return False
             self._refuse(worst)
         self._waiting.append(job)
         return True
+
+    @staticmethod
+    def _yields_to(job: _Job, mine: list[_Job]) -> _Job | None:
+        """Which of its peer's waiting checks makes room for `job` when the peer has no slot left:
+        for a retry, the peer's newest fresh guess; else the newest guess for the user name with
+        most checks waiting, when `job`'s user name has fewer; else none."""
+        if not mine:
+            return None
+        if job.owed:
+            candidates = [waiting for waiting in mine if not waiting.owed]
+        else:
+            per_user = Counter(waiting.user for waiting in mine)
+            crowded, most = per_user.most_common(1)[0]
+            if per_user[job.user] + 1 >= most:
+                return None
+            candidates = [waiting for waiting in mine if waiting.user == crowded]
+            candidates = [waiting for waiting in candidates if not waiting.owed] or candidates
+        return max(candidates, key=lambda waiting: waiting.order) if candidates else None
 
     def _refuse(self, job: _Job) -> None:
         self._waiting.remove(job)
@@ -181,21 +256,37 @@ class CheckPool:
             job.done.set_result(None)
 
     def _dispatch(self) -> None:
+        """Start the best-ranked waiting checks on free workers, unless the worker is resting;
+        the choice is made when a check starts, so a check that came in during the rest can win."""
         loop = asyncio.get_running_loop()
+        rest = self._rest_until - loop.time()
+        if rest > 0:
+            if self._wake is None and self._waiting:
+                self._wake = loop.call_later(rest, self._woken)
+            return
         while self._running < self._workers and self._waiting:
-            job = min(self._waiting, key=self._rank)
+            job = min(self._waiting, key=self._ranking())
             self._waiting.remove(job)
             if job.done.done():  # its client went away
                 continue
             self._running += 1
-            outcome = loop.run_in_executor(self._executor, job.run)
+            outcome = loop.run_in_executor(self._executor, _timed, job.run, self._cpu_clock)
             outcome.add_done_callback(functools.partial(self._finished, job))
 
-    def _finished(self, job: _Job, outcome: asyncio.Future[bool]) -> None:
+    def _woken(self) -> None:
+        self._wake = None
+        self._dispatch()
+
+    def _finished(self, job: _Job, outcome: asyncio.Future[tuple[bool, float]]) -> None:
         self._running -= 1
+        error = outcome.exception()
+        verdict, cpu = (False, 0.0) if error is not None else outcome.result()
+        self.busy_seconds += cpu
+        if self._cpu_share < 1:
+            rest = cpu * (1 / self._cpu_share - 1)
+            self._rest_until = max(self._rest_until, asyncio.get_running_loop().time() + rest)
         if not job.done.done():
-            error = outcome.exception()
-            job.done.set_result(False if error is not None else outcome.result())
+            job.done.set_result(verdict)
         self._dispatch()
 
     # -- credentials refused unchecked -----------------------------------------------------------

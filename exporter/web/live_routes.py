@@ -8,7 +8,6 @@ they run on the event loop without a thread-pool hop, and cannot block it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -18,45 +17,25 @@ from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import Estimate
 from exporter.state import GpuState, Snapshot
+from exporter.verdict import (
+    LiveVerdict,
+    VerdictAttribution,
+    VerdictReducedClock,
+    VerdictSmoothing,
+    VerdictTotals,
+)
 from exporter.view.ridge import own_ridge, ridge_note
 from exporter.web.responses import error_body, json_response
 
-_ESTIMATE_FIELDS: tuple[str, ...] = (
-    "pipe",
-    "compute_roof_flop_per_second",
-    "intensity_flop_per_byte",
-    "position",
-    "regime",
-    "raw_regime",
-    "smoothed_regime",
-    "attainable_flop_per_second",
-    "fraction_of_peak",
-    "lever",
-    "achieved_flop_per_second",
-    "achieved_bandwidth_bytes_per_second",
-    "flop_utilization",
-    "roofline_efficiency",
-    "dram_active",
-    "tensor_active",
-    "clock_ratio",
-    "vector_clock_ratio",
-    "gr_engine_active",
-    "gr_engine_contradicted",
-    "uncounted_pipes",
-    "clock_event_reasons",
-    "clock_causes",
-    "sm_active",
-    "sm_occupancy",
-    "fp64_active",
-    "fp32_active",
-    "fp16_active",
+_OWN_FIELDS = frozenset({"card", "unknown_because", "link_utilization"})
+"""LiveVerdict fields an Estimate also has that the verdict takes elsewhere: the card from the
+GpuState (known through blank readings), unknown_because as [] without a reading,
+link_utilization as a {link: load} object ({} without a reading)."""
+
+_ESTIMATE_FIELDS: tuple[str, ...] = tuple(
+    name for name in LiveVerdict._fields if name in Estimate._fields and name not in _OWN_FIELDS
 )
-"""Estimate attributes a live verdict carries under the same names (null without a reading)."""
-
-
-def _fields_of(record: object | None, names: tuple[str, ...]) -> dict[str, Any]:
-    """`names` read off `record`, or all null when there is no record (a blank reading)."""
-    return {name: None if record is None else getattr(record, name) for name in names}
+"""LiveVerdict fields copied from the Estimate by name (null without a reading)."""
 
 
 NO_READING_HINT = (
@@ -86,14 +65,25 @@ def reading_state(gpu: GpuState, estimate: Estimate | None) -> tuple[str, str | 
     return "ok", None
 
 
-def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
-    """One GPU's live verdict: the counter form of POST /classify plus entity, pod and smoothing.
+def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> LiveVerdict:
+    """One GPU's live verdict (exporter/verdict.py): the counter form of POST /classify plus
+    entity, pod and smoothing; built once per GpuState, which belongs to one snapshot.
 
     Fields that need a reading (or a known card) are null until there is one; `reading` and
     `no_verdict_reason` say why there is no verdict, `missing_fields` which profiling fields
     the source lacks and `unknown_because` which of them an `unknown` regime needs;
     `own_ridge_flop_per_byte` and `ridge_note` say when the GPU's ridge is not the card's.
     """
+    memo = gpu.derived
+    if memo is not None and memo.verdict is not None:
+        return memo.verdict
+    verdict = _build_verdict(gpu, snapshot)
+    if memo is not None:
+        memo.verdict = verdict
+    return verdict
+
+
+def _build_verdict(gpu: GpuState, snapshot: Snapshot) -> LiveVerdict:
     entity = gpu.entity
     estimate = None if gpu.mig_parent else gpu.estimate  # its instances carry the verdicts
     smoothing = gpu.inference.smoothing
@@ -101,50 +91,49 @@ def gpu_verdict(gpu: GpuState, snapshot: Snapshot) -> dict[str, Any]:
     attribution = gpu.attribution
     totals = gpu.totals
     reading, no_verdict_reason = reading_state(gpu, estimate)
-    answer: dict[str, Any] = {
-        "gpu": entity.gpu,
-        "uuid": entity.uuid,
-        "model": entity.model,
-        "gpu_instance": entity.gpu_instance,
-        "attribution": (
+    copied = {name: None if estimate is None else getattr(estimate, name) for name in _ESTIMATE_FIELDS}
+    verdict = LiveVerdict(
+        gpu=entity.gpu,
+        uuid=entity.uuid,
+        model=entity.model,
+        gpu_instance=entity.gpu_instance,
+        attribution=(
             None
             if attribution is None
-            else {
-                "namespace": attribution.namespace,
-                "pod": attribution.pod,
-                "container": attribution.container,
-            }
+            else VerdictAttribution(
+                namespace=attribution.namespace, pod=attribution.pod, container=attribution.container
+            )
         ),
-        "timestamp": gpu.last_sample_timestamp,
-        "reading": reading,
-        "no_verdict_reason": no_verdict_reason,
-        "missing_fields": list(gpu.inference.missing_fields),
-        "unknown_because": list(estimate.unknown_because) if estimate is not None else [],
-        "mig_parent": gpu.mig_parent,
-        "card": gpu.card,
-        **_fields_of(estimate, ("precision", "precision_note")),
-        **_fields_of(roof, ("peak_flop_per_second", "bandwidth_bytes_per_second", "ridge_flop_per_byte")),
-        **_fields_of(estimate, _ESTIMATE_FIELDS),
-        "smoothing": {
-            "time_constant_seconds": snapshot.smoothing_seconds,
-            "dwell_seconds": snapshot.dwell_seconds,
-            "pending_regime": smoothing.pending_regime if smoothing else None,
-            "pending_since": smoothing.pending_since if smoothing else None,
-        },
-        "totals": {
-            "regime_seconds": None if totals.regime_seconds is None else dict(totals.regime_seconds),
-            "flop_total": totals.flop_total,
-            "dram_bytes_total": totals.dram_bytes_total,
-            "integrated_seconds": totals.integrated_seconds,
-        },
-    }
-    answer["own_ridge_flop_per_byte"] = own_ridge(answer)
-    answer["ridge_note"] = ridge_note(answer)
-    answer["reduced_clock"] = reduced_clock_answer(estimate)
-    return answer
+        timestamp=gpu.last_sample_timestamp,
+        reading=reading,
+        no_verdict_reason=no_verdict_reason,
+        missing_fields=gpu.inference.missing_fields,
+        unknown_because=estimate.unknown_because if estimate is not None else (),
+        mig_parent=gpu.mig_parent,
+        card=gpu.card,
+        peak_flop_per_second=None if roof is None else roof.peak_flop_per_second,
+        bandwidth_bytes_per_second=None if roof is None else roof.bandwidth_bytes_per_second,
+        ridge_flop_per_byte=None if roof is None else roof.ridge_flop_per_byte,
+        smoothing=VerdictSmoothing(
+            time_constant_seconds=snapshot.smoothing_seconds,
+            dwell_seconds=snapshot.dwell_seconds,
+            pending_regime=smoothing.pending_regime if smoothing else None,
+            pending_since=smoothing.pending_since if smoothing else None,
+        ),
+        totals=VerdictTotals(
+            regime_seconds=None if totals.regime_seconds is None else dict(totals.regime_seconds),
+            flop_total=totals.flop_total,
+            dram_bytes_total=totals.dram_bytes_total,
+            integrated_seconds=totals.integrated_seconds,
+        ),
+        reduced_clock=reduced_clock_of(estimate),
+        link_utilization={} if estimate is None else dict(estimate.link_utilization),
+        **copied,
+    )
+    return verdict._replace(own_ridge_flop_per_byte=own_ridge(verdict), ridge_note=ridge_note(verdict))
 
 
-def reduced_clock_answer(estimate: Estimate | None) -> dict[str, Any] | None:
+def reduced_clock_of(estimate: Estimate | None) -> VerdictReducedClock | None:
     """The clock marker's facts (clock_events.reduced_clock) with its tooltip; None without one."""
     if estimate is None:
         return None
@@ -157,13 +146,13 @@ def reduced_clock_answer(estimate: Estimate | None) -> dict[str, Any] | None:
     )
     if marker is None:
         return None
-    return {
-        "clock_ratio": marker.clock_ratio,
-        "causes": list(marker.causes),
-        "cause_text": clock_events.cause_words(marker.causes),
-        "give_back": marker.give_back,
-        "note": clock_events.reduced_clock_note(marker),
-    }
+    return VerdictReducedClock(
+        clock_ratio=marker.clock_ratio,
+        causes=marker.causes,
+        cause_text=clock_events.cause_words(marker.causes),
+        give_back=marker.give_back,
+        note=clock_events.reduced_clock_note(marker),
+    )
 
 
 def build_live_router(
@@ -220,7 +209,7 @@ def build_live_router(
                 "source_up": snapshot.source.up,
                 "ready": ready,
                 "reason": reason,
-                "gpus": [gpu_verdict(g, snapshot) for g in snapshot.gpus],
+                "gpus": [gpu_verdict(g, snapshot).to_json() for g in snapshot.gpus],
             }
         )
 
@@ -243,8 +232,8 @@ def build_live_router(
             detail = f"no GPU {gpu!r} on this node; present: {listing}"
             return json_response(error_body(detail, "gpu"), status_code=404)
         if len(found) == 1:
-            return json_response(gpu_verdict(found[0], snapshot))
+            return json_response(gpu_verdict(found[0], snapshot).to_json())
         # A MIG-partitioned GPU by index: every instance on it.
-        return json_response({"gpu": gpu, "instances": [gpu_verdict(g, snapshot) for g in found]})
+        return json_response({"gpu": gpu, "instances": [gpu_verdict(g, snapshot).to_json() for g in found]})
 
     return router

@@ -23,15 +23,19 @@ sizes the accept queue (from the open-file limit). What they cannot do is done b
   are kept (at most one record, 16 KiB), and only then is the TLS state made (`LeanSSLProtocol`,
   a 16 KiB buffer) with the web config's current context, fed those bytes, under a handshake
   deadline of its own (`TLS_HANDSHAKE_SECONDS`). A client that stalls inside its ClientHello
-  holds no TLS state. At most `MAX_PENDING_HANDSHAKES` handshakes are in progress; a new one
-  closes the oldest, which a real client (milliseconds) never is.
+  holds no TLS state, so up to `MAX_PENDING_HELLOS` of them stand beside the cap instead of
+  counting against it (`hello_room`): closing them to get back under the cap only fed clients
+  that reconnect at once, and the loop spent its turns accepting them (3,000 stalled
+  ClientHellos: a scrape 37× its idle time). At most `MAX_PENDING_HANDSHAKES` handshakes are in
+  progress; a new one closes the oldest, which a real client (milliseconds) never is.
 * The accept path evicts nothing that has not had a turn to send its request. asyncio accepts a
   whole backlog in one go, so a batch of newcomers used to evict each other, and a scraper among
   them, before any request was read (slow clients reconnecting at once past the cap: a quarter of
   scrapes reset). Newcomers may now take up to `overflow` places past the cap; two turns of the
   loop later their first reads are in, and the connections that still sent no request are
   closed, longest waiting first, once they have waited `TRIM_AFTER_SECONDS`, until the cap holds
-  again (closing at once would only feed a client that reconnects at once).
+  again (closing at once would only feed a client that reconnects at once). asyncio accepts
+  `ACCEPT_BATCH` connections a turn, not a whole backlog, so a scrape's reads come between.
 
 * uvicorn's main loop wakes ten times a second for housekeeping that it does once a second (the
   Date header) and to notice a request to stop. On an idle node that was most of Ridgeline's
@@ -74,6 +78,13 @@ FD_RESERVE = 64
 TRIM_AFTER_SECONDS = 0.5
 """Past the cap, how long a connection with no request may stand before it is closed to get back
 under the cap (at the cap plus its overflow, sooner)."""
+MAX_PENDING_HELLOS = 4096
+"""TLS connections whose ClientHello is not whole yet that do not count against the cap (each
+holds no TLS state: what a plain connection costs); past them, they count as any other."""
+HELLO_BYTES = 16 * 1024 * 1024
+"""Bytes of unfinished ClientHellos kept, all connections together (one may keep a record, 18
+KiB); past it the one that waited longest after its turn is closed, so 4,096 beside the cap
+cannot each keep a record's worth."""
 MAX_PENDING_HANDSHAKES = 128
 """TLS handshakes in progress at most (each holds TLS state); a new one closes the oldest."""
 TLS_HANDSHAKE_SECONDS = 3.0
@@ -84,8 +95,12 @@ TLS_RECORD_MAX = 16 * 1024 + 2048
 TLS_READ_BUFFER = 16 * 1024 + 512
 """One TLS record (16 KiB of plaintext and its framing): the read size of a TLS connection."""
 MAX_ACCEPT_BACKLOG = 1024
-"""The listen() queue at most. asyncio also accepts up to this many connections in one go
-before the cap sees them, so it is sized from the open-file limit (`accept_backlog`)."""
+"""The listen() queue at most, sized from the open-file limit (`accept_backlog`)."""
+ACCEPT_BATCH = 16
+"""Connections asyncio accepts per turn of the event loop. asyncio accepts as many as the
+backlog it was given in one callback (1,024 here) before anything else runs; under a flood of
+reconnecting clients each such turn took seconds of a loaded machine's share, and a scrape
+waited for every one (`QuietServer.startup` gives asyncio this and the kernel the backlog)."""
 
 
 class ListenError(Exception):
@@ -149,6 +164,14 @@ def probation_room(cap: int, open_file_limit: int) -> int:
     return max(0, min(accept_backlog(open_file_limit), room - cap))
 
 
+def hello_room(cap: int, open_file_limit: int) -> int:
+    """How many TLS connections waiting for their ClientHello may stand beside the cap: at most
+    MAX_PENDING_HELLOS, where the open-file limit has room for them beside the cap and its
+    overflow (none at a limit of 1,024: they count against the cap there)."""
+    room = open_file_limit - FD_RESERVE - 2 * accept_backlog(open_file_limit)
+    return max(0, min(MAX_PENDING_HELLOS, room - cap - probation_room(cap, open_file_limit)))
+
+
 def bind_listener(host: str, port: int, backlog: int = MAX_ACCEPT_BACKLOG) -> socket.socket:
     """A bound, listening socket for host:port; ListenError naming the cause otherwise."""
     try:
@@ -192,11 +215,21 @@ class ConnectionGuard:
         tls_context: Callable[[], ssl.SSLContext | None] | None = None,
         faults: EveryMinute | None = None,
         overflow: int = 0,
+        hellos: int = 0,
     ) -> None:
         self.limits = limits
         self.cap = cap if cap is not None else limits.max_connections
         self.overflow = overflow
         """Newcomers allowed past the cap until they have had their turn (`probation_room`)."""
+        self.hello_room = hellos
+        """TLS connections still waiting for their ClientHello that the cap does not count
+        (`hello_room`)."""
+        self.hellos: OrderedDict[GuardedH11Protocol, None] = OrderedDict()
+        """Open TLS connections whose ClientHello is not whole yet, oldest first."""
+        self._waiting_hellos: OrderedDict[GuardedH11Protocol, float] = OrderedDict()
+        """Those of them that have had their turn, oldest first (evicted only past hello_room)."""
+        self.hello_bytes = 0
+        """Bytes of unfinished ClientHellos kept (at most HELLO_BYTES, but for the newest one)."""
         self.backlog = backlog
         self.tls_context = tls_context or (lambda: None)
         self.faults = faults or EveryMinute()
@@ -210,27 +243,96 @@ class ConnectionGuard:
         self._turn_scheduled = False
         self._trim_scheduled = False
 
-    def admit(self, protocol: GuardedH11Protocol) -> bool:
-        """True when the new connection may stay. Past the cap and its overflow, the longest waiter
-        that has had its turn is closed for it; with none, it is refused."""
-        if len(self.open) >= self.cap + self.overflow:
-            if not self._waiting:
-                self.faults.note(
-                    "connection_cap",
-                    f"{len(self.open)} connections open (the cap, --max-connections): "
-                    "refusing new ones until requests finish",
-                )
-                return False
-            victim, _ = self._waiting.popitem(last=False)
-            self.faults.note(
-                "connection_cap",
-                f"{len(self.open)} connections open (the cap, --max-connections): closing the ones "
-                "that waited longest without sending a request",
-            )
-            victim.evict()
+    @property
+    def counted(self) -> int:
+        """Open connections the cap counts: all but the TLS ones waiting for their ClientHello
+        within `hello_room`."""
+        return len(self.open) - min(len(self.hellos), self.hello_room)
+
+    def admit(self, protocol: GuardedH11Protocol, *, hello: bool = False) -> bool:
+        """True when the new connection may stay. A TLS one (`hello`) stands beside the cap while
+        `hello_room` lasts. Past the cap and its overflow, the longest waiter that has had its
+        turn is closed for it; with none, it is refused."""
+        if hello and len(self.hellos) < self.hello_room:
+            self.open.add(protocol)
+            self.hellos[protocol] = None
+            self.fresh(protocol)
+            return True
+        if not self._make_room(newcomer=True):
+            return False
         self.open.add(protocol)
+        if hello:
+            self.hellos[protocol] = None
         self.fresh(protocol)
         return True
+
+    def hello_kept(self, size: int) -> None:
+        """`size` more bytes of unfinished ClientHellos are kept (fewer, when negative); past
+        HELLO_BYTES, the ones that waited longest after their turn are closed."""
+        self.hello_bytes += size
+        while self.hello_bytes > HELLO_BYTES and self._waiting_hellos:
+            victim, _ = self._waiting_hellos.popitem(last=False)
+            self.faults.note(
+                "tls_hellos",
+                f"{self.hello_bytes} bytes of unfinished TLS ClientHellos kept (the bound): "
+                "closing the oldest",
+            )
+            victim.evict()
+
+    def hello_over(self, protocol: GuardedH11Protocol) -> bool:
+        """`protocol`'s ClientHello is whole: from now on the cap counts it. False when it does not
+        fit and nothing that has had its turn can make room (the caller closes it)."""
+        self._waiting_hellos.pop(protocol, None)
+        if protocol not in self.hellos:
+            return True
+        within = len(self.hellos) <= self.hello_room
+        del self.hellos[protocol]
+        if within and not self._make_room(newcomer=False):
+            self.release(protocol)
+            return False
+        return True
+
+    def _make_room(self, *, newcomer: bool) -> bool:
+        """Within the cap and its overflow (with a `newcomer` not counted yet), or a waiter closed
+        to get there; False when none can be."""
+        if self.counted + (1 if newcomer else 0) <= self.cap + self.overflow:
+            return True
+        victim = self._victim()
+        if victim is None:
+            self.faults.note(
+                "connection_cap",
+                f"{self.counted} connections open (the cap, --max-connections): "
+                "refusing new ones until requests finish",
+            )
+            return False
+        self.faults.note(
+            "connection_cap",
+            f"{self.counted} connections open (the cap, --max-connections): closing the ones "
+            "that waited longest without sending a request",
+        )
+        victim.evict()
+        return True
+
+    def _evictable(self) -> list[OrderedDict[GuardedH11Protocol, float]]:
+        """The waiting lists whose closing lowers the count (ClientHello waiters only past
+        hello_room), those not empty."""
+        candidates = [self._waiting]
+        if len(self.hellos) > self.hello_room:
+            candidates.append(self._waiting_hellos)
+        return [queue for queue in candidates if queue]
+
+    def _victim(self, older_than: float | None = None) -> GuardedH11Protocol | None:
+        """The longest waiter whose closing lowers the count, if it has waited since before
+        `older_than`; it leaves its waiting list."""
+        queues = self._evictable()
+        if not queues:
+            return None
+        queue = min(queues, key=lambda q: next(iter(q.values())))
+        victim, since = next(iter(queue.items()))
+        if older_than is not None and since > older_than:
+            return None
+        del queue[victim]
+        return victim
 
     def fresh(self, protocol: GuardedH11Protocol) -> None:
         """`protocol` can send a request now (accepted, or its TLS handshake is done): it may be
@@ -245,9 +347,10 @@ class ConnectionGuard:
         asyncio.get_running_loop().call_soon(self._second_turn, batch)
 
     def _second_turn(self, batch: list[GuardedH11Protocol]) -> None:
+        now = time.monotonic()
         for protocol in batch:
             if protocol in self.open and protocol.awaiting_request:
-                self._waiting[protocol] = time.monotonic()
+                (self._waiting_hellos if protocol in self.hellos else self._waiting)[protocol] = now
         if not self._trim_scheduled:
             self._trim()
 
@@ -255,17 +358,20 @@ class ConnectionGuard:
         """Back to the cap: close the connections that waited longest without a request, once
         they have waited `TRIM_AFTER_SECONDS` (each one closed is a reconnect, if it is a flood)."""
         self._trim_scheduled = False
-        while len(self.open) > self.cap and self._waiting:
-            victim, since = next(iter(self._waiting.items()))
-            wait = since + TRIM_AFTER_SECONDS - time.monotonic()
-            if wait > 0:
-                self._trim_scheduled = True
-                asyncio.get_running_loop().call_later(wait, self._trim)
+        while self.counted > self.cap:
+            now = time.monotonic()
+            victim = self._victim(older_than=now - TRIM_AFTER_SECONDS)
+            if victim is None:
+                oldest = [next(iter(queue.values())) for queue in self._evictable()]
+                if oldest:
+                    self._trim_scheduled = True
+                    asyncio.get_running_loop().call_later(
+                        max(0.01, min(oldest) + TRIM_AFTER_SECONDS - now), self._trim
+                    )
                 return
-            del self._waiting[victim]
             self.faults.note(
                 "connection_cap",
-                f"{len(self.open)} connections open (the cap, --max-connections): closing the ones "
+                f"{self.counted} connections open (the cap, --max-connections): closing the ones "
                 "that waited longest without sending a request",
             )
             victim.evict()
@@ -279,6 +385,7 @@ class ConnectionGuard:
 
     def busy(self, protocol: GuardedH11Protocol) -> None:
         self._waiting.pop(protocol, None)
+        self._waiting_hellos.pop(protocol, None)
 
     def handshaking(self, protocol: GuardedH11Protocol) -> None:
         """`protocol` starts a TLS handshake; past the bound the oldest one in progress is closed."""
@@ -297,6 +404,8 @@ class ConnectionGuard:
     def release(self, protocol: GuardedH11Protocol) -> None:
         self.open.discard(protocol)
         self._waiting.pop(protocol, None)
+        self.hellos.pop(protocol, None)
+        self._waiting_hellos.pop(protocol, None)
         self.handshakes.pop(protocol, None)
 
 
@@ -325,6 +434,8 @@ class GuardedH11Protocol(H11Protocol):
         self._answered = 0
         self._released = False
         self._hello = bytearray()
+        self._hello_counted = 0
+        """Bytes of `_hello` the guard counts (ConnectionGuard.hello_kept)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -335,16 +446,17 @@ class GuardedH11Protocol(H11Protocol):
             self._made(transport)
             self.guard.fresh(self)
             return
-        if not self.guard.admit(self):
+        tls = self.guard.tls_context() is not None
+        if not self.guard.admit(self, hello=tls):
             self._released = True
             transport.abort()
             return
         self._raw = transport
         self._arm()
-        if self.guard.tls_context() is None:
-            self._made(transport)
+        if tls:
+            self._phase = "hello"  # TLS state is made when the ClientHello has arrived whole
         else:
-            self._phase = "hello"  # TLS state is made when the ClientHello's first bytes arrive
+            self._made(transport)
 
     @property
     def awaiting_request(self) -> bool:
@@ -355,12 +467,11 @@ class GuardedH11Protocol(H11Protocol):
         """Keep the client's first bytes until its first TLS record is whole (or cannot be one)."""
         self._hello += data
         hello = self._hello
-        if hello[0] == 0x16 and len(hello) < 5:
-            return
         length = int.from_bytes(hello[3:5], "big") if len(hello) >= 5 else 0
-        if hello[0] == 0x16 and length <= TLS_RECORD_MAX and len(hello) < 5 + length:
+        if hello[0] == 0x16 and (len(hello) < 5 or (length <= TLS_RECORD_MAX and len(hello) < 5 + length)):
+            self._keep_hello()
             return
-        self._hello = bytearray()
+        self._drop_hello()
         self._start_handshake(bytes(hello))  # whole, or not TLS at all: the TLS state says which
 
     def _start_handshake(self, hello: bytes) -> None:
@@ -369,6 +480,10 @@ class GuardedH11Protocol(H11Protocol):
         assert raw is not None
         if context is None:  # turning TLS off needs a restart (webconfig_watch), so never here
             self._release()
+            raw.close()
+            return
+        if not self.guard.hello_over(self):  # no room under the cap, and none to make
+            self._released = True
             raw.close()
             return
         self._phase = "tls"
@@ -519,9 +634,22 @@ class GuardedH11Protocol(H11Protocol):
             self.cycle.message_event.set()
         self.transport.close()
 
+    def _keep_hello(self) -> None:
+        """Tell the guard how many bytes of an unfinished ClientHello this connection keeps (it may
+        close the connection that waited longest after its turn, this one too)."""
+        grown, self._hello_counted = len(self._hello) - self._hello_counted, len(self._hello)
+        self.guard.hello_kept(grown)
+
+    def _drop_hello(self) -> None:
+        """Forget the unfinished ClientHello's bytes, and tell the guard."""
+        kept, self._hello_counted, self._hello = self._hello_counted, 0, bytearray()
+        if kept:
+            self.guard.hello_kept(-kept)
+
     def _release(self) -> None:
         if not self._released:
             self._released = True
+            self._drop_hello()
             self.guard.release(self)
 
 
@@ -555,7 +683,8 @@ class QuietServer(uvicorn.Server):
 
     tick_seconds: ClassVar[float] = 1.0
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, listen_backlog: int = MAX_ACCEPT_BACKLOG) -> None:
+        self._listen_backlog = listen_backlog
         self._stop_requested = False
         self._wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self._wake_lock = threading.Lock()
@@ -575,6 +704,14 @@ class QuietServer(uvicorn.Server):
             # also safe from a signal handler; RuntimeError: the loop has closed, nothing to wake
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(event.set)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup, with asyncio accepting `config.backlog` (ACCEPT_BATCH) connections a
+        turn; the kernel's queue is then set back to the listen backlog (asyncio's own listen()
+        set it to the batch)."""
+        await super().startup(sockets)
+        for sock in sockets or []:
+            sock.listen(self._listen_backlog)
 
     async def main_loop(self) -> None:
         stop = asyncio.Event()
@@ -602,11 +739,11 @@ def build_server(app: Any, guard: ConnectionGuard, *, access_log: bool = False) 
         log_config=None,
         log_level=None,
         access_log=access_log,
-        backlog=guard.backlog,
+        backlog=min(ACCEPT_BATCH, guard.backlog),
         timeout_keep_alive=limits.keep_alive_seconds,
         timeout_graceful_shutdown=max(1, math.ceil(limits.shutdown_timeout)),
     )
-    return QuietServer(config)
+    return QuietServer(config, listen_backlog=guard.backlog)
 
 
 def serve(server: Any, sock: socket.socket, guard: ConnectionGuard) -> bool:

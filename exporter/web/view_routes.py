@@ -20,7 +20,6 @@ import socket
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -29,6 +28,7 @@ from exporter import __version__
 from exporter.catalog import Catalog
 from exporter.roofline import REGIMES
 from exporter.state import GpuState, Snapshot
+from exporter.verdict import LiveVerdict
 from exporter.view.chart_svg import describe, render_svg, render_svg_document
 from exporter.view.node_view import Unplaced, charts_from_verdicts, point_key
 from exporter.view.roofline_chart import ChartSpec, TrailPoint, layout
@@ -169,7 +169,7 @@ class ViewBuilder:
         snapshot: Snapshot,
         gpus: tuple[GpuState, ...] | None = None,
         trails: Mapping[str, tuple[TrailPoint, ...]] | None = None,
-    ) -> tuple[list[ChartSpec], list[Unplaced], list[dict[str, Any]]]:
+    ) -> tuple[list[ChartSpec], list[Unplaced], list[LiveVerdict]]:
         """The verdicts (as GET /classify has them) of `gpus` (default: all), and their charts."""
         verdicts = [gpu_verdict(g, snapshot) for g in (snapshot.gpus if gpus is None else gpus)]
         specs, unplaced = charts_from_verdicts(
@@ -213,7 +213,7 @@ class ViewBuilder:
             "interval_seconds": snapshot.interval_seconds,
             "source": snapshot.source.name,
             "source_up": snapshot.source.up,
-            "gpus": verdicts,
+            "gpus": [v.to_json() for v in verdicts],
             "charts": charts,
             "unplaced": _unplaced_json(unplaced),
             "regimes": regimes_json(),
@@ -264,10 +264,7 @@ def view_router(
         if gpu is not None:
             found = snapshot.find(gpu)
             if not found:
-                present = ", ".join(
-                    point_key({"gpu": g.entity.gpu, "gpu_instance": g.entity.gpu_instance})
-                    for g in snapshot.gpus
-                )
+                present = ", ".join(point_key(g.entity.gpu, g.entity.gpu_instance) for g in snapshot.gpus)
                 return json_response(
                     {
                         "error": f"no GPU {gpu!r} on this node; present: {present or 'none yet'}",

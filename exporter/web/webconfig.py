@@ -24,11 +24,11 @@ once, is answered without bcrypt, in constant time, and a reload keeps the outco
 whose hash did not change. `/healthz` is exempt by default: liveness probes cannot carry
 credentials without putting them in the pod spec, and it reveals only that the process is alive.
 
-Password guessing is bounded, not just slow: bcrypt runs on one thread, a hash's cost is at most
-`MAX_BCRYPT_COST`, and exporter/web/auth_admission.py picks which waiting check runs next by the
-peer's record, so guessers cannot starve a scraper's first check. A guess with no room is held
-for `REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and answered 429 with Retry-After
-(benchmarks/bench_hostile.py, docs/daemon.md).
+Password guessing is bounded, not just slow: bcrypt runs on one thread, at most a quarter of a
+core, a hash's cost is at most `MAX_BCRYPT_COST`, and exporter/web/auth_admission.py picks which
+waiting check runs next by the peer's record, so guessers cannot starve a scraper's first check.
+A guess with no room is held for one to two times `REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and
+answered 429 with Retry-After (benchmarks/bench_hostile.py, docs/daemon.md).
 
 The TLS context and the users can change while serving: exporter/web/webconfig_watch.py reloads
 the file when it or a file it names changes, and hands out the current ones.
@@ -42,6 +42,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import random
 import re
 import ssl
 from collections import OrderedDict
@@ -90,8 +91,10 @@ BCRYPT_MAX_PASSWORD_BYTES = 72
 REJECTED_CACHE = 4096
 """Wrong credentials remembered (least recently used forgotten first)."""
 REFUSAL_DELAY_SECONDS = 3.0
-"""How long a refused guess is held before its 429, so a refused client cannot spin: guessers that
-wait for their answer send a third as many guesses as at 1 s, each one work for the event loop."""
+"""How long a refused guess is held before its 429, at least, so a refused client cannot spin:
+guessers that wait for their answer send a third as many guesses as at 1 s, each one work for the
+event loop. Each hold is drawn from one to two times this, so guesses refused together do not
+come back together (a flood's refusals arrived as one burst every 3 s)."""
 
 
 class WebConfigError(ValueError):
@@ -411,7 +414,7 @@ class BasicAuthMiddleware:
                     f"{self.pool.peer_pending} per client address): refusing guesses with 429"
                 )
             if self._hold_refusals():
-                await asyncio.sleep(self._refusal_delay)
+                await asyncio.sleep(self._refusal_delay * random.uniform(1.0, 2.0))
             await _plain(
                 send, 429, b"Too many password checks at once; retry later\n", [(b"retry-after", b"1")]
             )
