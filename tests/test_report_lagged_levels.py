@@ -33,6 +33,8 @@ from typing import Any, TextIO
 import pytest
 from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, running_stack
 
+from exporter.roofline import REGIMES
+
 pytestmark = REQUIRES_PROMETHEUS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +43,6 @@ SCRAPE = 15
 EVALUATION = 60
 AGE = {"namespace_pod": 5.0, "instance": 10.0, "cluster": 63.0}
 """How old each level's data is when it is recorded (seconds behind its evaluation time)."""
-REGIMES = ("idle", "memory_bound", "compute_bound", "latency_bound", "unknown")
 TOLERANCE = 0.01
 
 
