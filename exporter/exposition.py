@@ -183,7 +183,9 @@ def build_families(snapshot: Snapshot, collectors: Collection[str] = DEFAULT_COL
         out.append(_hpc_job_family(labelled))
     if "regime" in collectors:
         out.append(_regime_family(labelled))
-        out.append(_share_family(labelled))
+        share = _share_family(labelled)
+        if share.rows:  # MIG instances only: a node without MIG gets no empty HELP/TYPE header
+            out.append(share)
     if "totals" in collectors:
         out.extend(_totals_families(labelled))
     if "engine" in collectors:

@@ -10,6 +10,7 @@ shared, they are dict keys, and as dataclasses they never compare equal to a pla
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -71,6 +72,12 @@ class Sample(NamedTuple):
     hpc_job: str | None = None
     """The HPC job id(s) on this GPU, comma-separated, when the source knows them (a scraped
     dcgm-exporter page with its job mapping on); else the sampler asks --hpc-job-mapping-dir."""
+
+
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}")
+"""An HPC job id: Slurm ids are digits, array tasks `1234_7`, heterogeneous components `1234+0`;
+other schedulers use letters and dots. Never a comma (the separator of join_hpc_jobs), a space,
+a quote or a control character: a value outside it is no job id and is left out where read."""
 
 
 def join_hpc_jobs(jobs: list[str]) -> str | None:

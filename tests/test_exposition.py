@@ -396,3 +396,20 @@ def test_a_bad_collector_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RIDGELINE_COLLECTOR_ENGINE", "sometimes")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--replay", "demo"])
+
+
+def test_the_share_family_is_left_out_where_no_mig_instance_reports() -> None:
+    """A whole GPU has no share series, so a node without MIG gets no HELP/TYPE header for it
+    either; the node with an instance gets the family."""
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    for i in range(3):
+        sampler.ingest([s for s in batch(1000.0 + i) if s.entity.gpu_instance is None])
+    for openmetrics in (False, True):
+        whole = MetricsEndpoint(lambda: sampler.snapshot).render(
+            "application/openmetrics-text; version=1.0.0" if openmetrics else None
+        )[0]
+        assert b"ridgeline_gpu_share_ratio" not in whole
+        assert b"# TYPE ridgeline_regime gauge" in whole
+    mig = MetricsEndpoint(snapshot_after).render(None)[0].decode()
+    assert "# TYPE ridgeline_gpu_share_ratio gauge" in mig
+    assert [labels["gpu_instance"] for labels, _ in series(mig)["ridgeline_gpu_share_ratio"]] == ["3"]

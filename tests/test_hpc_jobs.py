@@ -474,3 +474,20 @@ def test_the_documented_per_job_queries_count_each_gpu_once_overall(tmp_path: Pa
         ["promtool", "test", "rules", str(test_file)], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_scraped_hpc_job_with_a_comma_is_no_job_not_two() -> None:
+    """Ridgeline joins a GPU's jobs with commas (sample.join_hpc_jobs) and ridgeline_hpc_job_info
+    splits them again, so a dcgm-exporter label hpc_job="12,34" would come out as jobs 12 and 34:
+    it is no job id (the mapping directory's rule) and is left out; the readings are kept."""
+    page = (SCRAPE_DATA / "legacy-h100-no-pods.txt").read_text()
+    lines = []
+    for line in page.splitlines():
+        if line.startswith("DCGM_FI_") and 'gpu="0"' in line:
+            lines += [line.replace("{", '{hpc_job="12,34",'), line.replace("{", '{hpc_job="56",')]
+        else:
+            lines.append(line)
+    samples = {s.entity.gpu: s for s in parse_page("\n".join(lines) + "\n", 1.0)}
+    assert samples[0].hpc_job == "56"
+    plain = {s.entity.gpu: s for s in parse_page(page, 1.0)}
+    assert samples[0].values == plain[0].values

@@ -1,6 +1,6 @@
 """The node daemon without the client tools (issue 18.7): `serve` never loads textual, matplotlib
-or grpc unless kubelet attribution runs, and a client command whose extra is missing says which
-in one line, exit 2, no traceback.
+or grpc unless kubelet attribution runs, nor a websocket library (it serves no websocket), and a
+client command whose extra is missing says which in one line, exit 2, no traceback.
 
 Each test runs the real command in its own process with a directory of stand-in packages first
 on PYTHONPATH. A "tripwire" stand-in ends the process with TRIPPED the moment it is imported, so
@@ -44,10 +44,11 @@ def ridgeline(*args: str, env: dict[str, str], timeout: float = 60) -> subproces
     )
 
 
-def test_serve_runs_without_grpc_textual_or_matplotlib(tmp_path: Path) -> None:
-    """The replay demo with an HPC job directory and no kubelet: every import of the extras or of
-    grpc/protobuf would end the process, so a /metrics with verdicts proves none happened."""
-    env = stand_ins(tmp_path / "site", TRIPWIRE, *CLIENT_ONLY, "grpc", "google")
+def test_serve_runs_without_grpc_websockets_textual_or_matplotlib(tmp_path: Path) -> None:
+    """The replay demo with an HPC job directory and no kubelet: every import of the extras, of
+    grpc/protobuf or of the websocket libraries uvicorn's ws="auto" loads would end the process,
+    so a /metrics with verdicts proves none happened."""
+    env = stand_ins(tmp_path / "site", TRIPWIRE, *CLIENT_ONLY, "grpc", "google", "websockets", "wsproto")
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     (jobs / "0").write_text("412\n", encoding="utf-8")

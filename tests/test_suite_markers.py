@@ -6,6 +6,7 @@ into the quick run (docs/testing.md)."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 USES = {
     "image": re.compile(r'"build-image"'),  # the script named in code, not in a docstring
     "browser": re.compile(r"^(from browser import|import browser)", re.MULTILINE),
-    "e2e": re.compile(r"^from prometheus_stack import|\bPROMETHEUS\b", re.MULTILINE),
+    "e2e": re.compile(r"^from prometheus_stack import|\bPROMETHEUS\b|\brunning_stack\(", re.MULTILINE),
 }
 
 
@@ -23,12 +24,36 @@ def quick_markers() -> str:
     return match.group(1)
 
 
+def _names(marks: object) -> set[str]:
+    listed = marks if isinstance(marks, list) else [marks]
+    return {getattr(mark, "name", None) or mark.mark.name for mark in listed}
+
+
 def module_marks(path: Path) -> set[str]:
-    """The marker names of a test module's `pytestmark` (every heavy module marks itself whole)."""
+    """The marker names of a test module's `pytestmark`."""
+    return _names(getattr(importlib.import_module(path.stem), "pytestmark", []))
+
+
+def unmarked(path: Path, marker: str) -> list[str]:
+    """What in a module that uses what `marker` stands for lacks the marker: nothing when the
+    module is marked whole; else its tests whose own source (decorators included) uses it and that
+    are not marked; the module itself when no test does (a fixture or helper uses it: only a
+    whole-module mark will do). A module may mark just its heavy tests."""
     module = importlib.import_module(path.stem)
-    marks = getattr(module, "pytestmark", [])
-    marks = marks if isinstance(marks, list) else [marks]
-    return {getattr(mark, "name", None) or mark.mark.name for mark in marks}
+    if marker in module_marks(path):
+        return []
+    using = [
+        (name, test)
+        for name, test in vars(module).items()
+        if name.startswith("test_") and callable(test) and USES[marker].search(inspect.getsource(test))
+    ]
+    if not using:
+        return [f"tests/{path.name}"]
+    return [
+        f"tests/{path.name}::{name}"
+        for name, test in using
+        if marker not in _names(getattr(test, "pytestmark", []))
+    ]
 
 
 def heavy_modules() -> dict[str, set[Path]]:
@@ -48,11 +73,11 @@ def test_the_quick_run_leaves_out_every_module_that_needs_an_image_browser_or_st
     assert quick_markers() == "not image and not browser and not e2e"
     heavy = heavy_modules()
     assert heavy["image"] and heavy["browser"] and heavy["e2e"], heavy  # the patterns still find them
-    unmarked = sorted(
-        f"tests/{path.name} (needs @{marker})"
+    missing = sorted(
+        f"{where} (needs @{marker})"
         for marker, paths in heavy.items()
         for path in paths
-        if marker not in module_marks(path)
+        for where in unmarked(path, marker)
     )
-    assert not unmarked, f"mark these modules (pytestmark) so --quick leaves them out: {unmarked}"
+    assert not missing, f"mark these modules (pytestmark) or tests so --quick leaves them out: {missing}"
     assert not module_marks(ROOT / "tests" / "test_cli_classify.py") & set(USES)

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from exporter.sample import join_hpc_jobs
+from exporter.sample import JOB_ID, join_hpc_jobs
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,6 @@ MAX_JOBS_PER_GPU = 16
 MAX_NOTES_LOGGED = 8
 """New notes logged per refresh; the rest are counted in one more line."""
 
-JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}")
-"""Slurm ids are digits, array tasks `1234_7`, heterogeneous components `1234+0`; other
-schedulers use letters and dots. Anything else (spaces, quotes, control characters) is skipped."""
 FILE_NAME = re.compile(r"(0|[1-9][0-9]{0,3})(?:\.(0|[1-9][0-9]{0,3}))?", re.ASCII)
 """`<gpu>` or `<gpu>.<instance>` in ASCII digits without leading zeros: the names dcgm-exporter
 matches against its `gpu` and `GPU_I_ID` labels (`²` is a digit to str.isdigit, not here)."""

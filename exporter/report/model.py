@@ -341,7 +341,8 @@ def _remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:
     """The fleet's usage that no group accounts for, when it is more than rounding: GPUs without
     the grouping labels (not held by a pod when the groups come from pod-level series). Its idle
     time counts as allocated as far as the fleet's idle-while-allocated exceeds the groups' (an
-    HPC job's GPUs that no pod holds)."""
+    HPC job's GPUs that no pod holds). Inputs whose groups hold every GPU pass their sum as the
+    fleet, so there is none: only a server without raw counters leaves a difference to take."""
     total = fleet.total_gpu_seconds
     if total <= 0:
         return None

@@ -366,7 +366,7 @@ def collect(
     if end <= start:  # shorter than a window: the whole windows that hold it
         start, end = aligned_range(wanted_start, wanted_end, step)
         wanted_start, wanted_end = start, end
-    raw_present = sample_interval is not None
+    raw_present = sample_interval is not None or _raw_in_range(client, wanted_start, wanted_end, matchers)
     level = level_for(by, matchers, raw_present) if use_recorded else None
     workload_level = level_for(workload_by, matchers, raw_present) if use_recorded else None
     fleet_level: RecordedLevel | None = None
@@ -420,12 +420,14 @@ def collect(
         )
         if workload_by == by or derived:
             group_jobs, group_pieces, group_by = workload_jobs, workload_pieces, workload_keys
+            complete = _complete(workload_stretches, raw_present)
         else:
             group_jobs, group_pieces = _usage_jobs_by_piece(
                 client, group_keys, group_stretches, step, matchers, pool, raw_present
             )
             group_by = group_keys
-        fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool)
+            complete = _complete(group_stretches, raw_present)
+        fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool, totals=not complete)
         count = round((end - start) / step)
         neighbours = [
             _neighbour_jobs(
@@ -460,7 +462,13 @@ def collect(
             partitioned_groups = _usage(group_jobs, group_keys)
         fleets, timeline = _fleet(fleet_jobs, step)
         workloads = _relabelled(partitioned_workloads, workload_by)
-        groups, fleet = _with_remainders(partitioned_groups, fleets, by)
+        if complete:
+            # Groups that hold every GPU are the fleet: its own level (cluster:*) is recorded an
+            # evaluation or two after theirs, so a difference would be a remainder of nobody's GPUs.
+            groups = merge_usage(_relabelled(partitioned_groups, by))
+            fleet = _sum_of(groups)
+        else:
+            groups, fleet = _with_remainders(partitioned_groups, fleets, by)
         seen_in_pieces = [
             _relabelled(_usage(group_pieces.get(k, []), group_by), by) for k in range(len(pieces))
         ]
@@ -478,11 +486,19 @@ def collect(
         )
     notes.extend(_coverage_notes(measured))
     if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
-        notes.append(
-            "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
-            "workload form the ungrouped remainder; its idle time is allocated as far as the "
-            "fleet's idle-while-allocated time exceeds the groups'"
-        )
+        if complete:
+            notes.append(
+                "groups come from workload-level series (pods or HPC jobs); GPUs held by no such "
+                "workload are read from the raw counters of the same windows (the ungrouped group)"
+            )
+        else:
+            notes.append(
+                "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
+                "workload form the ungrouped remainder, the fleet's cluster:* series less the groups' "
+                "(the rules record them an evaluation apart: off by up to an evaluation interval's "
+                "GPU-seconds at each end of the range); its idle time is allocated as far as the "
+                "fleet's idle-while-allocated time exceeds the groups'"
+            )
     missing_by = _check_grouping(client, by, groups, fleet, wanted_start, wanted_end, require_by)
     if missing_by is not None:
         notes.append(missing_by)
@@ -567,6 +583,14 @@ def _sample_interval(
             return half / recent
         half = math.floor(half / 2)
     return None
+
+
+def _raw_in_range(
+    client: PrometheusClient, start: float, end: float, matchers: Sequence[promql.Matcher]
+) -> bool:
+    """Whether any raw counter lies in [start, end] (its last 10 minutes may hold none: a fleet
+    that shrank to nothing); the series index answers, no sample is read."""
+    return bool(client.labels([promql.raw_series(matchers)], start, end))
 
 
 def _median_samples(
@@ -897,46 +921,76 @@ def _usage_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
-    clock_lost: bool = True,
+    raw_present: bool = True,
 ) -> _Jobs:
     """One instant query per quantity per stretch, summing every window of it per group; the
     GPU-seconds lost to a reduced clock from the raw counter whatever the stretch reads (with
-    `clock_lost`: a server without raw counters cannot tell them)."""
+    `raw_present`: a server without raw counters cannot tell them). Where a stretch reads an
+    allocated-only level and the raw counters are there, the GPUs the level leaves out are read
+    from the raw counters of the same windows (they come back without the grouping labels):
+    measured, never the fleet's total less the groups', which two levels the rules record one
+    evaluation apart would make a group of GPUs that every pod holds."""
     jobs: _Jobs = []
     for stretch in stretches:
-        length = stretch.end - stretch.start
-        lv = stretch.level
-        quantities = ["regime", "flop", "dram_bytes"]
-        if clock_lost:
-            quantities.append("clock_lost")
-        if lv is None or not lv.allocated_only:
-            quantities.append("idle_allocated")  # else: the level's idle time is all allocated
-        if lv is not None:
-            quantities.append("cards")
-        for quantity in quantities:
-            q_level = None if quantity == "clock_lost" else lv
-            if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
-                q_level = lv if lv.idle_allocated is not None else None  # else raw counters
-            keys: tuple[str, ...] = by
-            if quantity == "regime" and lv is None:
-                keys = (*by, "card")  # raw: the card split comes with the regimes
-            window = promql.window_expr(
-                quantity,
-                keys,
-                length if stretch.edge else step,
-                level=q_level,
-                matchers=matchers,
-                lookback=stretch.lookback if q_level is not None else None,
-                dialect=stretch.dialect,
-                sample_interval=stretch.sample_interval,
-            )
-            expr = window if stretch.edge else promql.stretch_total(window, length, step)
-            job = (
-                "regime allocated"
-                if quantity == "regime" and lv is not None and lv.allocated_only
-                else quantity
-            )
-            jobs.append((job, pool.submit(client.query, expr, stretch.end)))
+        jobs.extend(_stretch_jobs(client, by, stretch, step, matchers, pool, clock_lost=raw_present))
+        held_by = stretch.level.held_by if stretch.level is not None else None
+        if raw_present and held_by is not None:
+            unheld = promql.Matcher(label=held_by, op="=", value="")
+            raw = replace(stretch, level=None, fleet_level=None, lookback=None)
+            # their clock loss came with the stretch's own (raw whatever the stretch reads)
+            jobs.extend(_stretch_jobs(client, by, raw, step, [*matchers, unheld], pool, clock_lost=False))
+    return jobs
+
+
+def _complete(stretches: Sequence[_Stretch], raw_present: bool) -> bool:
+    """Whether the groups read over `stretches` (as _usage_jobs reads them) hold every GPU."""
+    return all(
+        s.level is None or not s.level.allocated_only or (raw_present and s.level.held_by is not None)
+        for s in stretches
+    )
+
+
+def _stretch_jobs(
+    client: PrometheusClient,
+    by: tuple[str, ...],
+    stretch: _Stretch,
+    step: int,
+    matchers: Sequence[promql.Matcher],
+    pool: ThreadPoolExecutor,
+    *,
+    clock_lost: bool,
+) -> _Jobs:
+    jobs: _Jobs = []
+    length = stretch.end - stretch.start
+    lv = stretch.level
+    quantities = ["regime", "flop", "dram_bytes"]
+    if clock_lost:
+        quantities.append("clock_lost")
+    if lv is None or not lv.allocated_only:
+        quantities.append("idle_allocated")  # else: the level's idle time is all allocated
+    if lv is not None:
+        quantities.append("cards")
+    for quantity in quantities:
+        q_level = None if quantity == "clock_lost" else lv
+        if lv is not None and quantity == "idle_allocated" and not lv.allocated_only:
+            q_level = lv if lv.idle_allocated is not None else None  # else raw counters
+        keys: tuple[str, ...] = by
+        if quantity == "regime" and lv is None:
+            keys = (*by, "card")  # raw: the card split comes with the regimes
+        window = promql.window_expr(
+            quantity,
+            keys,
+            length if stretch.edge else step,
+            level=q_level,
+            matchers=matchers,
+            lookback=stretch.lookback if q_level is not None else None,
+            dialect=stretch.dialect,
+            sample_interval=stretch.sample_interval,
+        )
+        expr = window if stretch.edge else promql.stretch_total(window, length, step)
+        allocated = quantity == "regime" and lv is not None and lv.allocated_only
+        job = "regime allocated" if allocated else quantity
+        jobs.append((job, pool.submit(client.query, expr, stretch.end)))
     return jobs
 
 
@@ -989,13 +1043,16 @@ def _fleet_jobs(
     step: int,
     matchers: Sequence[promql.Matcher],
     pool: ThreadPoolExecutor,
+    totals: bool = True,
 ) -> _FleetJobs:
-    """One range query per quantity per stretch: the fleet per window."""
+    """One range query per quantity per stretch: the fleet per window (totals False: its regime
+    seconds only, for the timeline and the gaps, when the fleet is its groups' sum)."""
     jobs: _FleetJobs = []
+    quantities = ("regime", "flop", "dram_bytes", "idle_allocated") if totals else ("regime",)
     for stretch in stretches:
         lv = stretch.fleet_level
         usable = [m for m in matchers if lv is None or m.label in lv.labels]
-        for quantity in ("regime", "flop", "dram_bytes", "idle_allocated"):
+        for quantity in quantities:
             if (
                 quantity == "idle_allocated"
                 and lv is not None
@@ -1020,6 +1077,12 @@ def _fleet_jobs(
                 future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
                 jobs.append((quantity, future, None))
     return jobs
+
+
+def _sum_of(groups: Sequence[Usage]) -> Usage:
+    """The groups' usage added up (labels dropped): the fleet when they hold every GPU."""
+    merged = merge_usage(replace(u, labels={}) for u in groups)
+    return merged[0] if merged else Usage(labels={})
 
 
 _FleetJobs = list[tuple[str, Future[Any], tuple[float, float] | None]]

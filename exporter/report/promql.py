@@ -197,3 +197,8 @@ def sample_count_expr(window: float, matchers: Sequence[Matcher] = ()) -> str:
     interval is window ÷ that."""
     selector = _selector(matchers, 'regime="idle"')
     return f"quantile(0.5, count_over_time({RAW_REGIME_SECONDS}{selector}[{duration(window)}]))"
+
+
+def raw_series(matchers: Sequence[Matcher] = ()) -> str:
+    """The raw regime-seconds counters the matchers select (a series selector)."""
+    return f"{RAW_REGIME_SECONDS}{_selector(matchers)}"

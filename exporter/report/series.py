@@ -42,6 +42,9 @@ class RecordedLevel:
     """Read only from a server without raw counters (a global one): where they are, the raw
     counters are exact to the scrape, while a level of many short-lived series (HPC jobs, one per
     node each) rounds every series' start and end to its 5-minute rates."""
+    held_by: str | None = None
+    """On an allocated-only level, the label a GPU it leaves out lacks (`pod`): the raw counters
+    without it are those GPUs."""
 
 
 NAMESPACE_POD = RecordedLevel(
@@ -52,6 +55,7 @@ NAMESPACE_POD = RecordedLevel(
     dram_bytes="namespace_pod:ridgeline_dram_bytes:rate5m",
     gpus="namespace_pod:ridgeline_gpus:count",
     allocated_only=True,
+    held_by="pod",
 )
 INSTANCE = RecordedLevel(
     name="instance",
@@ -72,6 +76,7 @@ HPC_JOB = RecordedLevel(
     gpus="hpc_job:ridgeline_gpus:count",
     allocated_only=True,
     without_raw_only=True,
+    held_by="hpc_job",
 )
 CLUSTER = RecordedLevel(
     name="cluster",

@@ -24,7 +24,7 @@ from exporter import __version__, fields
 from exporter.http_client import SCRAPE_FLAGS, ClientConfigError, client_flags, config_from
 from exporter.option_specs import OptionError, OptionSpec, positive_seconds
 from exporter.redaction import misread_credentials, redact_url
-from exporter.sample import MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
+from exporter.sample import JOB_ID, MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
 from exporter.sources.base import (
     MigProfileHint,
     SourceError,
@@ -241,7 +241,11 @@ class PageReader:
             elif entry.attribution is None and labels.attribution is not None:
                 entry.attribution = labels.attribution
             if labels.hpc_job and labels.hpc_job not in entry.hpc_jobs:
-                entry.hpc_jobs.append(labels.hpc_job)
+                if JOB_ID.fullmatch(labels.hpc_job):
+                    entry.hpc_jobs.append(labels.hpc_job)
+                else:  # "12,34" would be read back as two jobs: no job, the readings are kept
+                    value = labels.hpc_job[:40]
+                    self._skip("bad_hpc_job", f"line {self._line_number}: hpc_job={value!a} is not a job id")
         if family is None:
             return  # a DCGM field Ridgeline does not read: the GPU is known, that is all
         parts = rest.split()

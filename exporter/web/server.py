@@ -734,6 +734,7 @@ def build_server(app: Any, guard: ConnectionGuard, *, access_log: bool = False) 
     config = uvicorn.Config(
         app,
         http=protocol_for(guard),
+        ws="none",  # no websocket route: "auto" would import wsproto or websockets at start
         lifespan="off",
         log_config=None,
         log_level=None,
