@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +287,36 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+# -- dcgm-exporter pages on loopback ----------------------------------------------------------------
+
+DCGM_EXPORTER_PAGES = Path(__file__).parent / "data" / "dcgm-exporter"
+
+
+class DcgmExporterPage(BaseHTTPRequestHandler):
+    """Serves tests/data/dcgm-exporter/<path> as dcgm-exporter would (text format 0.0.4)."""
+
+    def do_GET(self) -> None:
+        body = (DCGM_EXPORTER_PAGES / self.path.removeprefix("/")).read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the test reads the daemon, not this server."""
+
+
+@pytest.fixture
+def exporter_url() -> Iterator[str]:
+    """The base URL of a loopback server answering tests/data/dcgm-exporter's pages."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), DcgmExporterPage)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

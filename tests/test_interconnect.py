@@ -13,10 +13,7 @@ and the second idle.
 from __future__ import annotations
 
 import json
-import threading
 import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +45,6 @@ from exporter.sources.scrape import ScrapeSource
 
 DATA = Path(__file__).parent / "data"
 REPLAY = DATA / "replay" / "links-h100.jsonl"
-PAGES = DATA / "dcgm-exporter"
 NVLINK_H100 = 450e9
 PCIE_H100 = 64e9
 LINK_FIELD_IDS = ("1009", "1010", "1011", "1012")
@@ -122,32 +118,6 @@ def test_without_link_counters_nothing_changes_and_the_missing_fields_say_which(
 
 
 # ---- a dcgm-exporter page on loopback, through a real daemon ---------------------------------
-
-
-class _Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = (PAGES / self.path.removeprefix("/")).read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet: the test reads the daemon, not this server."""
-
-
-@pytest.fixture
-def exporter_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_scraped_page_tells_each_link_wall_from_the_others(exporter_url: str) -> None:

@@ -14,11 +14,10 @@ import math
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import ThreadingHTTPServer
 
 import pytest
-from conftest import http_get, serve_process
+from conftest import DcgmExporterPage, http_get, serve_process
 from prometheus_client.parser import text_string_to_metric_families
 from test_serve_cli import poll
 
@@ -30,7 +29,6 @@ from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.sources.scrape import ScrapeSource
 
-PAGES = Path(__file__).parent / "data" / "dcgm-exporter"
 PROFILING = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     "DCGM_FI_PROF_SM_ACTIVE",
@@ -45,24 +43,11 @@ PROFILING = {
 pytestmark = pytest.mark.slow
 
 
-class _Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = (PAGES / self.path.removeprefix("/")).read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet: the test reads the daemon, not this server."""
-
-
 @contextlib.contextmanager
 def throttled_node() -> Iterator[str]:
     """`serve --source scrape` on tests/data/dcgm-exporter/throttled-h100.txt over loopback: GPU 0
     a GEMM held at 1185 MHz by its power cap, GPU 1 at 1410 MHz by heat, GPU 2 at full clock."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), DcgmExporterPage)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/throttled-h100.txt"
     try:
@@ -72,19 +57,6 @@ def throttled_node() -> Iterator[str]:
                 assert time.monotonic() < deadline, "the page's three GPUs did not show"
                 time.sleep(0.1)
             yield base
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture
-def exporter_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
