@@ -19,11 +19,12 @@ from conftest import http_get, serve_process
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_stack import PROMETHEUS, rebased_trace, running_stack
 from replay_lines import replay_line
+from test_report_model import provenance
 from test_serve_cli import poll
 
 from exporter import fields
 from exporter.catalog import Catalog
-from exporter.report.model import Provenance, ReportOptions, Usage, build_report
+from exporter.report.model import ReportOptions, Usage, build_report
 from exporter.report.render import render_html
 from exporter.sample import Attribution
 
@@ -36,18 +37,6 @@ GPUS = {
     1: (1410.0, 0x20, "train"),
     2: (1980.0, 0, "serve"),
 }
-
-
-def provenance(measured: bool = True) -> Provenance:
-    return Provenance(
-        kind="replay",
-        location="t.jsonl",
-        start=0.0,
-        end=3600.0,
-        step_seconds=1.0,
-        sample_interval_seconds=1.0,
-        clock_loss_measured=measured,
-    )
 
 
 def report(catalog: Catalog, groups: list[Usage], measured: bool = True) -> dict:

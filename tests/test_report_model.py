@@ -29,7 +29,8 @@ H100_PEAK = 989.5e12
 H100_BANDWIDTH = 3.35e12
 
 
-def provenance() -> Provenance:
+def provenance(measured: bool = True) -> Provenance:
+    """An hour of replay at 1 s; `measured`: whether the source could tell clock loss."""
     return Provenance(
         kind="replay",
         location="t.jsonl",
@@ -37,6 +38,7 @@ def provenance() -> Provenance:
         end=3600.0,
         step_seconds=1.0,
         sample_interval_seconds=1.0,
+        clock_loss_measured=measured,
     )
 
 
