@@ -58,13 +58,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[STEP_TIMES_VARIABLE] = path
 
 
-LONGEST_FILES_FIRST = ("test_rules_vm_exact.py",)
-"""Files that hold one worker for many minutes (a live vmalert across an 11-minute gap): collected
-first, so that under --dist loadfile they run beside the rest of the suite, not after it."""
+LONGEST_FILES_FIRST = ("test_image.py", "test_federation.py", "test_report_e2e.py")
+"""The files that hold one worker longest (docs/testing.md, "How long it takes"), in that order,
+collected first: under --dist loadfile they then run beside the rest of the suite, not after it."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in LONGEST_FILES_FIRST)  # stable: else as found
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FILES_FIRST.index(name) if name in LONGEST_FILES_FIRST else len(LONGEST_FILES_FIRST)
+
+    items.sort(key=rank)  # stable: else as found
 
 
 def record_step_time(line: str) -> None:
