@@ -102,8 +102,12 @@ def catalog() -> Catalog:
 
 
 def loopback_listener() -> socket.socket:
-    """A listening socket on 127.0.0.1, on a port the kernel picked: hand it to the server."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """A listening socket on 127.0.0.1, on a port the kernel picked: hand it to the server.
+
+    Created with IPPROTO_TCP, as getaddrinfo's answer is (exporter/web/server.py's bind_listener):
+    asyncio sets TCP_NODELAY only on a socket whose proto says TCP, and without it every response
+    written in two parts waits for the client's delayed ACK."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     return sock
