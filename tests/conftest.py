@@ -58,9 +58,16 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[STEP_TIMES_VARIABLE] = path
 
 
-LONGEST_FILES_FIRST = ("test_image.py", "test_federation.py", "test_report_e2e.py")
-"""The files that hold one worker longest (docs/testing.md, "How long it takes"), in that order,
-collected first: under --dist loadfile they then run beside the rest of the suite, not after it."""
+LONGEST_FILES_FIRST = (
+    "test_image.py",
+    "test_federation.py",
+    "test_report_e2e.py",
+    "test_serve_cli.py",
+    "test_auth_flood.py",
+)
+"""The files that hold one worker longest (docs/testing.md, "How long it takes"): the full suite's
+three, then the quick run's two, collected first in that order, so that under --dist loadfile
+they run beside the rest of the suite, not after it."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
