@@ -58,13 +58,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[STEP_TIMES_VARIABLE] = path
 
 
-LONGEST_FILES_FIRST = ("test_rules_vm_exact.py",)
-"""Files that hold one worker for many minutes (a live vmalert across an 11-minute gap): collected
-first, so that under --dist loadfile they run beside the rest of the suite, not after it."""
+LONGEST_FILES_FIRST = (
+    "test_image.py",
+    "test_federation.py",
+    "test_report_e2e.py",
+    "test_serve_cli.py",
+    "test_auth_flood.py",
+)
+"""The files that hold one worker longest (docs/testing.md, "How long it takes"): the full suite's
+three, then the quick run's two, collected first in that order, so that under --dist loadfile
+they run beside the rest of the suite, not after it."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in LONGEST_FILES_FIRST)  # stable: else as found
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FILES_FIRST.index(name) if name in LONGEST_FILES_FIRST else len(LONGEST_FILES_FIRST)
+
+    items.sort(key=rank)  # stable: else as found
 
 
 def record_step_time(line: str) -> None:
@@ -98,8 +109,12 @@ def catalog() -> Catalog:
 
 
 def loopback_listener() -> socket.socket:
-    """A listening socket on 127.0.0.1, on a port the kernel picked: hand it to the server."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """A listening socket on 127.0.0.1, on a port the kernel picked: hand it to the server.
+
+    Created with IPPROTO_TCP, as getaddrinfo's answer is (exporter/web/server.py's bind_listener):
+    asyncio sets TCP_NODELAY only on a socket whose proto says TCP, and without it every response
+    written in two parts waits for the client's delayed ACK."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     return sock
