@@ -827,7 +827,7 @@ def vector_peaks_of(
     return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
 
 
-_profiles: dict[tuple[int, str | None, bool, str | None, int | None], tuple[Card | None, CardProfile]] = {}
+_profiles: dict[tuple[str | None, str | None, bool, str | None, int | None], CardProfile] = {}
 MAX_PROFILES = 1024
 """Cached profiles at most: a node has a few cards and MIG profiles; a file may name any."""
 
@@ -840,15 +840,12 @@ def card_profile(
     mig_profile: str | None,
     live_sms: int | None = None,
 ) -> CardProfile:
-    """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
-
-    The cache keeps a reference to the card, so an id is never reused while its entry lives;
-    catalogs are small and long-lived, so the cache stays small.
-    """
-    cache_key = (id(card), config.precision, instance, mig_profile, live_sms)
+    """The card's (or one MIG instance's) constants for this configuration, cached by the card's
+    identity (Card.identity: its figures, so a --cards override never shares a built-in's)."""
+    cache_key = (None if card is None else card.identity, config.precision, instance, mig_profile, live_sms)
     hit = _profiles.get(cache_key)
-    if hit is not None and hit[0] is card:
-        return hit[1]
+    if hit is not None:
+        return hit
     if card is None:
         profile = CardProfile(
             key=UNKNOWN_CARD,
@@ -885,5 +882,5 @@ def card_profile(
         )
     if len(_profiles) >= MAX_PROFILES:
         _profiles.clear()  # MIG profile names come from the input: a hostile one must not grow this
-    _profiles[cache_key] = (card, profile)
+    _profiles[cache_key] = profile
     return profile
