@@ -735,7 +735,21 @@ def _regime_rules(
             return "memory_bound", LEVER_MEMORY, ()
     elif pipe is not None and pipes[pipe] / th.wall(pipe) >= th.theta:
         return "compute_bound", compute_lever(pipe, fp64_tensor_faster=fp64_tensor_faster), ()
-    # No wall is near by what is reported: only DRAM and the tensor pipe together can say so.
+    return _no_wall_rules(reading, th, pipes, contradicted, mig_instance, link)
+
+
+def _no_wall_rules(
+    reading: CounterReading,
+    th: Thresholds,
+    pipes: Mapping[Pipe, float],
+    contradicted: bool,
+    mig_instance: bool,
+    link: Link | None,
+) -> tuple[CounterRegime, str, tuple[str, ...]]:
+    """_regime_rules' tail, once neither wall is near by what is reported: unknown unless DRAM
+    and the tensor pipe are both reported (only together can they say so), then a link at its
+    wall, then latency-bound with the lever the SM counters point to."""
+    dram = reading.dram_active
     if dram is None or reading.tensor_active is None:
         missing = tuple(name for name in _NO_WALL_FIELDS if getattr(reading, name) is None)
         return "unknown", LEVER_UNKNOWN, missing

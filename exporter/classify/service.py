@@ -342,6 +342,17 @@ def thresholds_for(body: CounterBody, base: Thresholds) -> Thresholds:
         raise BodyError(str(exc), field="thresholds") from None
 
 
+def counter_reading(body: CounterBody, ratio: float | None, vector_ratio: float | None) -> CounterReading:
+    """The body's ratios (readings.READING_FIELDS) with its clock ratios, an unknown k as 1 (the
+    quoted clock) and a known one kept above 0 (a sub-MHz clock can underflow it)."""
+    ratios = [getattr(body, name) for name in READING_FIELDS]
+    clocks = [1.0 if k is None else max(k, 1e-9) for k in (ratio, vector_ratio)]
+    try:
+        return roofline.check_reading(CounterReading._make([*ratios, *clocks]))
+    except roofline.RooflineInputError as exc:
+        raise BodyError(str(exc), field="sm_clock_mhz") from None
+
+
 def classify_counter_body(
     catalog: Catalog, body: CounterBody, precision_default: str, thresholds: Thresholds
 ) -> dict[str, Any]:
@@ -373,18 +384,7 @@ def classify_counter_body(
     vector_ratio = roofline.known_clock_ratio(body.sm_clock_mhz, card.vector_clock_mhz())
     used = thresholds_for(body, thresholds)
     load = card.link_load(body)
-    try:
-        reading = roofline.check_reading(
-            CounterReading._make(
-                (
-                    *(getattr(body, name) for name in READING_FIELDS),
-                    1.0 if ratio is None else max(ratio, 1e-9),
-                    1.0 if vector_ratio is None else max(vector_ratio, 1e-9),
-                )
-            )
-        )
-    except roofline.RooflineInputError as exc:
-        raise BodyError(str(exc), field="sm_clock_mhz") from None
+    reading = counter_reading(body, ratio, vector_ratio)
     verdict = roofline.classify_counters(
         roof,
         reading,
