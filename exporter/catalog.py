@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -482,8 +481,9 @@ class Card:
     spec: CardSpec = field(repr=False, compare=False)
     """The entry as validated (what a catalog file would hold)."""
     identity: str = field(repr=False, compare=False)
-    """The spec as JSON, keys sorted: two records are the same card exactly when these are equal
-    (a --cards entry that overrides a built-in key has its own)."""
+    """The spec as JSON: records with equal identities are the same card (a --cards entry that
+    overrides a built-in key has its own). The same figures in another key order give another
+    identity: a cache miss, never a wrong hit."""
     instance_roofs: dict[tuple[str, tuple[int | None, str], int | None], Roof] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -507,7 +507,7 @@ class Card:
             roofs=MappingProxyType(roofs),
             ridges=MappingProxyType({p: roof.ridge_flop_per_byte for p, roof in roofs.items()}),
             spec=spec,
-            identity=json.dumps(spec.model_dump(mode="json"), sort_keys=True),
+            identity=spec.model_dump_json(),
         )
 
     def peak_flop_per_second(self, precision: str) -> float:
