@@ -18,6 +18,7 @@ from exporter.classify.models import BodyCommon, BodyError, CounterBody, parse_c
 from exporter.commands import classify as classify_command
 from exporter.readings import READINGS, Reading
 from exporter.sources.replay_formats.common import column_for
+from exporter.verdict import LiveVerdict
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "readings.md"
@@ -84,6 +85,11 @@ def test_the_reading_record_and_the_daemons_maps_follow_the_table() -> None:
     for table in (inference.READING_FIELD_IDS, inference.TENSOR_PIPE_FIELDS, inference.LINK_FIELDS):
         assert dict(table) == {name: by_id[name] for name in table}
     assert len({r.field_id for r in READINGS}) == len(READINGS) == len(readings.BY_NAME)
+
+
+def test_the_live_verdict_and_the_estimate_carry_every_reading() -> None:
+    for record in (LiveVerdict, inference.Estimate):
+        assert set(readings.READING_FIELDS) <= set(record._fields), record.__name__
 
 
 if __name__ == "__main__":  # rewrite the readings table in docs/readings.md
