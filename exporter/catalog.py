@@ -3,10 +3,10 @@
 The data lives in exporter/data/cards.yaml (one cited datasheet per entry); a user file given
 with `--cards FILE` adds entries or overrides them by key. pydantic validates each entry at the
 edge (CardSpec), which then becomes a frozen record (Card) with its figures scaled and its roofs
-computed once, so the sample loop and the HTTP API only ever see a consistent catalog. Besides the tensor
-peaks a card carries its CUDA-core (vector) peaks, for DCGM's FP64/FP32/FP16 pipe counters, and
-its MIG slice table, so a GPU instance gets its own share of the roof (docs/design.md, "Card
-catalog"; the figures per card are in docs/cards.md).
+computed once, so the sample loop and the HTTP API only ever see a consistent catalog. Besides
+the tensor peaks a card carries its CUDA-core (vector) peaks, for DCGM's FP64/FP32/FP16 pipe
+counters, and its MIG slice table, so a GPU instance gets its own share of the roof
+(docs/design.md, "Card catalog"; the figures per card are in docs/cards.md).
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ class LinkBandwidth(BaseModel):
 
 class CardSpec(BaseModel):
     """One catalog entry as written: dense peaks per precision (TFLOP/s) and memory bandwidth
-    (TB/s), as datasheets say; validated at load, then made a Card (`card_from_spec`)."""
+    (TB/s), as datasheets say; validated at load, then made a Card (`Card.from_spec`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -55,6 +55,11 @@ class Reading:
         return fields.field_name(self.field_id)
 
     @property
+    def csv(self) -> str:
+        """The CSV replay column that names it: the DCGM name (any name or the id reads too)."""
+        return self.dcgm_name
+
+    @property
     def dmon(self) -> str | None:
         """The column tag `dcgmi dmon` prints (fields.SHORT_NAMES); None where it has none."""
         return _DMON_TAGS.get(self.field_id)

@@ -69,7 +69,7 @@ def test_the_cli_has_one_flag_per_reading_that_names_one() -> None:
 @pytest.mark.parametrize("reading", READINGS, ids=lambda r: r.name)
 def test_every_replay_format_reads_a_reading_by_its_column_names(reading: Reading) -> None:
     assert (reading.dmon is None) == (reading.role in ("clock_event", "power"))
-    names = [reading.dcgm_name, reading.jsonl, *([] if reading.dmon is None else [reading.dmon])]
+    names = [reading.csv, reading.jsonl, *([] if reading.dmon is None else [reading.dmon])]
     for name in names:
         column = column_for(name)
         assert column is not None and (column.fid, column.factor) == (reading.field_id, 1.0), name
