@@ -1,11 +1,12 @@
 """The card catalog: each GPU's dense peaks and bandwidth, validated at load, found by any name.
 
 The data lives in exporter/data/cards.yaml (one cited datasheet per entry); a user file given
-with `--cards FILE` adds entries or overrides them by key. pydantic validates both at the edge,
-so the sample loop and the HTTP API only ever see a consistent catalog. Besides the tensor
-peaks a card carries its CUDA-core (vector) peaks, for DCGM's FP64/FP32/FP16 pipe counters, and
-its MIG slice table, so a GPU instance gets its own share of the roof (docs/design.md, "Card
-catalog"; the figures per card are in docs/cards.md).
+with `--cards FILE` adds entries or overrides them by key. pydantic validates each entry at the
+edge (CardSpec), which then becomes a frozen record (Card) with its figures scaled and its roofs
+computed once, so the sample loop and the HTTP API only ever see a consistent catalog. Besides
+the tensor peaks a card carries its CUDA-core (vector) peaks, for DCGM's FP64/FP32/FP16 pipe
+counters, and its MIG slice table, so a GPU instance gets its own share of the roof
+(docs/design.md, "Card catalog"; the figures per card are in docs/cards.md).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -52,6 +54,7 @@ _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoad
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 SourceUrl = Annotated[str, Field(pattern=r"^https?://\S+$")]
 
+Vendor = Literal["nvidia", "amd", "google", "other"]
 VectorPipe = Literal["fp64", "fp32", "fp16"]
 VECTOR_PIPES: tuple[VectorPipe, ...] = ("fp64", "fp32", "fp16")
 """The CUDA-core (non-tensor) pipes DCGM reports activity for: fields 1006-1008,
@@ -170,16 +173,6 @@ def parse_mig_profile(text: str) -> tuple[int | None, str] | None:
         return None
     ci = match.group("ci")
     return (int(ci) if ci is not None else None), match.group("gi")
-
-
-@dataclass(frozen=True, slots=True)
-class _ScaledFigures:
-    """A card's figures in FLOP/s and bytes/s, and the instance roofs asked for so far."""
-
-    peaks: dict[str, float]
-    vectors: dict[str, float]
-    bandwidth: float
-    instance_roofs: dict[tuple[str, tuple[int | None, str], int | None], Roof]
 
 
 class MigGeometry(BaseModel):
@@ -321,14 +314,15 @@ class LinkBandwidth(BaseModel):
         return None if figure is None else figure * GIGA
 
 
-class Card(BaseModel):
-    """One card: dense peaks per precision (TFLOP/s) and memory bandwidth (TB/s), as datasheets say."""
+class CardSpec(BaseModel):
+    """One catalog entry as written: dense peaks per precision (TFLOP/s) and memory bandwidth
+    (TB/s), as datasheets say; validated at load, then made a Card (`Card.from_spec`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     key: Annotated[str, Field(pattern=KEY_PATTERN)]
     name: Annotated[str, Field(min_length=1)]
-    vendor: Literal["nvidia", "amd", "google", "other"] = "nvidia"
+    vendor: Vendor = "nvidia"
     nvml_names: list[str] = Field(default_factory=list)
     nvml_patterns: list[str] = Field(default_factory=list)
     aliases: list[Annotated[str, Field(pattern=KEY_PATTERN)]] = Field(default_factory=list)
@@ -355,20 +349,6 @@ class Card(BaseModel):
     """NVLink and PCIe bandwidth per direction: the interconnect wall (docs/model.md)."""
     no_links: Annotated[str, Field(min_length=1)] | None = None
     """Why the card has no link figures: its links then have no wall (never interconnect_bound)."""
-
-    @functools.cached_property
-    def _scaled(self) -> _ScaledFigures:
-        """Every figure scaled once: the sample loop asks for them per GPU per sample.
-
-        A cached_property lives in the instance __dict__, so reads are plain attribute reads
-        (pydantic's private attributes go through __getattr__, several times slower).
-        """
-        return _ScaledFigures(
-            peaks={p: from_tera(v) for p, v in self.peak_tflops.items()},
-            vectors={p: from_tera(v) for p, v in self.vector_tflops.items()},
-            bandwidth=from_tera(self.bandwidth_tbps),
-            instance_roofs={},
-        )
 
     @field_validator("peak_tflops")
     @classmethod
@@ -399,35 +379,35 @@ class Card(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _ridges_are_finite(self) -> Card:
+    def _ridges_are_finite(self) -> CardSpec:
         """Every answer carries the ridge P / B: a pair whose ratio overflows is unusable."""
         bandwidth = from_tera(self.bandwidth_tbps)
         figures = [("peak_tflops", p, v) for p, v in self.peak_tflops.items()]
         figures += [("vector_tflops", p, v) for p, v in self.vector_tflops.items()]
-        for field, precision, value in figures:
+        for figure, precision, value in figures:
             if not math.isfinite(from_tera(value) / bandwidth):
                 raise ValueError(
-                    f"the {precision} ridge ({field} / bandwidth_tbps) overflows a float; "
+                    f"the {precision} ridge ({figure} / bandwidth_tbps) overflows a float; "
                     "check the units (TFLOP/s and TB/s)"
                 )
         return self
 
     @model_validator(mode="after")
-    def _one_clock_story(self) -> Card:
+    def _one_clock_story(self) -> CardSpec:
         """A card states its clock basis or why it has none, not both."""
         if self.clock_basis is not None and self.no_clock_basis is not None:
             raise ValueError("clock_basis and no_clock_basis exclude each other")
         return self
 
     @model_validator(mode="after")
-    def _one_link_story(self) -> Card:
+    def _one_link_story(self) -> CardSpec:
         """A card states its link bandwidths or why it has none, not both."""
         if self.links is not None and self.no_links is not None:
             raise ValueError("links and no_links exclude each other")
         return self
 
     @model_validator(mode="after")
-    def _mig_sms_fit_the_card(self) -> Card:
+    def _mig_sms_fit_the_card(self) -> CardSpec:
         """Every SM count names a listed profile and fits in it and in the card."""
         if not self.mig_sms:
             return self
@@ -459,21 +439,83 @@ class Card(BaseModel):
                 raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
         return patterns
 
-    @property
-    def precisions(self) -> list[str]:
-        """The precisions this card has a peak for, in catalog order."""
-        return [p for p in PRECISIONS if p in self.peak_tflops]
 
-    @property
-    def bandwidth_bytes_per_second(self) -> float:
-        return self._scaled.bandwidth
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One card as Ridgeline reads it: the spec's fields, and its figures in FLOP/s and bytes/s
+    with its roof and ridge per precision computed once at load (`Card.from_spec`)."""
+
+    key: str
+    name: str
+    vendor: Vendor
+    nvml_names: list[str]
+    nvml_patterns: list[str]
+    aliases: list[str]
+    peak_tflops: dict[str, float]
+    bandwidth_tbps: float
+    memory_gib: float | None
+    sm_count: int | None
+    max_sm_clock_mhz: float | None
+    reference_only: bool
+    source: str
+    vector_tflops: dict[VectorPipe, float]
+    vector_source: str | None
+    mig: MigGeometry | None
+    mig_sms: dict[str, int]
+    mig_sms_source: str | None
+    clock_basis: ClockBasis | None
+    no_clock_basis: str | None
+    links: LinkBandwidth | None
+    no_links: str | None
+    precisions: tuple[str, ...]
+    """The precisions this card has a peak for, in PRECISIONS order."""
+    peaks: Mapping[str, float]
+    """Dense peak per precision, FLOP/s."""
+    vectors: Mapping[str, float]
+    """CUDA-core peak per pipe (fp64, fp32, fp16), FLOP/s, where published."""
+    bandwidth_bytes_per_second: float
+    roofs: Mapping[str, Roof]
+    """The whole card's roof per precision."""
+    ridges: Mapping[str, float]
+    """The whole card's ridge P / B per precision, FLOP/byte."""
+    spec: CardSpec = field(repr=False, compare=False)
+    """The entry as validated (what a catalog file would hold)."""
+    identity: str = field(repr=False, compare=False)
+    """The spec as JSON: records with equal identities are the same card (a --cards entry that
+    overrides a built-in key has its own). The same figures in another key order give another
+    identity: a cache miss, never a wrong hit."""
+    instance_roofs: dict[tuple[str, tuple[int | None, str], int | None], Roof] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """MIG instance roofs asked for so far, by (precision, parsed profile, live SMs)."""
+
+    @classmethod
+    def from_spec(cls, spec: CardSpec) -> Card:
+        """The record of a validated entry: every figure scaled once (the spec's validators
+        guarantee each is positive and finite, ridges included)."""
+        peaks = {p: from_tera(v) for p, v in spec.peak_tflops.items()}
+        bandwidth = from_tera(spec.bandwidth_tbps)
+        roofs = {
+            p: Roof(peak_flop_per_second=v, bandwidth_bytes_per_second=bandwidth) for p, v in peaks.items()
+        }
+        return cls(
+            **{name: getattr(spec, name) for name in CardSpec.model_fields},
+            precisions=tuple(p for p in PRECISIONS if p in peaks),
+            peaks=MappingProxyType(peaks),
+            vectors=MappingProxyType({p: from_tera(v) for p, v in spec.vector_tflops.items()}),
+            bandwidth_bytes_per_second=bandwidth,
+            roofs=MappingProxyType(roofs),
+            ridges=MappingProxyType({p: roof.ridge_flop_per_byte for p, roof in roofs.items()}),
+            spec=spec,
+            identity=spec.model_dump_json(),
+        )
 
     def peak_flop_per_second(self, precision: str) -> float:
         """Dense peak at `precision` in FLOP/s; UnknownPrecision when the card lacks it."""
         try:
-            return self._scaled.peaks[precision]
+            return self.peaks[precision]
         except KeyError:
-            raise UnknownPrecision(self.key, precision, self.precisions) from None
+            raise UnknownPrecision(self.key, precision, list(self.precisions)) from None
 
     def vector_peak_flop_per_second(self, pipe: str) -> float | None:
         """The CUDA-core (non-tensor) peak of one DCGM pipe in FLOP/s; None when unpublished.
@@ -482,7 +524,7 @@ class Card(BaseModel):
         """
         if pipe not in VECTOR_PIPES:
             raise ValueError(f"unknown vector pipe {pipe!r}; known: {', '.join(VECTOR_PIPES)}")
-        return self._scaled.vectors.get(pipe)
+        return self.vectors.get(pipe)
 
     def peak_clock_mhz(self, precision: str) -> float | None:
         """The SM clock the `precision` peak is quoted at; None when the card has no basis.
@@ -529,7 +571,7 @@ class Card(BaseModel):
         parsed = parse_mig_profile(profile)
         if self.mig is None or parsed is None or parsed[1] not in self.mig.profiles:
             return None
-        memo = self._scaled.instance_roofs  # listed profiles only: bounded by the card's table
+        memo = self.instance_roofs  # listed profiles only: bounded by the card's table
         key = (precision, parsed, live_sms)
         roof = memo.get(key)
         if roof is None:
@@ -539,7 +581,7 @@ class Card(BaseModel):
                 return None
             roof = memo[key] = Roof(
                 peak_flop_per_second=peak * fraction,
-                bandwidth_bytes_per_second=self._scaled.bandwidth * slices.memory_fraction,
+                bandwidth_bytes_per_second=self.bandwidth_bytes_per_second * slices.memory_fraction,
             )
         return roof
 
@@ -563,18 +605,19 @@ class Card(BaseModel):
         """
         if asked is not None:
             if asked not in self.peak_tflops:
-                raise UnknownPrecision(self.key, asked, self.precisions)
+                raise UnknownPrecision(self.key, asked, list(self.precisions))
             return asked, "body"
         if default in self.peak_tflops:
             return default, "default"
         return self.stand_in_precision(default), "default_substitute"
 
     def roof(self, precision: str) -> Roof:
-        """The roof this card offers at one precision."""
-        return Roof(
-            peak_flop_per_second=self.peak_flop_per_second(precision),
-            bandwidth_bytes_per_second=self.bandwidth_bytes_per_second,
-        )
+        """The roof this card offers at one precision (computed at load); UnknownPrecision when
+        the card has no peak for it."""
+        roof = self.roofs.get(precision)
+        if roof is None:
+            raise UnknownPrecision(self.key, precision, list(self.precisions))
+        return roof
 
     def matches_nvml_name(self, nvml_name: str) -> bool:
         """Exact, case-insensitive NVML name match, then the optional patterns."""
@@ -589,7 +632,7 @@ class CatalogFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cards: list[Card]
+    cards: list[CardSpec]
 
     @model_validator(mode="after")
     def _unique_keys_and_names(self) -> CatalogFile:
@@ -597,7 +640,7 @@ class CatalogFile(BaseModel):
         return self
 
 
-def _check_unique(cards: Iterable[Card]) -> None:
+def _check_unique(cards: Iterable[CardSpec] | Iterable[Card]) -> None:
     keys: dict[str, str] = {}
     names: dict[str, str] = {}
     for card in cards:
@@ -704,9 +747,10 @@ def parse_catalog_text(text: str, origin: str) -> list[Card]:
     if not isinstance(data, dict):
         raise CatalogError(f"{origin}: expected a mapping with a `cards:` list at the top")
     try:
-        return CatalogFile.model_validate(data).cards
+        specs = CatalogFile.model_validate(data).cards
     except ValidationError as exc:
         raise CatalogError(_describe_validation_error(origin, data, exc)) from None
+    return [Card.from_spec(spec) for spec in specs]
 
 
 def builtin_cards() -> list[Card]:

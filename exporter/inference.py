@@ -32,18 +32,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
-from exporter import clock_events, fields
+from exporter import clock_events, fields, readings
 from exporter.catalog import Card
+from exporter.readings import READING_FIELDS
 from exporter.roofline import (
     ACTIVITY_FIELD_SET,
     FP_PIPES,
     LINKS,
-    READING_FIELDS,
     REGIMES,
     CounterCall,
+    CounterReading,
     CounterRegime,
     LinkLoad,
-    Ratios,
     Roof,
     Thresholds,
     achieved_flops,
@@ -68,38 +68,13 @@ DEFAULT_PRECISION = "bf16"
 RECENT_INTERVALS = 8
 """How many recent sample intervals judge what a "normal" interval is for the integration cap."""
 
-READING_FIELD_IDS: Mapping[str, int] = MappingProxyType(
-    {
-        "dram_active": fields.DRAM_ACTIVE,
-        "tensor_active": fields.PIPE_TENSOR_ACTIVE,
-        "gr_engine_active": fields.GR_ENGINE_ACTIVE,
-        "sm_active": fields.SM_ACTIVE,
-        "sm_occupancy": fields.SM_OCCUPANCY,
-        "fp64_active": fields.PIPE_FP64_ACTIVE,
-        "fp32_active": fields.PIPE_FP32_ACTIVE,
-        "fp16_active": fields.PIPE_FP16_ACTIVE,
-    }
-)
-"""The DCGM field behind each reading field (roofline.READING_FIELDS)."""
-assert tuple(READING_FIELD_IDS) == READING_FIELDS
+READING_FIELD_IDS: Mapping[str, int] = readings.field_ids("activity", "occupancy")
+"""The DCGM field behind each reading field (readings.READING_FIELDS)."""
 
-TENSOR_PIPE_FIELDS: Mapping[str, int] = MappingProxyType(
-    {
-        "imma_active": fields.PIPE_TENSOR_IMMA_ACTIVE,
-        "hmma_active": fields.PIPE_TENSOR_HMMA_ACTIVE,
-        "dfma_active": fields.PIPE_TENSOR_DFMA_ACTIVE,
-    }
-)
+TENSOR_PIPE_FIELDS: Mapping[str, int] = readings.field_ids("tensor_pipe")
 """The tensor sub-pipes: they name the precision, they are not part of the reading."""
 
-LINK_FIELDS: Mapping[str, int] = MappingProxyType(
-    {
-        "pcie_tx_bytes_per_second": fields.PCIE_TX_BYTES,
-        "pcie_rx_bytes_per_second": fields.PCIE_RX_BYTES,
-        "nvlink_tx_bytes_per_second": fields.NVLINK_TX_BYTES,
-        "nvlink_rx_bytes_per_second": fields.NVLINK_RX_BYTES,
-    }
-)
+LINK_FIELDS: Mapping[str, int] = readings.field_ids("link")
 """DCGM's link byte rates (1009-1012), by the names POST /classify gives them: bytes/s per
 direction, smoothed like the ratios, judged against the card's link bandwidth."""
 LINK_DIRECTIONS: tuple[tuple[str, str, str], ...] = tuple(
@@ -382,16 +357,13 @@ def smoothing_alpha(dt: float | None, time_constant: float) -> float:
     return -math.expm1(-dt / time_constant)
 
 
-assert Ratios._fields == (*READING_FIELDS, "clock_ratio", "vector_clock_ratio")
-
-
-def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | None]) -> Ratios:
+def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | None]) -> CounterReading:
     """The roofline reading of a sample's raw or smoothed inputs with its (tensor, CUDA-core)
-    clock ratios: each of Ratios' fields by its own name, in the order the assertion above
-    checks; an unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock
+    clock ratios: each of CounterReading's fields by its own name, in the order roofline's
+    assertion checks; an unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock
     can underflow it)."""
     tensor, vector = clocks
-    return Ratios._make(
+    return CounterReading._make(
         (
             *map(inputs.get, READING_FIELDS),
             1.0 if tensor is None else max(tensor, 1e-9),
@@ -620,7 +592,7 @@ def step(
 
 def at_reduced_clock(
     call: CounterCall,
-    reading: Ratios,
+    reading: CounterReading,
     profile: CardProfile,
     precision: str | None,
     sm_clock: float | None,
@@ -855,7 +827,7 @@ def vector_peaks_of(
     return MappingProxyType({pipe: peak * scale for pipe, peak in peaks.items() if peak is not None})
 
 
-_profiles: dict[tuple[int, str | None, bool, str | None, int | None], tuple[Card | None, CardProfile]] = {}
+_profiles: dict[tuple[str | None, str | None, bool, str | None, int | None], CardProfile] = {}
 MAX_PROFILES = 1024
 """Cached profiles at most: a node has a few cards and MIG profiles; a file may name any."""
 
@@ -868,15 +840,12 @@ def card_profile(
     mig_profile: str | None,
     live_sms: int | None = None,
 ) -> CardProfile:
-    """The card's (or one MIG instance's) constants for this configuration, cached by card identity.
-
-    The cache keeps a reference to the card, so an id is never reused while its entry lives;
-    catalogs are small and long-lived, so the cache stays small.
-    """
-    cache_key = (id(card), config.precision, instance, mig_profile, live_sms)
+    """The card's (or one MIG instance's) constants for this configuration, cached by the card's
+    identity (Card.identity: its figures, so a --cards override never shares a built-in's)."""
+    cache_key = (None if card is None else card.identity, config.precision, instance, mig_profile, live_sms)
     hit = _profiles.get(cache_key)
-    if hit is not None and hit[0] is card:
-        return hit[1]
+    if hit is not None:
+        return hit
     if card is None:
         profile = CardProfile(
             key=UNKNOWN_CARD,
@@ -913,5 +882,5 @@ def card_profile(
         )
     if len(_profiles) >= MAX_PROFILES:
         _profiles.clear()  # MIG profile names come from the input: a hostile one must not grow this
-    _profiles[cache_key] = (card, profile)
+    _profiles[cache_key] = profile
     return profile

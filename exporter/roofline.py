@@ -17,7 +17,9 @@ import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, NamedTuple, Protocol, get_args
+from typing import Literal, NamedTuple, get_args
+
+from exporter.readings import ACTIVITY_FIELDS, READING_FIELDS
 
 Precision = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
@@ -428,82 +430,16 @@ def link_near_wall(load: LinkLoad | None, thresholds: Thresholds) -> Link | None
     return busiest[0]
 
 
-READING_FIELDS: tuple[str, ...] = (
-    "dram_active",
-    "tensor_active",
-    "gr_engine_active",
-    "sm_active",
-    "sm_occupancy",
-    "fp64_active",
-    "fp32_active",
-    "fp16_active",
-)
-"""The ratios a counter reading may carry, named as POST /classify names them (DCGM 1001-1008)."""
-
-ACTIVITY_FIELDS: tuple[str, ...] = (
-    "dram_active",
-    "tensor_active",
-    "gr_engine_active",
-    "sm_active",
-    "fp64_active",
-    "fp32_active",
-    "fp16_active",
-)
-"""Fields that say whether something runs: a reading needs at least one of them (SM_OCCUPANCY
-alone says nothing about how much of the time warps were resident)."""
 ACTIVITY_FIELD_SET: frozenset[str] = frozenset(ACTIVITY_FIELDS)
 
 
-class Activity(Protocol):
-    """What the regime rules read: the ratios (None: not reported) and the clock ratio k."""
+class CounterReading(NamedTuple):
+    """One interval's DCGM profiling ratios for one GPU (None: not reported) and its clock ratios.
 
-    @property
-    def dram_active(self) -> float | None: ...
-    @property
-    def tensor_active(self) -> float | None: ...
-    @property
-    def gr_engine_active(self) -> float | None: ...
-    @property
-    def sm_active(self) -> float | None: ...
-    @property
-    def sm_occupancy(self) -> float | None: ...
-    @property
-    def fp64_active(self) -> float | None: ...
-    @property
-    def fp32_active(self) -> float | None: ...
-    @property
-    def fp16_active(self) -> float | None: ...
-    @property
-    def clock_ratio(self) -> float: ...
-    @property
-    def vector_clock_ratio(self) -> float: ...
-
-
-class Ratios(NamedTuple):
-    """One interval's ratios as the daemon holds them: already clamped to [0, 1], not re-checked.
-
-    The daemon builds two per GPU per sample (raw and smoothed); `CounterReading` is the same
-    record with validation, for input from outside (POST /classify, the CLI).
-    """
-
-    dram_active: float | None = None
-    tensor_active: float | None = None
-    gr_engine_active: float | None = None
-    sm_active: float | None = None
-    sm_occupancy: float | None = None
-    fp64_active: float | None = None
-    fp32_active: float | None = None
-    fp16_active: float | None = None
-    clock_ratio: float = 1.0
-    vector_clock_ratio: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class CounterReading:
-    """One interval's DCGM profiling ratios for one GPU, each in [0, 1]; None means not reported.
-
-    Any subset may be reported (a partial reading, docs/model.md); `has_activity` says whether
-    there is anything to judge at all.
+    The ratio fields are exporter/readings.py's READING_FIELDS, in its order. Any subset may be
+    reported (a partial reading, docs/model.md); `has_activity` says whether there is anything to
+    judge. The daemon builds two per GPU per sample (raw and smoothed) from values already
+    clamped to [0, 1]; input from outside (POST /classify, the CLI) goes through `check_reading`.
     """
 
     dram_active: float | None = None
@@ -519,19 +455,26 @@ class CounterReading:
     vector_clock_ratio: float = 1.0
     """k of the CUDA-core FP64/FP32/FP16 pipes (their peaks have their own clock)."""
 
-    def __post_init__(self) -> None:
-        for name in READING_FIELDS:
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise RooflineInputError(f"{name} must be a finite ratio, got {value!r}")
-            if not 0.0 <= value <= 1.0:
-                raise RooflineInputError(f"{name} must be a ratio in [0, 1], got {value!r}")
-        for name in ("clock_ratio", "vector_clock_ratio"):
-            k = getattr(self, name)
-            if not (math.isfinite(k) and 0 < k <= 1.0):
-                raise RooflineInputError(f"{name} must be in (0, 1], got {k!r}")
+
+assert CounterReading._fields == (*READING_FIELDS, "clock_ratio", "vector_clock_ratio")
+
+
+def check_reading(reading: CounterReading) -> CounterReading:
+    """The reading itself when every ratio is in [0, 1] and each k in (0, 1]; RooflineInputError
+    naming the first field that is not."""
+    for name in READING_FIELDS:
+        value = getattr(reading, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise RooflineInputError(f"{name} must be a finite ratio, got {value!r}")
+        if not 0.0 <= value <= 1.0:
+            raise RooflineInputError(f"{name} must be a ratio in [0, 1], got {value!r}")
+    for name in ("clock_ratio", "vector_clock_ratio"):
+        k = getattr(reading, name)
+        if not (math.isfinite(k) and 0 < k <= 1.0):
+            raise RooflineInputError(f"{name} must be in (0, 1], got {k!r}")
+    return reading
 
 
 def has_activity(reading: object) -> bool:
@@ -542,7 +485,7 @@ def has_activity(reading: object) -> bool:
 _PIPE_FIELDS: tuple[tuple[Pipe, str], ...] = tuple((pipe, f"{pipe}_active") for pipe in PIPES)
 
 
-def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
+def pipe_utilizations(reading: CounterReading) -> dict[Pipe, float]:
     """Each reported compute pipe's activity times its clock ratio: u = a · k.
 
     DCGM's pipe activities are fractions of cycles, so FLOP/s scale with the clock actually run
@@ -557,7 +500,7 @@ def pipe_utilizations(reading: Activity) -> dict[Pipe, float]:
     return found
 
 
-def pipe_activities(reading: Activity) -> dict[Pipe, float]:
+def pipe_activities(reading: CounterReading) -> dict[Pipe, float]:
     """Each reported compute pipe's activity a: the fraction of cycles busy at the clock it runs.
 
     The regime rules read these, not u = a · k: a pipe busy 90 % of cycles at a power-capped
@@ -577,7 +520,13 @@ GR_STUCK_SM_FACTOR = 2.0
 GR_ENGINE_ACTIVE: each is a part of the engine's own activity and cannot exceed it."""
 
 
-def gr_engine_contradicted(reading: Activity, thresholds: Thresholds) -> bool:
+_INSIDE_GR_FIELDS: tuple[str, ...] = tuple(
+    name for name in ACTIVITY_FIELDS if name not in ("gr_engine_active", "dram_active")
+)
+"""The activities that are parts of the GR engine's own: none can be busier than it."""
+
+
+def gr_engine_contradicted(reading: CounterReading, thresholds: Thresholds) -> bool:
     """GR_ENGINE_ACTIVE below its idle floor while busier evidence says work runs.
 
     Evidence: SM_ACTIVE, the tensor pipe or an FP pipe at 2 × the GR idle floor (sub-activities of
@@ -590,7 +539,7 @@ def gr_engine_contradicted(reading: Activity, thresholds: Thresholds) -> bool:
     if gr is None or gr >= thresholds.idle_gr_engine:
         return False
     floor = GR_STUCK_SM_FACTOR * thresholds.idle_gr_engine
-    for name in ("sm_active", "tensor_active", "fp64_active", "fp32_active", "fp16_active"):
+    for name in _INSIDE_GR_FIELDS:
         value = getattr(reading, name)
         if value is not None and value >= floor:
             return True
@@ -601,7 +550,7 @@ def gr_engine_contradicted(reading: Activity, thresholds: Thresholds) -> bool:
 _IDLE_FIELDS: tuple[str, ...] = tuple(name for name in ACTIVITY_FIELDS if name != "gr_engine_active")
 
 
-def is_idle(reading: Activity, thresholds: Thresholds, *, trust_gr_engine: bool = True) -> bool:
+def is_idle(reading: CounterReading, thresholds: Thresholds, *, trust_gr_engine: bool = True) -> bool:
     """GR_ENGINE_ACTIVE < idle_gr_engine where reported (and trusted); otherwise every reported
     activity < idle_any. False without any activity field: nothing says the GPU is idle."""
     gr = reading.gr_engine_active if trust_gr_engine else None
@@ -634,7 +583,9 @@ class CounterCall(NamedTuple):
     """The link at its wall of an interconnect-bound verdict; None for every other regime."""
 
 
-def latency_lever(reading: Activity, *, mig_instance: bool = False, gr_engine: float | None = None) -> str:
+def latency_lever(
+    reading: CounterReading, *, mig_instance: bool = False, gr_engine: float | None = None
+) -> str:
     """Refine the latency-bound hint with GR_ENGINE_ACTIVE, SM_ACTIVE and SM_OCCUPANCY.
 
     SM_ACTIVE is the fraction of time at least one warp is resident on an SM; low values with a
@@ -711,7 +662,7 @@ def precision_lever(
 
 
 def judge_counters(
-    reading: Activity,
+    reading: CounterReading,
     thresholds: Thresholds,
     *,
     mig_instance: bool = False,
@@ -755,11 +706,11 @@ def judge_counters(
 
 _NO_WALL_FIELDS = ("dram_active", "tensor_active")
 """Only DRAM and the tensor pipe together can say that no wall is near."""
-_FP_PIPE_FIELDS = ("fp64_active", "fp32_active", "fp16_active")
+_FP_PIPE_FIELDS = tuple(f"{pipe}_active" for pipe in FP_PIPES)
 
 
 def _regime_rules(
-    reading: Activity,
+    reading: CounterReading,
     th: Thresholds,
     pipes: Mapping[Pipe, float],
     pipe: Pipe | None,
@@ -784,7 +735,21 @@ def _regime_rules(
             return "memory_bound", LEVER_MEMORY, ()
     elif pipe is not None and pipes[pipe] / th.wall(pipe) >= th.theta:
         return "compute_bound", compute_lever(pipe, fp64_tensor_faster=fp64_tensor_faster), ()
-    # No wall is near by what is reported: only DRAM and the tensor pipe together can say so.
+    return _no_wall_rules(reading, th, pipes, contradicted, mig_instance, link)
+
+
+def _no_wall_rules(
+    reading: CounterReading,
+    th: Thresholds,
+    pipes: Mapping[Pipe, float],
+    contradicted: bool,
+    mig_instance: bool,
+    link: Link | None,
+) -> tuple[CounterRegime, str, tuple[str, ...]]:
+    """_regime_rules' tail, once neither wall is near by what is reported: unknown unless DRAM
+    and the tensor pipe are both reported (only together can they say so), then a link at its
+    wall, then latency-bound with the lever the SM counters point to."""
+    dram = reading.dram_active
     if dram is None or reading.tensor_active is None:
         missing = tuple(name for name in _NO_WALL_FIELDS if getattr(reading, name) is None)
         return "unknown", LEVER_UNKNOWN, missing
@@ -836,7 +801,7 @@ class CounterPosition(NamedTuple):
     any, F and the intensity are lower bounds; with any and F = 0 they are unknown (None)."""
 
 
-def uncounted_pipes(reading: Activity, peaks: Mapping[str, float]) -> tuple[Pipe, ...]:
+def uncounted_pipes(reading: CounterReading, peaks: Mapping[str, float]) -> tuple[Pipe, ...]:
     """The compute pipes whose FLOPs F leaves out: unreported, or active with no peak here."""
     found: list[Pipe] = []
     for pipe, name in _PIPE_FIELDS:
@@ -884,7 +849,7 @@ def compute_roof(
     return flops / busiest
 
 
-def busiest_counted_activity(reading: Activity, peaks: Mapping[str, float]) -> float | None:
+def busiest_counted_activity(reading: CounterReading, peaks: Mapping[str, float]) -> float | None:
     """a*: the largest activity among the reported pipes that have a peak; None without one."""
     best: float | None = None
     for pipe, name in _PIPE_FIELDS:
@@ -895,7 +860,7 @@ def busiest_counted_activity(reading: Activity, peaks: Mapping[str, float]) -> f
 
 
 def counter_position(
-    reading: Activity,
+    reading: CounterReading,
     peaks: Mapping[str, float],
     bandwidth: float,
     *,

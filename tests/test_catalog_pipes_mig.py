@@ -250,7 +250,7 @@ def test_instance_roofs_are_remembered_per_profile_not_per_spelling() -> None:
         assert card.instance_roof("bf16", f"3g.40gb+me.{i}") == card.instance_roof("bf16", "3G.40GB")
         assert card.instance_roof("bf16", f"{i + 10}g.1gb") is None
         assert card.instance_roof("bf16", f"{i + 4}c.3g.40gb") is None
-    assert len(card._scaled.instance_roofs) == 1
+    assert len(card.instance_roofs) == 1
 
 
 MIG_CARDS = (

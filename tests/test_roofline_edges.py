@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from exporter import roofline
-from exporter.roofline import CounterReading, Roof, RooflineInputError, Thresholds
+from exporter.roofline import CounterReading, Roof, RooflineInputError, Thresholds, check_reading
 
 ROOF = Roof(1e15, 1e12)
 EXACT = Thresholds(theta=0.5, dram_wall=0.5, tensor_wall=0.5, fp_pipe_wall=0.5)
@@ -74,14 +74,32 @@ def regime(thresholds: Thresholds = EXACT, **ratios: float | None) -> tuple[str,
         (lambda: Thresholds(theta=0), "threshold theta must be in \\(0, 1\\], got 0"),
         (lambda: Thresholds(dram_wall=1.5), "threshold dram_wall must be in"),
         (lambda: Thresholds(idle_any=math.nan), "threshold idle_any must be in"),
-        (lambda: CounterReading(dram_active=1.5, tensor_active=0.5), "dram_active must be a ratio in"),
-        (lambda: CounterReading(0.5, 0.5, sm_active=-0.1), "sm_active must be a ratio in \\[0, 1\\]"),
-        (lambda: CounterReading(0.5, 0.5, gr_engine_active=None, fp16_active=2.0), "fp16_active must be"),
-        (lambda: CounterReading(0.5, 0.5, sm_occupancy=True), "sm_occupancy must be a finite ratio"),
-        (lambda: CounterReading(0.5, math.nan), "tensor_active must be a finite ratio, got nan"),
-        (lambda: CounterReading(0.5, 0.5, clock_ratio=0.0), "clock_ratio must be in \\(0, 1\\], got 0"),
-        (lambda: CounterReading(0.5, 0.5, clock_ratio=1.5), "clock_ratio must be in"),
-        (lambda: CounterReading(0.5, 0.5, clock_ratio=math.inf), "clock_ratio must be in"),
+        (
+            lambda: check_reading(CounterReading(dram_active=1.5, tensor_active=0.5)),
+            "dram_active must be a ratio in",
+        ),
+        (
+            lambda: check_reading(CounterReading(0.5, 0.5, sm_active=-0.1)),
+            "sm_active must be a ratio in \\[0, 1\\]",
+        ),
+        (
+            lambda: check_reading(CounterReading(0.5, 0.5, gr_engine_active=None, fp16_active=2.0)),
+            "fp16_active must be",
+        ),
+        (
+            lambda: check_reading(CounterReading(0.5, 0.5, sm_occupancy=True)),
+            "sm_occupancy must be a finite ratio",
+        ),
+        (
+            lambda: check_reading(CounterReading(0.5, math.nan)),
+            "tensor_active must be a finite ratio, got nan",
+        ),
+        (
+            lambda: check_reading(CounterReading(0.5, 0.5, clock_ratio=0.0)),
+            "clock_ratio must be in \\(0, 1\\], got 0",
+        ),
+        (lambda: check_reading(CounterReading(0.5, 0.5, clock_ratio=1.5)), "clock_ratio must be in"),
+        (lambda: check_reading(CounterReading(0.5, 0.5, clock_ratio=math.inf)), "clock_ratio must be in"),
     ],
 )
 def test_a_refusal_names_the_input_it_refuses(call: Callable[[], object], named: str) -> None:

@@ -17,11 +17,11 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter import fields, roofline
+from exporter import fields, readings, roofline
 from exporter.catalog import Card, load_catalog
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import EntityInference, InferenceConfig, card_profile, step
-from exporter.roofline import CounterReading, Ratios, Thresholds, counter_position, judge_counters
+from exporter.roofline import CounterReading, Thresholds, counter_position, judge_counters
 from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
@@ -136,7 +136,7 @@ def test_achieved_flops_are_monotone_in_each_pipe(
     base: dict[str, float], pipe: str, more: float, clock: float
 ) -> None:
     peaks = roofline.pipe_peaks(H100.roof("bf16"), {"fp64": 34e12, "fp32": 67e12, "fp16": 133.8e12})
-    low = Ratios(dram_active=0.3, clock_ratio=clock, **base)
+    low = CounterReading(dram_active=0.3, clock_ratio=clock, **base)
     high = low._replace(**{pipe: min(1.0, base[pipe] + more)})
     before = counter_position(low, peaks, 3.35e12).achieved_flop_per_second
     after = counter_position(high, peaks, 3.35e12).achieved_flop_per_second
@@ -302,7 +302,7 @@ optional = st.none() | st.floats(0.0, 1.0)
 
 @settings(max_examples=400, deadline=None)
 @given(
-    values=st.fixed_dictionaries({name: optional for name in roofline.READING_FIELDS}),
+    values=st.fixed_dictionaries({name: optional for name in readings.READING_FIELDS}),
     clock=st.floats(0.05, 1.0),
     mig=st.booleans(),
 )
@@ -313,13 +313,13 @@ def test_a_partial_reading_never_contradicts_the_full_reading_with_neutral_value
     GR_ENGINE_ACTIVE is not an amount of work but the idle gate, and 0 there would assert idleness:
     it stays as given. Whatever a partial reading calls (other than unknown), the full reading
     with those zeros calls the same."""
-    partial = Ratios(clock_ratio=clock, **values)
+    partial = CounterReading(clock_ratio=clock, **values)
     call = judge_counters(partial, TH, mig_instance=mig)
     if call.regime == "unknown":
         return
     keep = ("gr_engine_active", "sm_occupancy")
     neutral = {name: (v if name in keep or v is not None else 0.0) for name, v in values.items()}
-    full = Ratios(clock_ratio=clock, **neutral)
+    full = CounterReading(clock_ratio=clock, **neutral)
     assert judge_counters(full, TH, mig_instance=mig).regime == call.regime
 
 
@@ -383,7 +383,7 @@ def test_gr_engine_stuck_at_zero_while_dram_streams_is_not_idle() -> None:
 )
 def test_each_busier_evidence_overrules_an_idle_gr_engine(evidence: dict[str, float]) -> None:
     base = {"gr_engine_active": 0.0, "dram_active": 0.0, "tensor_active": 0.0}
-    call = judge_counters(Ratios(**{**base, **evidence}), TH)
+    call = judge_counters(CounterReading(**{**base, **evidence}), TH)
     assert call.gr_engine_contradicted and call.regime != "idle"
 
 
@@ -391,7 +391,7 @@ def test_light_work_under_an_idle_gr_engine_is_no_contradiction() -> None:
     # SM 4 %, DRAM 3 % and copy-engine traffic do not prove the engine wrong
     for values in (dict(gr=0.03, sm=0.04, dram=0.03, tensor=0.0), dict(gr=0.0, dram=0.3, tensor=0.0)):
         call = judge_counters(
-            Ratios(
+            CounterReading(
                 gr_engine_active=values["gr"],
                 sm_active=values.get("sm"),
                 dram_active=values["dram"],
@@ -482,7 +482,7 @@ def catalog_sampler() -> Sampler:
 
 def test_counter_reading_validates_partial_input() -> None:
     with pytest.raises(roofline.RooflineInputError, match="dram_active"):
-        CounterReading(dram_active=1.5)
+        roofline.check_reading(CounterReading(dram_active=1.5))
     assert not roofline.has_activity(CounterReading(sm_occupancy=0.5))
 
 

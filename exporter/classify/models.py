@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from exporter.roofline import ACTIVITY_FIELDS, Precision, has_activity
+from exporter.readings import ACTIVITY_FIELDS
+from exporter.roofline import Precision, has_activity
 
 MAX_FLOPS = 1e30
 """Largest FLOP count (given or derived) a body may describe: far above any real job, far below
@@ -148,7 +149,7 @@ class ThresholdsBody(StrictBody):
 class CounterBody(BodyCommon):
     """Counter form: one interval's DCGM profiling ratios, named after the DCGM fields.
 
-    Any subset with at least one activity field (roofline.ACTIVITY_FIELDS) is a reading: the
+    Any subset with at least one activity field (readings.ACTIVITY_FIELDS) is a reading: the
     verdict says what those fields can say (docs/model.md, "Partial readings").
     """
 

@@ -27,6 +27,7 @@ from exporter.classify.models import (
     KernelBody,
     OperationBody,
 )
+from exporter.readings import LINK_FIELDS, READING_FIELDS
 from exporter.roofline import CounterReading, KernelVerdict, Roof, Thresholds, Work
 
 CUSTOM_CARD_KEY = "custom"
@@ -48,7 +49,7 @@ class ResolvedCard:
 
     @property
     def precisions(self) -> list[str]:
-        return self.card.precisions if self.card is not None else list(roofline.PRECISIONS)
+        return list(self.card.precisions if self.card is not None else roofline.PRECISIONS)
 
     def peak_clock_mhz(self, precision: str) -> float | None:
         """The clock the card's `precision` peak is quoted at; None for a custom roof or no basis."""
@@ -341,6 +342,17 @@ def thresholds_for(body: CounterBody, base: Thresholds) -> Thresholds:
         raise BodyError(str(exc), field="thresholds") from None
 
 
+def counter_reading(body: CounterBody, ratio: float | None, vector_ratio: float | None) -> CounterReading:
+    """The body's ratios (readings.READING_FIELDS) with its clock ratios, an unknown k as 1 (the
+    quoted clock) and a known one kept above 0 (a sub-MHz clock can underflow it)."""
+    ratios = [getattr(body, name) for name in READING_FIELDS]
+    clocks = [1.0 if k is None else max(k, 1e-9) for k in (ratio, vector_ratio)]
+    try:
+        return roofline.check_reading(CounterReading._make([*ratios, *clocks]))
+    except roofline.RooflineInputError as exc:
+        raise BodyError(str(exc), field="sm_clock_mhz") from None
+
+
 def classify_counter_body(
     catalog: Catalog, body: CounterBody, precision_default: str, thresholds: Thresholds
 ) -> dict[str, Any]:
@@ -372,21 +384,7 @@ def classify_counter_body(
     vector_ratio = roofline.known_clock_ratio(body.sm_clock_mhz, card.vector_clock_mhz())
     used = thresholds_for(body, thresholds)
     load = card.link_load(body)
-    try:
-        reading = CounterReading(
-            dram_active=body.dram_active,
-            tensor_active=body.tensor_active,
-            gr_engine_active=body.gr_engine_active,
-            sm_active=body.sm_active,
-            sm_occupancy=body.sm_occupancy,
-            fp64_active=body.fp64_active,
-            fp32_active=body.fp32_active,
-            fp16_active=body.fp16_active,
-            clock_ratio=1.0 if ratio is None else max(ratio, 1e-9),
-            vector_clock_ratio=1.0 if vector_ratio is None else max(vector_ratio, 1e-9),
-        )
-    except roofline.RooflineInputError as exc:
-        raise BodyError(str(exc), field="sm_clock_mhz") from None
+    reading = counter_reading(body, ratio, vector_ratio)
     verdict = roofline.classify_counters(
         roof,
         reading,
@@ -443,16 +441,7 @@ def classify_counter_body(
             "note": INTERVAL_NOTE,
         }
     )
-    links = {
-        name: getattr(body, name)
-        for name in (
-            "pcie_tx_bytes_per_second",
-            "pcie_rx_bytes_per_second",
-            "nvlink_tx_bytes_per_second",
-            "nvlink_rx_bytes_per_second",
-        )
-        if getattr(body, name) is not None
-    }
+    links = {name: getattr(body, name) for name in LINK_FIELDS if getattr(body, name) is not None}
     if links:
         out["interconnect"] = links
     out["link_utilization"] = link_utilization_fields(load)

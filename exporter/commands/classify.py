@@ -14,8 +14,10 @@ import sys
 from typing import Any
 
 from exporter.commands.options import UserError, add_flag
+from exporter.readings import READINGS
+from exporter.roofline import PRECISIONS
 
-NUMBER_FLAGS: tuple[tuple[str, str], ...] = (
+FORM_FLAGS: tuple[tuple[str, str], ...] = (
     ("--flops", "kernel: FLOPs the kernel executes"),
     ("--bytes", "kernel: bytes it moves to and from DRAM"),
     ("--peak-flops", "custom card: dense peak in FLOP/s (instead of --card)"),
@@ -29,23 +31,14 @@ NUMBER_FLAGS: tuple[tuple[str, str], ...] = (
     ("--writes", "elementwise: output tensors written (default 1)"),
     ("--parameters", "decode: model parameters N"),
     ("--batch", "decode: sequences decoded together"),
-    ("--dram-active", "counters: DRAM_ACTIVE ratio in [0, 1]"),
-    ("--tensor-active", "counters: PIPE_TENSOR_ACTIVE ratio in [0, 1]"),
-    ("--gr-engine-active", "counters: GR_ENGINE_ACTIVE ratio"),
-    ("--sm-active", "counters: SM_ACTIVE ratio"),
-    ("--sm-occupancy", "counters: SM_OCCUPANCY ratio"),
-    ("--fp64-active", "counters: PIPE_FP64_ACTIVE ratio"),
-    ("--fp32-active", "counters: PIPE_FP32_ACTIVE ratio"),
-    ("--fp16-active", "counters: PIPE_FP16_ACTIVE ratio"),
-    ("--imma-active", "counters: PIPE_TENSOR_IMMA_ACTIVE ratio (int8 tensor pipe)"),
-    ("--hmma-active", "counters: PIPE_TENSOR_HMMA_ACTIVE ratio (fp16/bf16 tensor pipe)"),
-    ("--dfma-active", "counters: PIPE_TENSOR_DFMA_ACTIVE ratio (fp64 tensor pipe)"),
-    ("--sm-clock-mhz", "counters: SM clock in MHz (scales achieved FLOP/s by clock / max clock)"),
-    ("--pcie-tx-bytes-per-second", "counters: PCIe TX bytes/s (judged against the card's PCIe bandwidth)"),
-    ("--pcie-rx-bytes-per-second", "counters: PCIe RX bytes/s"),
-    ("--nvlink-tx-bytes-per-second", "counters: NVLink TX bytes/s"),
-    ("--nvlink-rx-bytes-per-second", "counters: NVLink RX bytes/s"),
 )
+COUNTER_FLAGS: tuple[tuple[str, str], ...] = tuple(
+    (reading.flag, f"counters: {reading.help}")
+    for reading in READINGS
+    if reading.flag is not None and reading.help is not None
+)
+"""The counter form's flags: the readings table's (exporter/readings.py), in its order."""
+NUMBER_FLAGS: tuple[tuple[str, str], ...] = FORM_FLAGS + COUNTER_FLAGS
 """Numeric flags; each maps to the body field of the same name with dashes as underscores."""
 
 THRESHOLD_FLAGS: tuple[tuple[str, str], ...] = (
@@ -58,7 +51,7 @@ THRESHOLD_FLAGS: tuple[tuple[str, str], ...] = (
     ("--link-wall", "counters: practical link-load maximum (default 0.8)"),
 )
 
-PRECISION_CHOICES = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+PRECISION_CHOICES: tuple[str, ...] = PRECISIONS
 
 
 def number(text: str) -> int | float:
