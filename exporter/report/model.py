@@ -22,10 +22,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from exporter.catalog import Card, Catalog
 from exporter.inference import precision_on
+from exporter.report.document import CoverageDoc, ReportDoc, RowDoc, TopEntryDoc
 from exporter.roofline import REGIMES, Roof, Thresholds
 
 SCHEMA = "ridgeline.report/v1"
@@ -229,7 +229,7 @@ def build_report(
     provenance: Provenance,
     catalog: Catalog,
     options: ReportOptions,
-) -> dict[str, Any]:
+) -> ReportDoc:
     """The report document (docs/report.md, "JSON"): what `--json` writes and the HTML shows.
 
     Groups are sorted by GPU-seconds, largest first. When the fleet has materially more
@@ -258,9 +258,9 @@ def build_report(
     )
     # The fleet's savings are the groups' sum: the latency bound is not linear in its inputs.
     fleet_doc["savings_gpu_seconds"] = {
-        lever.key: sum(g["savings_gpu_seconds"][lever.key] for g in group_docs) for lever in lever_list
+        lever.key: sum(_measured(g["savings_gpu_seconds"][lever.key]) for g in group_docs) for lever in lever_list
     }
-    fleet_doc.update(_clock_lost_sum(group_docs))
+    fleet_doc["clock_lost_gpu_seconds"], fleet_doc["clock_lost_by_cause"] = _clock_lost_sum(group_docs)
     # Allocation is a property of the groups' GPUs: the fleet's is their sum.
     fleet_doc["idle_allocated_gpu_seconds"] = sum(g["idle_allocated_gpu_seconds"] for g in group_docs)
     # The fleet row is the sum of the rows above it (the remainder included), added in their
@@ -280,7 +280,7 @@ def build_report(
     workload_rows = [_group_doc(u, catalog, options, cards) for u in workloads]
     if not provenance.clock_loss_measured:
         for row in [*group_docs, fleet_doc, *workload_rows]:
-            row.update(clock_lost_gpu_seconds=None, clock_lost_by_cause=None)
+            row["clock_lost_gpu_seconds"] = row["clock_lost_by_cause"] = None
             row["savings_gpu_seconds"]["reduced_clock"] = None
     return {
         "schema": SCHEMA,
@@ -395,7 +395,7 @@ def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator > 0 else None
 
 
-def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[str, Roof]) -> dict[str, Any]:
+def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[str, Roof]) -> RowDoc:
     """One group's row of the document, with its roofline point and its savings bounds."""
     card_key = _dominant_card(u.card_gpu_seconds)
     roof = _roof(card_key, catalog, options.precision)
@@ -411,11 +411,11 @@ def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[s
     if roof is not None and intensity is not None and achieved is not None:
         attainable = roof.attainable(intensity) if math.isfinite(intensity) else roof.peak_flop_per_second
         efficiency = min(1.0, achieved / attainable) if attainable > 0 else None
-    seconds = {r: u.gpu_seconds.get(r, 0.0) for r in REGIMES}
+    seconds: dict[str, float] = {r: u.gpu_seconds.get(r, 0.0) for r in REGIMES}
     thresholds = options.thresholds
     ceiling = thresholds.theta * max(thresholds.tensor_wall, thresholds.dram_wall)
     e_latency = min(efficiency, ceiling) if efficiency is not None else 0.0
-    savings = {
+    savings: dict[str, float | None] = {
         "idle_allocated": u.idle_allocated_gpu_seconds,
         "memory_bound": seconds["memory_bound"] * MEMORY_BYTES_FACTOR,
         "latency_bound": seconds["latency_bound"] * (1.0 - e_latency),
@@ -438,27 +438,31 @@ def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[s
         "savings_gpu_seconds": savings,
         "clock_lost_gpu_seconds": savings["reduced_clock"],
         "clock_lost_by_cause": {c: v for c, v in sorted(u.clock_lost_gpu_seconds.items()) if v > 0},
+        "coverage": None,  # build_report's, for a group and the fleet
     }
 
 
-def _clock_lost_sum(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The fleet's clock-lost figures: its groups' sum (the counter is read per group)."""
+def _clock_lost_sum(rows: Sequence[RowDoc]) -> tuple[float, dict[str, float]]:
+    """The fleet's clock-lost GPU-seconds and their causes: its groups' sum (the counter is read
+    per group)."""
     by_cause: dict[str, float] = {}
     for row in rows:
-        by_cause = _add(by_cause, row["clock_lost_by_cause"])
-    return {
-        "clock_lost_gpu_seconds": sum(row["clock_lost_gpu_seconds"] for row in rows),
-        "clock_lost_by_cause": dict(sorted(by_cause.items())),
-    }
+        by_cause = _add(by_cause, row["clock_lost_by_cause"] or {})
+    return sum(_measured(row["clock_lost_gpu_seconds"]) for row in rows), dict(sorted(by_cause.items()))
 
 
-def _top(rows: Sequence[dict[str, Any]], regime: str, n: int) -> list[dict[str, Any]]:
+def _measured(value: float | None) -> float:
+    """A figure that build_report sets to None only after the sums (not measured): as it is."""
+    return 0.0 if value is None else value
+
+
+def _top(rows: Sequence[RowDoc], regime: str, n: int) -> list[TopEntryDoc]:
     """The n workloads with the most GPU-seconds in `regime` (none with zero)."""
     ranked = sorted(
         (r for r in rows if r["labels"] and r["gpu_seconds"][regime] > 0),  # no labels: no workload
         key=lambda r: (-r["gpu_seconds"][regime], sorted(r["labels"].items())),
     )
-    out = []
+    out: list[TopEntryDoc] = []
     for r in ranked[:n]:
         total = r["gpu_seconds_total"]
         out.append(
@@ -525,7 +529,7 @@ def _coverage_ratio(seen: float, missing: float) -> float:
     return seen / (seen + missing) if seen + missing > 0 else 1.0
 
 
-def _coverage_doc(coverage: Coverage, seen: float) -> dict[str, Any]:
+def _coverage_doc(coverage: Coverage, seen: float) -> CoverageDoc:
     """The document's `coverage`: the fleet's ratio and every stretch with unseen targets."""
     missing = coverage.missing_gpu_seconds
     return {
