@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from exporter.commands.options import add_flag, add_listen_flags, parse_listen
+from exporter.commands.options.flags import add_flag
+from exporter.commands.options.listen import add_listen_flags, parse_listen
 
 PROC = Path("/proc")
 URL_VARIABLE = "RIDGELINE_HEALTHCHECK_URL"

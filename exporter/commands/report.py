@@ -3,7 +3,7 @@
 This module only wires: it parses flags, asks one input for the usage (exporter/report/
 prometheus.py over a query API, or exporter/report/replay.py over a trace), builds the document
 (exporter/report/model.py) and writes it (exporter/report/render.py). The replay flags are the
-source flags' replay part and `serve`'s inference flags (exporter/commands/options.py).
+source flags' replay part and `serve`'s inference flags (exporter/commands/options/).
 """
 
 from __future__ import annotations
@@ -19,14 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from exporter.commands.extras import require_extra
-from exporter.commands.options import (
-    UserError,
-    add_flag,
-    add_inference_flags,
-    add_replay_flags,
-    add_spec,
-    inference_config,
-)
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.flags import add_flag, add_spec
+from exporter.commands.options.inference import add_inference_flags, inference_config
+from exporter.commands.options.sources import add_replay_flags
 
 log = logging.getLogger("exporter.report")
 
