@@ -1,19 +1,9 @@
 """The report's model: per-group usage in, the report document out (docs/report.md).
 
-Pure code over plain records — no HTTP, no Prometheus client, no file access — so every number
-the report prints is tested here with hand-made inputs. The inputs (exporter/report/prometheus.py,
-exporter/report/replay.py) only measure `Usage`: the increase of the daemon's counters over the
-range, per group. Everything derived (GPU-hours, intensity, the roofline point, the savings
-bounds) is computed here, once, and both the JSON and the HTML are written from the one document
-`build_report` returns.
-
-Formulas (the daemon's counter form, docs/design.md "The model"):
-
-    GPU-seconds in regime r   = increase of ridgeline_regime_seconds_total{regime=r}
-    intensity I               = Σflop ÷ Σdram_bytes
-    achieved FLOP/s per GPU   = Σflop ÷ busy GPU-seconds (memory-, compute- and latency-bound;
-                                not idle, not unknown)
-    attainable                = min(P, I·B) at the group's card (the card with most GPU-seconds)
+Pure code over plain records, so every number the report prints is tested with hand-made
+inputs. The inputs only measure `Usage` (counter increases per group); everything derived —
+GPU-hours, intensity, the roofline point, the savings bounds — is computed here, once, and the
+JSON and the HTML are both written from the one document `build_report` returns.
 """
 
 from __future__ import annotations

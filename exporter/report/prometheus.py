@@ -1,25 +1,10 @@
 """The Prometheus input: a client for any Prometheus-compatible query API, and the query plan that
 turns a range into per-group `Usage` (exporter/report/model.py).
 
-The client speaks the HTTP API every compatible server answers (`/api/v1/query`,
-`/api/v1/query_range`: Prometheus, Thanos Query, Mimir, VictoriaMetrics) with the standard
-library: basic auth, a bearer token and TLS from the one client configuration
-(exporter/http_client.py, the `--prometheus.*` flags), and extra headers (a tenant's
-X-Scope-OrgID). Queries are POSTed form-encoded (no URL length limit).
-
-The plan (docs/report.md, "How the numbers are read"):
-
-1. The scrape interval is read off the data (the median sample count of one counter per GPU
-   over 10 minutes); the query window (step) is sized to the range: about MAX_WINDOWS windows,
-   rounded up to a round duration, at least 4 scrape intervals (so that every window holds
-   samples to take an increase from).
-2. Where the recording rules' series cover a window and the grouping's labels survive them
-   (namespace/pod: the namespace_pod level; node/instance: the instance level), the window is
-   read from them; every other window, and every other grouping (card, hpc_job, any label),
-   from the raw counters. Recorded series need windows of at least 5 minutes.
-3. Each stretch of windows read one way is summed inside Prometheus by one instant query per
-   quantity (exporter/report/promql.py); the fleet's totals come from one range query per
-   quantity, which also gives the timeline and the gaps.
+The client is the standard library's, configured by exporter/http_client.py (`--prometheus.*`);
+the plan — scrape interval from the data, a step sized to the range, recorded series where they
+cover a window, one instant query per stretch and quantity — is docs/report.md's "How the
+numbers are read".
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
 """Which password check runs next on the one bcrypt thread, so guessers cannot starve a scraper.
 
-bcrypt is slow on purpose, so a guessing flood always offers more checks than one thread can do,
-and a first-in-first-out queue with a bound (what this replaced) hands every slot to whoever
-sends most: a scraper whose password was not verified yet got 429 for as long as the flood
-lasted. Nothing in one request tells a correct password from a guess before bcrypt has run, so
-the order uses what a request's history does tell:
-
-* **The peer's record.** Each client address (an IPv6 /64 counts as one) has a failure score:
-  +1 per wrong password, halved every `FAILURE_HALF_LIFE_SECONDS`, reset by a success. The
-  next check is the waiting one whose peer has the lowest score, so a scraper connecting from
-  an address that has not been guessing is checked next, however many guesses wait. When every
-  slot is taken, a newcomer from a cleaner peer takes the slot of the guess from the worst one.
-* **The user name's record at that peer.** The same score is kept per user name and peer, and
-  ranks next; when a peer's slots are all taken, a newcomer for a user name with fewer checks
-  waiting there takes the place of the newest guess for the one with most. A guesser spraying
-  one user name from an address cannot starve another user's scraper on that address.
-* **A credential that was refused unchecked and comes back** (a client retrying after 429) goes
-  before its peer's fresh guesses: a guesser gains nothing by repeating a guess it never had
-  answered, while a scraper sharing the guessers' address repeats its password every scrape.
-
-The checks cost bounded CPU: after each one the worker rests so that password checks take at
-most `CPU_SHARE` of one core, however many wait (the rest is the scrapes' and the loop's).
-
-Credentials verified once never come here (exporter/web/webconfig.py caches them), and wrong
-ones seen before are answered from a cache too. Everything here runs on the event loop's
-thread; only the check itself runs on the worker, one at a time.
+The order is the peer's failure score, then the user name's at that peer, then whether the
+credential was refused unchecked before; the checks take at most `CPU_SHARE` of a core.
+docs/daemon.md, "Connections and hostile clients", gives the rules and why no order can do
+better. Runs on the event loop's thread; only the check itself runs on the worker.
 """
 
 from __future__ import annotations

@@ -1,37 +1,9 @@
-"""TLS and basic auth for `ridgeline serve --web-config FILE`, in the exporter-toolkit YAML shape.
+"""TLS and basic auth for `ridgeline serve --web-config FILE`, in exporter-toolkit's YAML shape.
 
-Operators already write this file for node_exporter and friends (prometheus/exporter-toolkit,
-docs/web-configuration.md)::
-
-    tls_server_config:
-      cert_file: server.crt          # relative paths are relative to this file
-      key_file: server.key
-      client_ca_file: clients-ca.crt
-      client_auth_type: RequireAndVerifyClientCert
-    basic_auth_users:
-      prometheus: $2b$10$...         # bcrypt, e.g. `htpasswd -nBC 10 "" | tr -d ':\\n'`
-
-Ridgeline serves it with uvicorn and Python's ssl module, which cannot express every Go TLS
-knob. Rather than silently ignore a security setting, the keys it cannot honour (cipher_suites,
-curve_preferences, client_allowed_sans, min_version other than TLS12, inline cert/key, ...)
-are refused with an error that names them. Client auth types that accept a client certificate
-without verifying it (RequestClientCert, RequireAnyClientCert) are refused for the same reason.
-
-Basic auth is an ASGI middleware. A bcrypt check costs tens of milliseconds by design, and a
-scrape every 15 s would pay it every time, so outcomes are remembered as HMACs under a
-per-process random key (never the password): a credential that verified once, or was refused
-once, is answered without bcrypt, in constant time, and a reload keeps the outcomes of users
-whose hash did not change. `/healthz` is exempt by default: liveness probes cannot carry
-credentials without putting them in the pod spec, and it reveals only that the process is alive.
-
-Password guessing is bounded, not just slow: bcrypt runs on one thread, at most a quarter of a
-core, a hash's cost is at most `MAX_BCRYPT_COST`, and exporter/web/auth_admission.py picks which
-waiting check runs next by the peer's record, so guessers cannot starve a scraper's first check.
-A guess with no room is held for one to two times `REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and
-answered 429 with Retry-After (benchmarks/bench_hostile.py, docs/daemon.md).
-
-The TLS context and the users can change while serving: exporter/web/webconfig_watch.py reloads
-the file when it or a file it names changes, and hands out the current ones.
+Keys Python's ssl cannot honour are refused by name, never ignored. Basic auth is an ASGI
+middleware whose outcomes are cached as keyed HMACs, so bcrypt runs once per credential; the
+checks that must run wait in exporter/web/auth_admission.py. docs/daemon.md, "Attribution and
+web config" and "Connections and hostile clients", says what is checked and why.
 """
 
 from __future__ import annotations
@@ -91,10 +63,9 @@ BCRYPT_MAX_PASSWORD_BYTES = 72
 REJECTED_CACHE = 4096
 """Wrong credentials remembered (least recently used forgotten first)."""
 REFUSAL_DELAY_SECONDS = 3.0
-"""How long a refused guess is held before its 429, at least, so a refused client cannot spin:
-guessers that wait for their answer send a third as many guesses as at 1 s, each one work for the
-event loop. Each hold is drawn from one to two times this, so guesses refused together do not
-come back together (a flood's refusals arrived as one burst every 3 s)."""
+"""How long a refused guess is held before its 429, at least (each hold drawn from one to two
+times this), so a refused client cannot spin and guesses refused together do not come back
+together (docs/daemon.md, "Connections and hostile clients")."""
 
 
 class WebConfigError(ValueError):
