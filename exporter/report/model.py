@@ -248,7 +248,8 @@ def build_report(
     )
     # The fleet's savings are the groups' sum: the latency bound is not linear in its inputs.
     fleet_doc["savings_gpu_seconds"] = {
-        lever.key: sum(_measured(g["savings_gpu_seconds"][lever.key]) for g in group_docs) for lever in lever_list
+        lever.key: sum(_measured(g["savings_gpu_seconds"][lever.key]) for g in group_docs)
+        for lever in lever_list
     }
     fleet_doc["clock_lost_gpu_seconds"], fleet_doc["clock_lost_by_cause"] = _clock_lost_sum(group_docs)
     # Allocation is a property of the groups' GPUs: the fleet's is their sum.
