@@ -1,9 +1,10 @@
 """Which password check runs next on the one bcrypt thread, so guessers cannot starve a scraper.
 
 The order is the peer's failure score, then the user name's at that peer, then whether the
-credential was refused unchecked before; the checks take at most `CPU_SHARE` of a core.
-docs/daemon.md, "Connections and hostile clients", gives the rules and why no order can do
-better. Runs on the event loop's thread; only the check itself runs on the worker.
+credential was refused unchecked before; the checks take at most `CPU_SHARE` of a core, and a
+check whose client left before its turn is dropped. docs/daemon.md, "Connections and hostile
+clients", gives the rules and why no order can do better. Runs on the event loop's thread; only
+the check itself runs on the worker.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ipaddress
 import itertools
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -34,6 +35,10 @@ OWED_SECONDS = 600.0
 CPU_SHARE = 0.25
 """The most of one core password checks may take: after a check of c CPU seconds the worker rests
 c × (1 / CPU_SHARE − 1) before the next, so a flood leaves the rest to the authorised path."""
+
+
+class ClientGone(Exception):
+    """The client went away while its check waited: the check was dropped, nothing to answer."""
 
 
 def peer_key(client: tuple[str, int] | None) -> str:
@@ -152,8 +157,13 @@ class CheckPool:
         *,
         peer: str = "",
         digest: bytes = b"",
+        gone: Callable[[], Awaitable[object]] | None = None,
     ) -> bool | None:
-        """verify(user, password) on the worker; None when refused unchecked (no room for it)."""
+        """verify(user, password) on the worker; None when refused unchecked (no room for it).
+
+        `gone()` returns when the client has left: a check still waiting then is dropped
+        (ClientGone) before it costs a bcrypt; one already running is let finish and scored.
+        """
         owed = self._take_owed(digest)
         done: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         job = _Job(
@@ -168,7 +178,7 @@ class CheckPool:
             self._owe(digest)
             return None
         self._dispatch()
-        verdict = await done
+        verdict = await self._outcome(job, gone)
         if verdict is None:  # made room for a check from a cleaner peer
             self._owe(digest)
         elif verdict:
@@ -178,6 +188,22 @@ class CheckPool:
             self._scores.failed(peer)
             self._scores.failed(job.user_at_peer)
         return verdict
+
+    async def _outcome(self, job: _Job, gone: Callable[[], Awaitable[object]] | None) -> bool | None:
+        """The job's verdict; ClientGone when `gone()` returns while the job still waits."""
+        if gone is not None and job in self._waiting:
+            watch = asyncio.ensure_future(gone())
+            try:
+                await asyncio.wait((job.done, watch), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not watch.cancel() and not watch.cancelled():
+                    watch.exception()  # retrieved: a receive() that failed is a client gone too
+                if job in self._waiting and not job.done.done():  # gone (or cancelled) first
+                    self._waiting.remove(job)
+                    job.done.cancel()
+            if job.done.cancelled():
+                raise ClientGone
+        return await job.done
 
     # -- admission and order ---------------------------------------------------------------------
 

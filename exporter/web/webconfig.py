@@ -25,9 +25,9 @@ from typing import Any, Literal, Protocol
 import bcrypt
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from exporter.web.auth_admission import CheckPool, peer_key
+from exporter.web.auth_admission import CheckPool, ClientGone, peer_key
 
 ClientAuthType = Literal["NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"]
 
@@ -66,6 +66,11 @@ REFUSAL_DELAY_SECONDS = 3.0
 """How long a refused guess is held before its 429, at least (each hold drawn from one to two
 times this), so a refused client cannot spin and guesses refused together do not come back
 together (docs/daemon.md, "Connections and hostile clients")."""
+
+
+READ_AHEAD_BYTES = 65536
+"""Body bytes read ahead while a password check waits (to see the client leave); beyond them the
+rest is left unread for the app."""
 
 
 class WebConfigError(ValueError):
@@ -371,9 +376,13 @@ class BasicAuthMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        verdict = await self._authorised(checker, scope)
+        ahead = _ReadAhead(receive)
+        try:
+            verdict = await self._authorised(checker, scope, ahead)
+        except ClientGone:
+            return  # nobody to answer; its check never ran
         if verdict:
-            await self.app(scope, receive, send)
+            await self.app(scope, ahead.receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -392,7 +401,7 @@ class BasicAuthMiddleware:
             return
         await _plain(send, 401, b"Unauthorized\n", [(b"www-authenticate", f'Basic realm="{REALM}"'.encode())])
 
-    async def _authorised(self, checker: PasswordChecker, scope: Scope) -> bool | None:
+    async def _authorised(self, checker: PasswordChecker, scope: Scope, ahead: _ReadAhead) -> bool | None:
         """True/False, or None when the check was refused unchecked (no room on the bcrypt thread)."""
         credentials = _credentials(scope)
         if credentials is None:
@@ -403,10 +412,36 @@ class BasicAuthMiddleware:
         if known is not None:
             return known
         peer = peer_key(scope.get("client"))
-        verdict = await self.pool.check(checker.verify, user, password, peer=peer, digest=digest)
+        gone = ahead.gone if scope["type"] == "http" else None
+        verdict = await self.pool.check(checker.verify, user, password, peer=peer, digest=digest, gone=gone)
         if verdict is not None:
             checker.remember(user, digest, verdict)
         return verdict
+
+
+class _ReadAhead:
+    """The request's receive(), read while its password check waits so that a client that leaves
+    (uvicorn answers http.disconnect) takes its check with it; the app gets what was read first."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._read: list[Message] = []
+
+    async def gone(self) -> None:
+        """Returns once the client has disconnected; never after READ_AHEAD_BYTES of body."""
+        size = 0
+        while size <= READ_AHEAD_BYTES:
+            message = await self._receive()
+            self._read.append(message)
+            if message["type"] == "http.disconnect":
+                return
+            size += len(message.get("body", b""))
+        await asyncio.get_running_loop().create_future()  # cancelled when the check is done
+
+    async def receive(self) -> Message:
+        if self._read:
+            return self._read.pop(0)
+        return await self._receive()
 
 
 async def _plain(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
