@@ -227,47 +227,16 @@ def build_report(
     only in the cluster totals), the difference becomes one group without labels.
     """
     lever_list = levers(options.thresholds)
-    rows = list(groups)
-    rest = _remainder(rows, fleet)
-    if rest is not None:
-        rows = merge_usage([*rows, rest])
-    rows.sort(key=lambda u: (-u.total_gpu_seconds, sorted(u.labels.items())))
+    rows = _rows(groups, fleet)
     cards: dict[str, Roof] = {}
     group_docs = [_group_doc(u, catalog, options, cards) for u in rows]
-    fleet_doc = _group_doc(
-        Usage(
-            labels={},
-            gpu_seconds=fleet.gpu_seconds,
-            flop=fleet.flop,
-            dram_bytes=fleet.dram_bytes,
-            card_gpu_seconds=fleet.card_gpu_seconds or _cards_of(rows),
-        ),
-        catalog,
-        options,
-        cards,
-    )
-    # The fleet's savings are the groups' sum: the latency bound is not linear in its inputs.
-    fleet_doc["savings_gpu_seconds"] = {
-        lever.key: sum(_measured(g["savings_gpu_seconds"][lever.key]) for g in group_docs)
-        for lever in lever_list
-    }
-    fleet_doc["clock_lost_gpu_seconds"], fleet_doc["clock_lost_by_cause"] = _clock_lost_sum(group_docs)
-    # Allocation is a property of the groups' GPUs: the fleet's is their sum.
-    fleet_doc["idle_allocated_gpu_seconds"] = sum(g["idle_allocated_gpu_seconds"] for g in group_docs)
-    # The fleet row is the sum of the rows above it (the remainder included), added in their
-    # order, so it equals them to the last digit; the separately measured fleet total only
-    # decides whether there is a remainder.
-    fleet_doc["gpu_seconds"] = {r: sum(g["gpu_seconds"][r] for g in group_docs) for r in REGIMES}
-    fleet_doc["gpu_seconds_total"] = sum(g["gpu_seconds_total"] for g in group_docs)
+    fleet_doc = _fleet_doc(rows, fleet, group_docs, lever_list, catalog, options, cards)
     coverage = provenance.coverage
-    for g in group_docs:
-        missing = None if coverage is None else coverage.group_missing.get(tuple(sorted(g["labels"].items())))
-        g["coverage"] = None if coverage is None else _coverage_ratio(g["gpu_seconds_total"], missing or 0.0)
-    fleet_doc["coverage"] = (
-        None
-        if coverage is None
-        else _coverage_ratio(fleet_doc["gpu_seconds_total"], coverage.missing_gpu_seconds)
-    )
+    if coverage is not None:
+        for g in group_docs:
+            missing = coverage.group_missing.get(tuple(sorted(g["labels"].items())))
+            g["coverage"] = _coverage_ratio(g["gpu_seconds_total"], missing or 0.0)
+        fleet_doc["coverage"] = _coverage_ratio(fleet_doc["gpu_seconds_total"], coverage.missing_gpu_seconds)
     workload_rows = [_group_doc(u, catalog, options, cards) for u in workloads]
     if not provenance.clock_loss_measured:
         for row in [*group_docs, fleet_doc, *workload_rows]:
@@ -326,6 +295,54 @@ def build_report(
         ],
         "coverage": None if coverage is None else _coverage_doc(coverage, fleet_doc["gpu_seconds_total"]),
     }
+
+
+def _rows(groups: Sequence[Usage], fleet: Usage) -> list[Usage]:
+    """The groups and their remainder (if any), largest first."""
+    rows = list(groups)
+    rest = _remainder(rows, fleet)
+    if rest is not None:
+        rows = merge_usage([*rows, rest])
+    rows.sort(key=lambda u: (-u.total_gpu_seconds, sorted(u.labels.items())))
+    return rows
+
+
+def _fleet_doc(
+    rows: Sequence[Usage],
+    fleet: Usage,
+    group_docs: Sequence[RowDoc],
+    lever_list: Sequence[Lever],
+    catalog: Catalog,
+    options: ReportOptions,
+    cards: dict[str, Roof],
+) -> RowDoc:
+    """The fleet's row: its roofline point from the fleet's own usage, its sums from the rows."""
+    fleet_doc = _group_doc(
+        Usage(
+            labels={},
+            gpu_seconds=fleet.gpu_seconds,
+            flop=fleet.flop,
+            dram_bytes=fleet.dram_bytes,
+            card_gpu_seconds=fleet.card_gpu_seconds or _cards_of(rows),
+        ),
+        catalog,
+        options,
+        cards,
+    )
+    # The fleet's savings are the groups' sum: the latency bound is not linear in its inputs.
+    fleet_doc["savings_gpu_seconds"] = {
+        lever.key: sum(_measured(g["savings_gpu_seconds"][lever.key]) for g in group_docs)
+        for lever in lever_list
+    }
+    fleet_doc["clock_lost_gpu_seconds"], fleet_doc["clock_lost_by_cause"] = _clock_lost_sum(group_docs)
+    # Allocation is a property of the groups' GPUs: the fleet's is their sum.
+    fleet_doc["idle_allocated_gpu_seconds"] = sum(g["idle_allocated_gpu_seconds"] for g in group_docs)
+    # The fleet row is the sum of the rows above it (the remainder included), added in their
+    # order, so it equals them to the last digit; the separately measured fleet total only
+    # decides whether there is a remainder.
+    fleet_doc["gpu_seconds"] = {r: sum(g["gpu_seconds"][r] for g in group_docs) for r in REGIMES}
+    fleet_doc["gpu_seconds_total"] = sum(g["gpu_seconds_total"] for g in group_docs)
+    return fleet_doc
 
 
 def _remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter import clock_events
-from exporter.report.document import LeverDoc, ReportDoc, RowDoc, StretchDoc, TopEntryDoc
+from exporter.report.document import CardDoc, LeverDoc, ReportDoc, RowDoc, StretchDoc, TopEntryDoc
 from exporter.report.model import BUSY_REGIMES, group_name
 from exporter.roofline import REGIMES
 from exporter.view.units import regime_colour, regime_shape, regime_word
@@ -483,7 +483,6 @@ def regime_bars_svg(groups: Sequence[RowDoc], by: Sequence[str]) -> str:
 
 def roofline_svg(doc: ReportDoc) -> str:
     """Log-log roofline: each card's roofs, each group a point sized by its GPU-hours."""
-    by = doc["by"]
     cards = doc["cards"]
     points = [
         g
@@ -504,41 +503,9 @@ def roofline_svg(doc: ReportDoc) -> str:
     x_hi = max([*xs, *ridges, 10.0]) * 4
     y_hi = max([*ys, *peaks, 1e12]) * 2
     y_lo = min([*ys, *(c["bandwidth_bytes_per_second"] * x_lo for c in cards.values()), y_hi / 1e4]) / 2
-    for key, card in sorted(cards.items()):
-        bandwidth, peak, ridge = (
-            card["bandwidth_bytes_per_second"],
-            card["peak_flop_per_second"],
-            card["ridge_flop_per_byte"],
-        )
-        axes.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#444", linewidth=1.2)
-        axes.annotate(
-            f"{key}: {_si(peak, 'FLOP/s')}, {_si(bandwidth, 'B/s')}",
-            (x_hi, peak),
-            xytext=(-4, 4),
-            textcoords="offset points",
-            ha="right",
-            fontsize="small",
-            color="#444",
-        )
+    _draw_roofs(axes, cards, x_lo, x_hi)
     if points:
-        largest = max(p["gpu_seconds_total"] for p in points)
-        sizes = [30 + 900 * math.sqrt(p["gpu_seconds_total"] / largest) for p in points]
-        for regime in REGIMES:  # one scatter per regime: its colour and its marker
-            mine = [i for i, p in enumerate(points) if _main_busy_regime(p) == regime]
-            if mine:
-                axes.scatter(
-                    [xs[i] for i in mine],
-                    [ys[i] for i in mine],
-                    s=[sizes[i] for i in mine],
-                    color=regime_colour(regime),
-                    marker=_MARKERS[regime_shape(regime)],
-                    alpha=0.75,
-                    edgecolors="#222",
-                    linewidths=0.6,
-                    zorder=3,
-                )
-        for p, x, y in list(zip(points, xs, ys, strict=True))[:LABELLED_POINTS]:
-            axes.annotate(_name(p, by), (x, y), xytext=(6, 6), textcoords="offset points", fontsize="small")
+        _draw_points(axes, points, xs, ys, doc["by"])
     else:
         axes.text(0.5, 0.5, "no group did measurable work", transform=axes.transAxes, ha="center")
     axes.set_xlim(x_lo, x_hi)
@@ -560,6 +527,50 @@ def roofline_svg(doc: ReportDoc) -> str:
     ]
     axes.legend(handles=handles, loc="lower right", fontsize="small")
     return _svg(figure)
+
+
+def _draw_roofs(axes: Any, cards: Mapping[str, CardDoc], x_lo: float, x_hi: float) -> None:
+    """Each card's memory slope and compute roof across the chart, named at its right end."""
+    for key, card in sorted(cards.items()):
+        bandwidth, peak, ridge = (
+            card["bandwidth_bytes_per_second"],
+            card["peak_flop_per_second"],
+            card["ridge_flop_per_byte"],
+        )
+        axes.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#444", linewidth=1.2)
+        axes.annotate(
+            f"{key}: {_si(peak, 'FLOP/s')}, {_si(bandwidth, 'B/s')}",
+            (x_hi, peak),
+            xytext=(-4, 4),
+            textcoords="offset points",
+            ha="right",
+            fontsize="small",
+            color="#444",
+        )
+
+
+def _draw_points(
+    axes: Any, points: Sequence[RowDoc], xs: Sequence[float], ys: Sequence[float], by: Sequence[str]
+) -> None:
+    """The groups' points, one scatter per regime (its colour and marker), the largest named."""
+    largest = max(p["gpu_seconds_total"] for p in points)
+    sizes = [30 + 900 * math.sqrt(p["gpu_seconds_total"] / largest) for p in points]
+    for regime in REGIMES:
+        mine = [i for i, p in enumerate(points) if _main_busy_regime(p) == regime]
+        if mine:
+            axes.scatter(
+                [xs[i] for i in mine],
+                [ys[i] for i in mine],
+                s=[sizes[i] for i in mine],
+                color=regime_colour(regime),
+                marker=_MARKERS[regime_shape(regime)],
+                alpha=0.75,
+                edgecolors="#222",
+                linewidths=0.6,
+                zorder=3,
+            )
+    for p, x, y in list(zip(points, xs, ys, strict=True))[:LABELLED_POINTS]:
+        axes.annotate(_name(p, by), (x, y), xytext=(6, 6), textcoords="offset points", fontsize="small")
 
 
 def _main_busy_regime(row: RowDoc) -> str:
@@ -621,6 +632,28 @@ def _union(stretches: Sequence[tuple[float, float]]) -> list[tuple[float, float]
     return out
 
 
+def _stacks(
+    windows: Sequence[tuple[float, float, Mapping[str, float]]],
+) -> tuple[list[datetime], list[list[float]]]:
+    """The stackplot's times and GPUs per regime: each window flat over its span, down to 0
+    between windows that do not touch."""
+    times: list[datetime] = []
+    stacks: list[list[float]] = [[] for _ in REGIMES]
+    previous_end: float | None = None
+    for start, end, gpus in windows:
+        if previous_end is not None and start > previous_end:  # nothing between: down to 0
+            for t in (previous_end, start):
+                times.append(datetime.fromtimestamp(t, tz=UTC))
+                for stack in stacks:
+                    stack.append(0.0)
+        for t in (start, end):
+            times.append(datetime.fromtimestamp(t, tz=UTC))
+            for stack, regime in zip(stacks, REGIMES, strict=True):
+                stack.append(gpus.get(regime, 0.0))
+        previous_end = end
+    return times, stacks
+
+
 def timeline_figure(doc: ReportDoc) -> Any:
     """The fleet over the range: GPUs in each regime per window (stacked, each window drawn over
     its own span), stretches without data shaded, the legend above the plot."""
@@ -631,20 +664,7 @@ def timeline_figure(doc: ReportDoc) -> Any:
     axes = figure.add_subplot()
     windows = timeline_windows(doc)
     if windows:
-        times: list[datetime] = []
-        stacks: list[list[float]] = [[] for _ in REGIMES]
-        previous_end: float | None = None
-        for start, end, gpus in windows:
-            if previous_end is not None and start > previous_end:  # nothing between: down to 0
-                for t in (previous_end, start):
-                    times.append(datetime.fromtimestamp(t, tz=UTC))
-                    for stack in stacks:
-                        stack.append(0.0)
-            for t in (start, end):
-                times.append(datetime.fromtimestamp(t, tz=UTC))
-                for stack, regime in zip(stacks, REGIMES, strict=True):
-                    stack.append(gpus.get(regime, 0.0))
-            previous_end = end
+        times, stacks = _stacks(windows)
         axes.stackplot(times, *stacks, colors=[regime_colour(r) for r in REGIMES])
         locator = AutoDateLocator()  # type: ignore[no-untyped-call]
         axes.xaxis.set_major_locator(locator)
