@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from exporter import __version__
-from exporter.commands.options import UserError, add_log_flags, tell_renamed
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.log_flags import add_log_flags
+from exporter.commands.options.renames import tell_renamed
 from exporter.logs import JsonFormatter, setup_logging
 from exporter.redaction import redact_credentials
 

@@ -17,8 +17,8 @@ from typing import NamedTuple
 from exporter import fields
 
 REDUCED_CLOCK = 0.97
-"""A binding pipe's clock ratio below this is a reduced clock: 3 % under the quoted clock is
-more than clock sampling jitter (the demo's clocks wander 1.5 % at full load)."""
+"""A binding pipe's clock ratio below this is a reduced clock; within it is clock sampling
+jitter (docs/model.md, "At a reduced clock")."""
 
 POWER_CAP_FRACTION = 0.97
 """Power draw at this fraction of the power management limit or more counts as held at the cap

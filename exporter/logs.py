@@ -1,17 +1,8 @@
 """One log format for every line the process writes: Ridgeline's, uvicorn's and asyncio's.
 
-`setup_logging` puts a single handler on the root logger; uvicorn runs with `log_config=None`
-(exporter/web/server.py) so its loggers propagate here instead of installing their own
-formatters. Two formats, the Prometheus exporters' --log.format words:
-
-* logfmt: ``time=2026-01-31T12:00:00.123Z level=INFO logger=exporter.serve msg="serving on ..."``
-  (key=value, quoted where a value needs it; `text`, the old name, is logfmt too);
-* json: one object per line, keyed as Go's log/slog JSONHandler writes them (`time`, `level`,
-  `msg`; the format Prometheus's own promslog emits) plus `logger`, so the same log pipeline
-  parses Ridgeline and the Prometheus components beside it.
-
-A record never spans lines: newlines inside a message or a traceback (only ever a bug, never a
-client's fault: docs/daemon.md, "Logs") are escaped, and the traceback goes into `exc`.
+`setup_logging` puts a single handler on the root logger, in logfmt or json (the keys of Go's
+log/slog, as Prometheus's own components write them); a record never spans lines, a traceback
+goes into `exc` (docs/daemon.md, "Logs").
 """
 
 from __future__ import annotations

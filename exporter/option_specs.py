@@ -2,7 +2,7 @@
 
 A source declares the flags it reads (exporter/sources/__init__.py's registry collects them) and
 the HTTP client declares its one vocabulary (exporter/http_client.py); the commands turn each
-spec into an argparse flag with its RIDGELINE_* variable (exporter/commands/options.py,
+spec into an argparse flag with its RIDGELINE_* variable (exporter/commands/options/flags.py,
 add_spec), and the value parsers they share. Standard library only.
 """
 
@@ -39,7 +39,7 @@ class OptionSpec:
     """For a deprecated flag that is no alias of one new flag: what to use instead."""
 
     def argparse_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of add_argument (and of commands/options.py's add_flag)."""
+        """The keyword arguments of add_argument (and of commands/options/flags.py's add_flag)."""
         kwargs: dict[str, Any] = {"dest": self.dest, "default": self.default}
         if self.action is not None:
             kwargs["action"] = self.action

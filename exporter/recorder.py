@@ -14,9 +14,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from exporter.sample import Sample
 from exporter.sources.base import EndOfStream, Source, SourceError
 from exporter.sources.replay_formats.jsonl import sample_to_json
 
@@ -49,58 +51,91 @@ def record(
         raise ValueError(f"interval_seconds must be positive, not {interval_seconds}")
     stop = stop_event if stop_event is not None else threading.Event()
     path = Path(out_path)
-    written = 0
-    errors = 0
-    start = clock()
-    deadline = None if duration_seconds is None else start + duration_seconds
+    tally = _Tally()
+    deadline = None if duration_seconds is None else clock() + duration_seconds
     try:
         out = _open_output(path)
     except OSError as exc:
         raise RecordError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
-        while not stop.is_set():
-            read_started = clock()
-            if deadline is not None and read_started >= deadline:
-                break
-            try:
-                batch = source.read()
-            except EndOfStream:
-                log.info("%s source ended; recording stops", source.name)
-                break
-            except SourceError as exc:
-                errors += 1
-                log.warning("%s source error (%s): %s", source.name, exc.reason, exc.message)
-                batch = []
-            for sample in batch:
-                try:
-                    out.write(sample_to_json(sample) + "\n")
-                    out.flush()
-                except ValueError as exc:  # NaN or infinity in a value: not valid JSON
-                    errors += 1
-                    log.warning("GPU %d: sample not recorded (%s)", sample.entity.gpu, exc)
-                    continue
-                written += 1
-            if not source.paced or not batch:
-                wait = interval_seconds - (clock() - read_started)
-                if deadline is not None:
-                    wait = min(wait, deadline - clock())
-                if wait > 0:
-                    stop.wait(wait)
+        _copy(source, out, tally, stop, deadline, interval_seconds, clock)
     except KeyboardInterrupt:
-        log.info("recording interrupted; %s holds %d samples", path, written)
+        log.info("recording interrupted; %s holds %d samples", path, tally.written)
     except OSError as exc:
         _close_quietly(out)
-        raise RecordError(f"cannot write {path}: {exc.strerror or exc} ({written} samples written)") from None
+        raise RecordError(
+            f"cannot write {path}: {exc.strerror or exc} ({tally.written} samples written)"
+        ) from None
     except BaseException:
         _close_quietly(out)
         raise
     try:
         out.close()  # flushes what is buffered: a full disk may say so only now
     except OSError as exc:
-        raise RecordError(f"cannot write {path}: {exc.strerror or exc} ({written} samples written)") from None
-    if errors:
-        log.warning("recording %s: %d samples written, %d errors", path, written, errors)
-    return written
+        raise RecordError(
+            f"cannot write {path}: {exc.strerror or exc} ({tally.written} samples written)"
+        ) from None
+    if tally.errors:
+        log.warning("recording %s: %d samples written, %d errors", path, tally.written, tally.errors)
+    return tally.written
+
+
+@dataclass
+class _Tally:
+    written: int = 0
+    errors: int = 0
+
+
+def _copy(
+    source: Source,
+    out: _LineSink,
+    tally: _Tally,
+    stop: threading.Event,
+    deadline: float | None,
+    interval_seconds: float,
+    clock: Callable[[], float],
+) -> None:
+    """Batches from `source` into `out` until the deadline, the stop event or the source's end."""
+    while not stop.is_set():
+        read_started = clock()
+        if deadline is not None and read_started >= deadline:
+            return
+        batch = _read(source, tally)
+        if batch is None:
+            return
+        _write(out, batch, tally)
+        if not source.paced or not batch:
+            wait = interval_seconds - (clock() - read_started)
+            if deadline is not None:
+                wait = min(wait, deadline - clock())
+            if wait > 0:
+                stop.wait(wait)
+
+
+def _read(source: Source, tally: _Tally) -> list[Sample] | None:
+    """One batch; [] after a source error (logged, counted), None when the source has ended."""
+    try:
+        return source.read()
+    except EndOfStream:
+        log.info("%s source ended; recording stops", source.name)
+        return None
+    except SourceError as exc:
+        tally.errors += 1
+        log.warning("%s source error (%s): %s", source.name, exc.reason, exc.message)
+        return []
+
+
+def _write(out: _LineSink, batch: list[Sample], tally: _Tally) -> None:
+    """Each sample as one flushed line; one that is not valid JSON (NaN, infinity) is counted."""
+    for sample in batch:
+        try:
+            out.write(sample_to_json(sample) + "\n")
+            out.flush()
+        except ValueError as exc:
+            tally.errors += 1
+            log.warning("GPU %d: sample not recorded (%s)", sample.entity.gpu, exc)
+            continue
+        tally.written += 1
 
 
 def _close_quietly(out: _LineSink) -> None:

@@ -1,20 +1,9 @@
 """Credentials never leave the process: `user:password@` in any URL a message carries is masked.
 
-The scrape source is given URLs that may hold basic-auth credentials (`--scrape-url
-http://user:pass@host:9400/metrics`) and shows its URL only through `redact_url`. Whatever a
-source says in an error, the sampler passes it through `redact_credentials` before it is stored
-for `/readyz`, `/classify` and `/live.json` or logged, and the CLI does the same for a start-up
-error, so a password is masked even where a message was written without thinking of it.
-
-What counts as the userinfo is wider than what the HTTP client reads. urllib.parse.urlsplit (the
-client's parser, exporter/sources/http_fetch.py) ends the authority at the first `/`, `?` or `#`
-and takes the userinfo up to the authority's last `@`; spaces do not end it. A password written
-unencoded with `/`, `?` or `#` in it (`http://user:55209/x@host/`) is therefore read as host
-`user`, port `55209`, and its `@` lands in the path: the writer's password is still in the text.
-So everything from `scheme://` to the last `@` of the URL is masked, whichever way it reads;
-`misread_credentials` names that shape so the source can refuse it before connecting anywhere.
-In free text the URL ends at the end of the line or where another URL starts after a space,
-quote or bracket. Standard library only: the sources, the sampler and the state use it.
+`redact_url` for a URL a source shows, `redact_credentials` for any text the sampler stores or
+logs and the CLI prints; everything from `scheme://` to the URL's last `@` is masked, wider than
+what the HTTP client reads as userinfo, and `misread_credentials` names the shape urllib would
+misread (docs/daemon.md, "Logs"). Standard library only.
 """
 
 from __future__ import annotations

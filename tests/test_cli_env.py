@@ -15,7 +15,8 @@ import pytest
 from conftest import serve_process
 
 from exporter.cli import build_parser, command_parsers
-from exporter.commands.options import deprecated_variables, env_name
+from exporter.commands.options.renames import deprecated_variables
+from exporter.commands.options.variables import env_name
 
 
 @pytest.fixture

@@ -382,7 +382,7 @@ def test_serve_collector_flags(
 ) -> None:
     from exporter.cli import build_parser
     from exporter.collectors import DEFAULT_COLLECTORS
-    from exporter.commands.options import collector_choice
+    from exporter.commands.options.collectors import collector_choice
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)

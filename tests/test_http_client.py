@@ -23,7 +23,7 @@ from conftest import closed_port
 from test_webconfig import OPENSSL, _make_ca, _make_leaf
 
 from exporter.cli import build_parser
-from exporter.commands.options import source_choice
+from exporter.commands.options.sources import source_choice
 from exporter.http_client import (
     BasicAuth,
     ClientConfigError,

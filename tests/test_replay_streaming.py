@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from replay_lines import play_all, read_samples, replay_line, replay_source, write_samples
 
-from exporter.commands.options import mig_profiles
 from exporter.fields import DRAM_ACTIVE, GPU_UTIL, GR_ENGINE_ACTIVE, PIPE_TENSOR_ACTIVE, SM_CLOCK
 from exporter.sample import Attribution, Entity, Sample
 from exporter.sources.base import EndOfStream, MigProfileHint, SourceUnavailable
+from exporter.sources.options import mig_profiles
 from exporter.sources.replay_formats.lines import MAX_LINE_BYTES
 
 DATA = Path(__file__).parent / "data" / "replay"

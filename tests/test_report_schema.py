@@ -14,6 +14,7 @@ import pytest
 
 from exporter.catalog import Catalog, load_catalog
 from exporter.inference import InferenceConfig
+from exporter.report import document
 from exporter.report.model import (
     SCHEMA,
     Provenance,
@@ -98,6 +99,49 @@ def test_the_schema_names_the_models_version_regimes_and_levers(
     assert set(schema["$defs"]["per_regime"]["required"]) <= set(REGIMES)
     keys = [lever.key for lever in levers(Thresholds())]
     assert set(schema["$defs"]["savings"]["required"]) <= set(keys)
+
+
+TYPED_OBJECTS: dict[str, type] = {
+    "": document.ReportDoc,
+    "properties/range": document.RangeDoc,
+    "properties/source": document.SourceDoc,
+    "properties/resolution": document.ResolutionDoc,
+    "properties/gaps/items": document.GapDoc,
+    "properties/thresholds": document.ThresholdsDoc,
+    "properties/levers/items": document.LeverDoc,
+    "properties/cards/additionalProperties": document.CardDoc,
+    "properties/workloads": document.WorkloadsDoc,
+    "properties/timeline/items": document.TimelineDoc,
+    "$defs/row": document.RowDoc,
+    "$defs/top_entry": document.TopEntryDoc,
+    "$defs/coverage": document.CoverageDoc,
+    "$defs/stretch": document.StretchDoc,
+}
+"""Each object of the schema that names its properties -> the TypedDict of exporter/report/document.py."""
+
+
+def objects_with_properties(node: Any, path: str = "") -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if isinstance(node, dict):
+        if "properties" in node:
+            found[path] = node
+        for key, value in node.items():
+            found.update(objects_with_properties(value, f"{path}/{key}".lstrip("/")))
+    return found
+
+
+def test_the_typed_document_and_the_schema_name_the_same_keys(
+    validator: jsonschema.protocols.Validator,
+) -> None:
+    """mypy checks the TypedDicts; this holds them to the schema, so the two cannot drift: each
+    schema object with properties has its TypedDict, whose keys are its properties and required."""
+    objects = objects_with_properties(validator.schema)
+    assert sorted(objects) == sorted(TYPED_OBJECTS)
+    for path, typed in TYPED_OBJECTS.items():
+        keys = set(typed.__annotations__)
+        assert keys == set(objects[path]["properties"]), path
+        assert keys == set(objects[path]["required"]), path
+        assert typed.__required_keys__ == keys, path
 
 
 def test_a_rich_document_validates(catalog: Catalog, validator: jsonschema.protocols.Validator) -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from exporter import sources
 from exporter.cli import build_parser, command_parsers, main
-from exporter.commands.options import UserError, source_choice
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.sources import source_choice
 from exporter.sources import create_source, option_specs
 
 PROBE = '''

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from exporter.commands.options import add_flag
+from exporter.commands.options.flags import add_flag
 
 
 def register(subparsers: Any) -> None:

@@ -13,7 +13,8 @@ import json
 import sys
 from typing import Any
 
-from exporter.commands.options import UserError, add_flag
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.flags import add_flag
 from exporter.readings import READINGS
 from exporter.roofline import PRECISIONS
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from exporter.commands.options import UserError
+from exporter.commands.options.errors import UserError
 
 
 def require_extra(extra: str, module: str, what: str) -> None:

@@ -1,15 +1,8 @@
 """`ridgeline healthcheck`: the image's HEALTHCHECK, GET /healthz of the `serve` running beside it.
 
-Docker and podman run a HEALTHCHECK as a separate process in the container: it sees the
-container's environment but not the arguments `serve` was started with (`docker run IMAGE
---listen :9000`). So it finds the serve process in /proc (PID 1, or the first `ridgeline serve`
-when an init such as tini runs first), parses that process's argv with serve's own
---web.listen-address/--web.config.file flags under that process's environment, and so resolves
-the flag (or its old name --listen), RIDGELINE_SERVE_WEB_LISTEN_ADDRESS (or the deprecated
-RIDGELINE_LISTEN) and the default exactly as serve did. It then connects over loopback when serve
-listens on all interfaces, with https when serve's web config turns TLS on (certificate not
-verified: a liveness probe, not a client). RIDGELINE_HEALTHCHECK_URL overrides all of it. Exit 0
-when /healthz answers 200, else 1 with one line saying why (docker inspect shows it).
+It finds serve in /proc and resolves serve's listen address and web config from that process's
+argv and environment with serve's own flags, so it finds serve wherever it listens
+(docs/deployment.md); RIDGELINE_HEALTHCHECK_URL overrides it. Exit 0 on 200, else 1 and a line.
 """
 
 from __future__ import annotations
@@ -24,7 +17,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from exporter.commands.options import add_flag, add_listen_flags, parse_listen
+from exporter.commands.options.flags import add_flag
+from exporter.commands.options.listen import add_listen_flags, parse_listen
 
 PROC = Path("/proc")
 URL_VARIABLE = "RIDGELINE_HEALTHCHECK_URL"

@@ -1,6 +1,6 @@
 """`ridgeline record`: copy a source's samples into a JSON Lines file that `serve --replay` plays.
 
-The source flags are the same as `ridgeline serve`'s (one definition, in commands/options.py).
+The source flags are `ridgeline serve`'s (one definition: exporter/commands/options/sources.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ import threading
 from types import FrameType
 from typing import Any
 
-from exporter.commands.options import UserError, add_flag, add_source_flags, positive_seconds, source_choice
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.flags import add_flag
+from exporter.commands.options.sources import add_source_flags, source_choice
+from exporter.option_specs import positive_seconds
 
 log = logging.getLogger("exporter.record")
 

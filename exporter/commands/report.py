@@ -3,7 +3,7 @@
 This module only wires: it parses flags, asks one input for the usage (exporter/report/
 prometheus.py over a query API, or exporter/report/replay.py over a trace), builds the document
 (exporter/report/model.py) and writes it (exporter/report/render.py). The replay flags are the
-source flags' replay part and `serve`'s inference flags (exporter/commands/options.py).
+source flags' replay part and `serve`'s inference flags (exporter/commands/options/).
 """
 
 from __future__ import annotations
@@ -16,17 +16,21 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.commands.extras import require_extra
-from exporter.commands.options import (
-    UserError,
-    add_flag,
-    add_inference_flags,
-    add_replay_flags,
-    add_spec,
-    inference_config,
-)
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.flags import add_flag, add_spec
+from exporter.commands.options.inference import add_inference_flags, inference_config
+from exporter.commands.options.sources import add_replay_flags
+
+if TYPE_CHECKING:
+    from exporter.catalog import Catalog
+    from exporter.inference import InferenceConfig
+    from exporter.report.model import Provenance, Usage
+
+    _Collected = tuple[list[Usage], Usage, list[Usage], Provenance]
+    """groups, fleet, workloads and provenance: what build_report takes."""
 
 log = logging.getLogger("exporter.report")
 
@@ -268,7 +272,7 @@ def prometheus_client_flags() -> tuple[Any, ...]:
     return client_flags(PROMETHEUS_FLAGS, "the query API", renamed)
 
 
-def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any, Any, Any, Any]:
+def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> _Collected:
     from exporter.http_client import ClientConfigError, config_from
     from exporter.report import promql
     from exporter.report.prometheus import (
@@ -331,8 +335,8 @@ def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> tuple[Any
 
 
 def _from_replay(
-    args: argparse.Namespace, by: tuple[str, ...], catalog: Any, config: Any
-) -> tuple[Any, Any, Any, Any]:
+    args: argparse.Namespace, by: tuple[str, ...], catalog: Catalog, config: InferenceConfig
+) -> _Collected:
     from exporter.catalog import UnknownCard
     from exporter.report.prometheus import workload_labels
     from exporter.report.replay import ReplayReportError, collect_replay

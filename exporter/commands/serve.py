@@ -5,7 +5,7 @@ once in the foreground (so a port in use, a privileged port, a missing replay fi
 format, an unknown --model or "no GPU source" fails at start-up with one line and exit 2, before
 anything says "serving on"), then hands the open source to the sampler and serves the app
 through exporter/web/server.py (connection cap, request deadline, bounded shutdown).
-The source flags are shared with `ridgeline record` (exporter/commands/options.py).
+The source flags are shared with `ridgeline record` (exporter/commands/options/sources.py).
 """
 
 from __future__ import annotations
@@ -21,21 +21,14 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from exporter.commands.options import (
-    UserError,
-    add_collector_flags,
-    add_flag,
-    add_inference_flags,
-    add_listen_flags,
-    add_source_flags,
-    collector_choice,
-    deprecated_variables,
-    inference_config,
-    parse_listen,
-    positive_int,
-    positive_seconds,
-    source_choice,
-)
+from exporter.commands.options.collectors import add_collector_flags, collector_choice
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.flags import add_flag
+from exporter.commands.options.inference import add_inference_flags, inference_config
+from exporter.commands.options.listen import add_listen_flags, parse_listen
+from exporter.commands.options.renames import deprecated_variables
+from exporter.commands.options.sources import add_source_flags, source_choice
+from exporter.option_specs import positive_int, positive_seconds
 
 log = logging.getLogger("exporter.serve")
 

@@ -16,7 +16,9 @@ import sys
 from typing import Any
 
 from exporter.commands.extras import require_extra
-from exporter.commands.options import UserError, add_flag, add_spec, positive_seconds
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.flags import add_flag, add_spec
+from exporter.option_specs import positive_seconds
 
 DEFAULT_URL = "http://127.0.0.1:10295"
 

@@ -1,18 +1,8 @@
 """How much of the expected GPU-time a report saw: pure arithmetic over per-unit window readings.
 
-A unit is one scrape target's GPUs (the node level: cluster, shard, job, instance, node). Its
-GPUs do not come and go with workloads (a GPU's counters carry across pods), so a unit that
-reports less in some windows than both before and after them has gone unseen there: a target
-down, its series stale, a shard or the global server not scraping. Every definition below is
-docs/report.md's "Coverage":
-
-    envelope E(i)  = min(max of the unit's readings up to window i, max from window i on)
-    flagged        = E(i) − seen(i) > TOLERANCE_INTERVALS scrape intervals per GPU expected
-    a run          = consecutive windows in which some unit is flagged (runs closer than
-                     MERGE_WINDOWS windows are one); never the first or last window
-    expected       = per unit: its envelope summed over the run's windows; per group: the lesser
-                     of its GPU-seconds in the window just before the run and the one just after,
-                     times the run's windows — GPUs seen before and after the gap × its length
+A unit is one scrape target's GPUs; one that reports less in some windows than both before and
+after them went unseen there. The envelope, the flagged windows, the runs and the expected
+GPU-time are defined once, in docs/report.md's "Coverage".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The report's model: per-group usage in, the report document out (docs/report.md).
 
-Pure code over plain records — no HTTP, no Prometheus client, no file access — so every number
-the report prints is tested here with hand-made inputs. The inputs (exporter/report/prometheus.py,
-exporter/report/replay.py) only measure `Usage`: the increase of the daemon's counters over the
-range, per group. Everything derived (GPU-hours, intensity, the roofline point, the savings
-bounds) is computed here, once, and both the JSON and the HTML are written from the one document
-`build_report` returns.
-
-Formulas (the daemon's counter form, docs/design.md "The model"):
-
-    GPU-seconds in regime r   = increase of ridgeline_regime_seconds_total{regime=r}
-    intensity I               = Σflop ÷ Σdram_bytes
-    achieved FLOP/s per GPU   = Σflop ÷ busy GPU-seconds (memory-, compute- and latency-bound;
-                                not idle, not unknown)
-    attainable                = min(P, I·B) at the group's card (the card with most GPU-seconds)
+Pure code over plain records, so every number the report prints is tested with hand-made
+inputs. The inputs only measure `Usage` (counter increases per group); everything derived —
+GPU-hours, intensity, the roofline point, the savings bounds — is computed here, once, and the
+JSON and the HTML are both written from the one document `build_report` returns.
 """
 
 from __future__ import annotations
@@ -22,10 +12,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from exporter.catalog import Card, Catalog
 from exporter.inference import precision_on
+from exporter.report.document import CoverageDoc, ReportDoc, RowDoc, TopEntryDoc
 from exporter.roofline import REGIMES, Roof, Thresholds
 
 SCHEMA = "ridgeline.report/v1"
@@ -229,7 +219,7 @@ def build_report(
     provenance: Provenance,
     catalog: Catalog,
     options: ReportOptions,
-) -> dict[str, Any]:
+) -> ReportDoc:
     """The report document (docs/report.md, "JSON"): what `--json` writes and the HTML shows.
 
     Groups are sorted by GPU-seconds, largest first. When the fleet has materially more
@@ -237,50 +227,20 @@ def build_report(
     only in the cluster totals), the difference becomes one group without labels.
     """
     lever_list = levers(options.thresholds)
-    rows = list(groups)
-    rest = _remainder(rows, fleet)
-    if rest is not None:
-        rows = merge_usage([*rows, rest])
-    rows.sort(key=lambda u: (-u.total_gpu_seconds, sorted(u.labels.items())))
+    rows = _rows(groups, fleet)
     cards: dict[str, Roof] = {}
     group_docs = [_group_doc(u, catalog, options, cards) for u in rows]
-    fleet_doc = _group_doc(
-        Usage(
-            labels={},
-            gpu_seconds=fleet.gpu_seconds,
-            flop=fleet.flop,
-            dram_bytes=fleet.dram_bytes,
-            card_gpu_seconds=fleet.card_gpu_seconds or _cards_of(rows),
-        ),
-        catalog,
-        options,
-        cards,
-    )
-    # The fleet's savings are the groups' sum: the latency bound is not linear in its inputs.
-    fleet_doc["savings_gpu_seconds"] = {
-        lever.key: sum(g["savings_gpu_seconds"][lever.key] for g in group_docs) for lever in lever_list
-    }
-    fleet_doc.update(_clock_lost_sum(group_docs))
-    # Allocation is a property of the groups' GPUs: the fleet's is their sum.
-    fleet_doc["idle_allocated_gpu_seconds"] = sum(g["idle_allocated_gpu_seconds"] for g in group_docs)
-    # The fleet row is the sum of the rows above it (the remainder included), added in their
-    # order, so it equals them to the last digit; the separately measured fleet total only
-    # decides whether there is a remainder.
-    fleet_doc["gpu_seconds"] = {r: sum(g["gpu_seconds"][r] for g in group_docs) for r in REGIMES}
-    fleet_doc["gpu_seconds_total"] = sum(g["gpu_seconds_total"] for g in group_docs)
+    fleet_doc = _fleet_doc(rows, fleet, group_docs, lever_list, catalog, options, cards)
     coverage = provenance.coverage
-    for g in group_docs:
-        missing = None if coverage is None else coverage.group_missing.get(tuple(sorted(g["labels"].items())))
-        g["coverage"] = None if coverage is None else _coverage_ratio(g["gpu_seconds_total"], missing or 0.0)
-    fleet_doc["coverage"] = (
-        None
-        if coverage is None
-        else _coverage_ratio(fleet_doc["gpu_seconds_total"], coverage.missing_gpu_seconds)
-    )
+    if coverage is not None:
+        for g in group_docs:
+            missing = coverage.group_missing.get(tuple(sorted(g["labels"].items())))
+            g["coverage"] = _coverage_ratio(g["gpu_seconds_total"], missing or 0.0)
+        fleet_doc["coverage"] = _coverage_ratio(fleet_doc["gpu_seconds_total"], coverage.missing_gpu_seconds)
     workload_rows = [_group_doc(u, catalog, options, cards) for u in workloads]
     if not provenance.clock_loss_measured:
         for row in [*group_docs, fleet_doc, *workload_rows]:
-            row.update(clock_lost_gpu_seconds=None, clock_lost_by_cause=None)
+            row["clock_lost_gpu_seconds"] = row["clock_lost_by_cause"] = None
             row["savings_gpu_seconds"]["reduced_clock"] = None
     return {
         "schema": SCHEMA,
@@ -335,6 +295,54 @@ def build_report(
         ],
         "coverage": None if coverage is None else _coverage_doc(coverage, fleet_doc["gpu_seconds_total"]),
     }
+
+
+def _rows(groups: Sequence[Usage], fleet: Usage) -> list[Usage]:
+    """The groups and their remainder (if any), largest first."""
+    rows = list(groups)
+    rest = _remainder(rows, fleet)
+    if rest is not None:
+        rows = merge_usage([*rows, rest])
+    rows.sort(key=lambda u: (-u.total_gpu_seconds, sorted(u.labels.items())))
+    return rows
+
+
+def _fleet_doc(
+    rows: Sequence[Usage],
+    fleet: Usage,
+    group_docs: Sequence[RowDoc],
+    lever_list: Sequence[Lever],
+    catalog: Catalog,
+    options: ReportOptions,
+    cards: dict[str, Roof],
+) -> RowDoc:
+    """The fleet's row: its roofline point from the fleet's own usage, its sums from the rows."""
+    fleet_doc = _group_doc(
+        Usage(
+            labels={},
+            gpu_seconds=fleet.gpu_seconds,
+            flop=fleet.flop,
+            dram_bytes=fleet.dram_bytes,
+            card_gpu_seconds=fleet.card_gpu_seconds or _cards_of(rows),
+        ),
+        catalog,
+        options,
+        cards,
+    )
+    # The fleet's savings are the groups' sum: the latency bound is not linear in its inputs.
+    fleet_doc["savings_gpu_seconds"] = {
+        lever.key: sum(_measured(g["savings_gpu_seconds"][lever.key]) for g in group_docs)
+        for lever in lever_list
+    }
+    fleet_doc["clock_lost_gpu_seconds"], fleet_doc["clock_lost_by_cause"] = _clock_lost_sum(group_docs)
+    # Allocation is a property of the groups' GPUs: the fleet's is their sum.
+    fleet_doc["idle_allocated_gpu_seconds"] = sum(g["idle_allocated_gpu_seconds"] for g in group_docs)
+    # The fleet row is the sum of the rows above it (the remainder included), added in their
+    # order, so it equals them to the last digit; the separately measured fleet total only
+    # decides whether there is a remainder.
+    fleet_doc["gpu_seconds"] = {r: sum(g["gpu_seconds"][r] for g in group_docs) for r in REGIMES}
+    fleet_doc["gpu_seconds_total"] = sum(g["gpu_seconds_total"] for g in group_docs)
+    return fleet_doc
 
 
 def _remainder(groups: Sequence[Usage], fleet: Usage) -> Usage | None:
@@ -395,7 +403,7 @@ def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator > 0 else None
 
 
-def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[str, Roof]) -> dict[str, Any]:
+def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[str, Roof]) -> RowDoc:
     """One group's row of the document, with its roofline point and its savings bounds."""
     card_key = _dominant_card(u.card_gpu_seconds)
     roof = _roof(card_key, catalog, options.precision)
@@ -411,11 +419,11 @@ def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[s
     if roof is not None and intensity is not None and achieved is not None:
         attainable = roof.attainable(intensity) if math.isfinite(intensity) else roof.peak_flop_per_second
         efficiency = min(1.0, achieved / attainable) if attainable > 0 else None
-    seconds = {r: u.gpu_seconds.get(r, 0.0) for r in REGIMES}
+    seconds: dict[str, float] = {r: u.gpu_seconds.get(r, 0.0) for r in REGIMES}
     thresholds = options.thresholds
     ceiling = thresholds.theta * max(thresholds.tensor_wall, thresholds.dram_wall)
     e_latency = min(efficiency, ceiling) if efficiency is not None else 0.0
-    savings = {
+    savings: dict[str, float | None] = {
         "idle_allocated": u.idle_allocated_gpu_seconds,
         "memory_bound": seconds["memory_bound"] * MEMORY_BYTES_FACTOR,
         "latency_bound": seconds["latency_bound"] * (1.0 - e_latency),
@@ -438,27 +446,31 @@ def _group_doc(u: Usage, catalog: Catalog, options: ReportOptions, cards: dict[s
         "savings_gpu_seconds": savings,
         "clock_lost_gpu_seconds": savings["reduced_clock"],
         "clock_lost_by_cause": {c: v for c, v in sorted(u.clock_lost_gpu_seconds.items()) if v > 0},
+        "coverage": None,  # build_report's, for a group and the fleet
     }
 
 
-def _clock_lost_sum(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The fleet's clock-lost figures: its groups' sum (the counter is read per group)."""
+def _clock_lost_sum(rows: Sequence[RowDoc]) -> tuple[float, dict[str, float]]:
+    """The fleet's clock-lost GPU-seconds and their causes: its groups' sum (the counter is read
+    per group)."""
     by_cause: dict[str, float] = {}
     for row in rows:
-        by_cause = _add(by_cause, row["clock_lost_by_cause"])
-    return {
-        "clock_lost_gpu_seconds": sum(row["clock_lost_gpu_seconds"] for row in rows),
-        "clock_lost_by_cause": dict(sorted(by_cause.items())),
-    }
+        by_cause = _add(by_cause, row["clock_lost_by_cause"] or {})
+    return sum(_measured(row["clock_lost_gpu_seconds"]) for row in rows), dict(sorted(by_cause.items()))
 
 
-def _top(rows: Sequence[dict[str, Any]], regime: str, n: int) -> list[dict[str, Any]]:
+def _measured(value: float | None) -> float:
+    """A figure that build_report sets to None only after the sums (not measured): as it is."""
+    return 0.0 if value is None else value
+
+
+def _top(rows: Sequence[RowDoc], regime: str, n: int) -> list[TopEntryDoc]:
     """The n workloads with the most GPU-seconds in `regime` (none with zero)."""
     ranked = sorted(
         (r for r in rows if r["labels"] and r["gpu_seconds"][regime] > 0),  # no labels: no workload
         key=lambda r: (-r["gpu_seconds"][regime], sorted(r["labels"].items())),
     )
-    out = []
+    out: list[TopEntryDoc] = []
     for r in ranked[:n]:
         total = r["gpu_seconds_total"]
         out.append(
@@ -525,7 +537,7 @@ def _coverage_ratio(seen: float, missing: float) -> float:
     return seen / (seen + missing) if seen + missing > 0 else 1.0
 
 
-def _coverage_doc(coverage: Coverage, seen: float) -> dict[str, Any]:
+def _coverage_doc(coverage: Coverage, seen: float) -> CoverageDoc:
     """The document's `coverage`: the fleet's ratio and every stretch with unseen targets."""
     missing = coverage.missing_gpu_seconds
     return {

@@ -1,25 +1,10 @@
 """The Prometheus input: a client for any Prometheus-compatible query API, and the query plan that
 turns a range into per-group `Usage` (exporter/report/model.py).
 
-The client speaks the HTTP API every compatible server answers (`/api/v1/query`,
-`/api/v1/query_range`: Prometheus, Thanos Query, Mimir, VictoriaMetrics) with the standard
-library: basic auth, a bearer token and TLS from the one client configuration
-(exporter/http_client.py, the `--prometheus.*` flags), and extra headers (a tenant's
-X-Scope-OrgID). Queries are POSTed form-encoded (no URL length limit).
-
-The plan (docs/report.md, "How the numbers are read"):
-
-1. The scrape interval is read off the data (the median sample count of one counter per GPU
-   over 10 minutes); the query window (step) is sized to the range: about MAX_WINDOWS windows,
-   rounded up to a round duration, at least 4 scrape intervals (so that every window holds
-   samples to take an increase from).
-2. Where the recording rules' series cover a window and the grouping's labels survive them
-   (namespace/pod: the namespace_pod level; node/instance: the instance level), the window is
-   read from them; every other window, and every other grouping (card, hpc_job, any label),
-   from the raw counters. Recorded series need windows of at least 5 minutes.
-3. Each stretch of windows read one way is summed inside Prometheus by one instant query per
-   quantity (exporter/report/promql.py); the fleet's totals come from one range query per
-   quantity, which also gives the timeline and the gaps.
+The client is the standard library's, configured by exporter/http_client.py (`--prometheus.*`);
+the plan — scrape interval from the data, a step sized to the range, recorded series where they
+cover a window, one instant query per stretch and quantity — is docs/report.md's "How the
+numbers are read".
 """
 
 from __future__ import annotations
@@ -345,6 +330,113 @@ def collect(
     notes: list[str] = []
     by = tuple(by)
     workload_by = workload_labels(by)
+    plan = _plan(client, by, workload_by, start, end, step, matchers, use_recorded, notes)
+    units = _unit_readings(
+        client,
+        plan.start,
+        plan.end,
+        plan.step,
+        plan.fleet_level,
+        matchers,
+        plan.lookback,
+        plan.dialect,
+        plan.sample_interval,
+    )
+    lookback = plan.lookback
+    interval = plan.sample_interval or (lookback / 1.5 if lookback else DEFAULT_SAMPLE_INTERVAL_SECONDS)
+    runs = coverage.find_runs(units, plan.step, interval)
+    widen = 1 if plan.raw_present else 0  # raw counters read across a run from a window either side
+    pieces = [
+        (plan.start + (r.first - widen) * plan.step, plan.start + (r.last + 1 + widen) * plan.step)
+        for r in runs
+    ]
+    group_stretches = _read_ways(plan, pieces, plan.level, plan.fleet_level)
+    workload_stretches = _read_ways(plan, pieces, plan.workload_level, None)
+    fleet_stretches = _read_ways(plan, pieces, plan.fleet_level, plan.fleet_level)
+    measured = _measure(
+        client,
+        plan,
+        by,
+        workload_by,
+        matchers,
+        parallel,
+        (group_stretches, workload_stretches, fleet_stretches),
+        _CoverageInput(units=units, runs=runs, pieces=pieces, interval=interval),
+    )
+    notes.extend(_coverage_notes(measured.coverage))
+    notes.extend(_reading_notes(group_stretches, measured.complete))
+    missing_by = _check_grouping(
+        client, by, measured.groups, measured.fleet, plan.wanted_start, plan.wanted_end, require_by
+    )
+    if missing_by is not None:
+        notes.append(missing_by)
+    if not plan.raw_present:
+        notes.append(
+            f"no raw counters: the GPU-seconds lost to a reduced clock ({RAW_CLOCK_LOST}, read raw "
+            "only) are not measured"
+        )
+    if use_recorded and plan.level is None and plan.step >= RATE_WINDOW_SECONDS:
+        notes.append(
+            f"no recorded level keeps {', '.join(by)} (and the --match labels): groups read from "
+            "the raw counters"
+        )
+    gaps = _gaps(measured.timeline, plan.start, plan.end, plan.step)
+    series = _described(group_stretches, fleet_stretches)
+    provenance = Provenance(
+        kind="prometheus",
+        location=client.url,
+        start=plan.wanted_start,
+        end=plan.wanted_end,
+        step_seconds=float(plan.step),
+        sample_interval_seconds=plan.sample_interval,
+        series=series,
+        gaps=tuple(gaps),
+        timeline=tuple(measured.timeline),
+        notes=tuple(notes),
+        clock_loss_measured=plan.raw_present,
+        coverage=measured.coverage,
+    )
+    return Collected(
+        groups=measured.groups,
+        fleet=measured.fleet,
+        workloads=measured.workloads,
+        provenance=provenance,
+        queries=client.queries,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What collect decides before it measures: the range in whole windows and how each is read."""
+
+    dialect: str
+    sample_interval: float | None
+    step: int
+    wanted_start: float
+    wanted_end: float
+    start: float
+    """The range's whole windows (wanted_start..start and end..wanted_end: its partial edges)."""
+    end: float
+    raw_present: bool
+    level: RecordedLevel | None
+    workload_level: RecordedLevel | None
+    fleet_level: RecordedLevel | None
+    covered: set[float]
+    lookback: float | None
+
+
+def _plan(
+    client: PrometheusClient,
+    by: tuple[str, ...],
+    workload_by: tuple[str, ...],
+    start: float,
+    end: float,
+    step: int | None,
+    matchers: Sequence[promql.Matcher],
+    use_recorded: bool,
+    notes: list[str],
+) -> _Plan:
+    """The dialect, the scrape interval, the step, the windows and the recorded levels to read."""
     dialect = _dialect(client, end)
     if dialect == "metricsql":
         notes.append(
@@ -367,17 +459,9 @@ def collect(
         start, end = aligned_range(wanted_start, wanted_end, step)
         wanted_start, wanted_end = start, end
     raw_present = sample_interval is not None or _raw_in_range(client, wanted_start, wanted_end, matchers)
-    level = level_for(by, matchers, raw_present) if use_recorded else None
-    workload_level = level_for(workload_by, matchers, raw_present) if use_recorded else None
-    fleet_level: RecordedLevel | None = None
-    if use_recorded:
-        fleet_level = CLUSTER if {m.label for m in matchers} <= CLUSTER.labels else level
-    if use_recorded and step < RATE_WINDOW_SECONDS and (level or workload_level or fleet_level):
-        notes.append(
-            f"query windows of {step:g} s are shorter than the recorded series' 5-minute rates: "
-            "read from the raw counters"
-        )
-        level = workload_level = fleet_level = None
+    level, workload_level, fleet_level = _levels(
+        by, workload_by, matchers, raw_present, use_recorded, step, notes
+    )
     needed = [lv for lv in (level, workload_level, fleet_level) if lv is not None]
     # Where the complete cluster level is recorded, the rules ran: a workload level without series
     # there has no workloads (a shard of Slurm nodes has no pods), not a gap in the rules.
@@ -387,32 +471,104 @@ def collect(
     for lv in needed if covered else []:  # measured on the first level with readings
         if (lookback := _lookback(client, lv, max(covered))) is not None:
             break
-
-    units = _unit_readings(
-        client, start, end, step, fleet_level, matchers, lookback, dialect, sample_interval
+    return _Plan(
+        dialect=dialect,
+        sample_interval=sample_interval,
+        step=step,
+        wanted_start=wanted_start,
+        wanted_end=wanted_end,
+        start=start,
+        end=end,
+        raw_present=raw_present,
+        level=level,
+        workload_level=workload_level,
+        fleet_level=fleet_level,
+        covered=covered,
+        lookback=lookback,
     )
-    interval = sample_interval or (lookback / 1.5 if lookback else DEFAULT_SAMPLE_INTERVAL_SECONDS)
-    runs = coverage.find_runs(units, step, interval)
-    widen = 1 if raw_present else 0  # raw counters read across a run from a window either side
-    pieces = [(start + (r.first - widen) * step, start + (r.last + 1 + widen) * step) for r in runs]
 
-    def stretches(lv: RecordedLevel | None, fleet_lv: RecordedLevel | None) -> list[_Stretch]:
-        plain = _stretches(start, end, step, covered if lv is not None else set(), lv, fleet_lv, lookback)
-        plain = _carved(plain, pieces, reconstruct=raw_present)
-        if plain and wanted_start < start:  # the head, read the way its neighbour is
-            plain.insert(0, replace(plain[0], start=wanted_start, end=start, edge=True, piece=None))
-        if plain and wanted_end > end:
-            plain.append(replace(plain[-1], start=end, end=wanted_end, edge=True, piece=None))
-        return [replace(s, dialect=dialect, sample_interval=sample_interval) for s in plain]
 
-    group_stretches = stretches(level, fleet_level)
-    workload_stretches = stretches(workload_level, None)
-    fleet_stretches = stretches(fleet_level, fleet_level)
+def _levels(
+    by: tuple[str, ...],
+    workload_by: tuple[str, ...],
+    matchers: Sequence[promql.Matcher],
+    raw_present: bool,
+    use_recorded: bool,
+    step: int,
+    notes: list[str],
+) -> tuple[RecordedLevel | None, RecordedLevel | None, RecordedLevel | None]:
+    """The recorded levels the groups, the workloads and the fleet are read from (None: raw)."""
+    if not use_recorded:
+        return None, None, None
+    level = level_for(by, matchers, raw_present)
+    workload_level = level_for(workload_by, matchers, raw_present)
+    fleet_level = CLUSTER if {m.label for m in matchers} <= CLUSTER.labels else level
+    if step < RATE_WINDOW_SECONDS and (level or workload_level or fleet_level):
+        notes.append(
+            f"query windows of {step:g} s are shorter than the recorded series' 5-minute rates: "
+            "read from the raw counters"
+        )
+        return None, None, None
+    return level, workload_level, fleet_level
+
+
+def _read_ways(
+    plan: _Plan,
+    pieces: Sequence[tuple[float, float]],
+    lv: RecordedLevel | None,
+    fleet_lv: RecordedLevel | None,
+) -> list[_Stretch]:
+    """The range as stretches read one way, carved around the coverage runs' pieces, with the
+    partial windows at either edge read the way their neighbour is."""
+    covered = plan.covered if lv is not None else set()
+    plain = _stretches(plan.start, plan.end, plan.step, covered, lv, fleet_lv, plan.lookback)
+    plain = _carved(plain, pieces, reconstruct=plan.raw_present)
+    if plain and plan.wanted_start < plan.start:  # the head, read the way its neighbour is
+        plain.insert(0, replace(plain[0], start=plan.wanted_start, end=plan.start, edge=True, piece=None))
+    if plain and plan.wanted_end > plan.end:
+        plain.append(replace(plain[-1], start=plan.end, end=plan.wanted_end, edge=True, piece=None))
+    return [replace(s, dialect=plan.dialect, sample_interval=plan.sample_interval) for s in plain]
+
+
+@dataclass(frozen=True, slots=True)
+class _CoverageInput:
+    """Every target's window readings, the runs in which some went unseen, and their pieces."""
+
+    units: dict[coverage.Key, list[float]]
+    runs: Sequence[coverage.Run]
+    pieces: Sequence[tuple[float, float]]
+    interval: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    groups: list[Usage]
+    fleet: Usage
+    workloads: list[Usage]
+    timeline: list[TimelinePoint]
+    coverage: Coverage
+    complete: bool
+    """The groups hold every GPU (the fleet is their sum)."""
+
+
+def _measure(
+    client: PrometheusClient,
+    plan: _Plan,
+    by: tuple[str, ...],
+    workload_by: tuple[str, ...],
+    matchers: Sequence[promql.Matcher],
+    parallel: int,
+    stretches: tuple[list[_Stretch], list[_Stretch], list[_Stretch]],
+    seen: _CoverageInput,
+) -> _Measured:
+    """The groups', the workloads' and the fleet's usage, and the coverage, from one pool of
+    queries: every query is submitted first, then the answers are read (no task waits on another)."""
+    group_stretches, workload_stretches, fleet_stretches = stretches
+    level, step, raw_present, pieces = plan.level, plan.step, plan.raw_present, seen.pieces
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        # every query is submitted first, then the answers are read: no task waits on another
         # groups that are unions of workloads (namespace of namespace/pod) are summed from the
         # workloads' answers: one set of queries instead of two
-        derived = set(by) < set(workload_by) and level is workload_level
+        derived = set(by) < set(workload_by) and level is plan.workload_level
         # every answer keeps the shards apart (cluster, shard) until the remainder is taken
         workload_keys, group_keys = _partitioned(workload_by), _partitioned(by)
         workload_jobs, workload_pieces = _usage_jobs_by_piece(
@@ -428,27 +584,29 @@ def collect(
             group_by = group_keys
             complete = _complete(group_stretches, raw_present)
         fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool, totals=not complete)
-        count = round((end - start) / step)
+        count = round((plan.end - plan.start) / step)
         neighbours = [
             _neighbour_jobs(
                 client,
                 by,
-                start,
+                plan.start,
                 step,
                 p,
                 count,
                 level,
-                covered,
-                lookback,
+                plan.covered,
+                plan.lookback,
                 matchers,
                 pool,
-                dialect,
-                sample_interval,
+                plan.dialect,
+                plan.sample_interval,
             )
             for p in pieces
         ]
         piece_units = [
-            pool.submit(client.query, _unit_expr(b - a, None, matchers, None, dialect, sample_interval), b)
+            pool.submit(
+                client.query, _unit_expr(b - a, None, matchers, None, plan.dialect, plan.sample_interval), b
+            )
             if raw_present
             else None
             for a, b in pieces
@@ -473,64 +631,43 @@ def collect(
             _relabelled(_usage(group_pieces.get(k, []), group_by), by) for k in range(len(pieces))
         ]
         measured = _coverage(
-            runs,
+            seen.runs,
             pieces,
-            units,
+            seen.units,
             [None if f is None else _per_unit(f.result()) for f in piece_units],
             [(_answered(b, by), _answered(a, by)) for b, a in neighbours],
             seen_in_pieces,
-            start=start,
+            start=plan.start,
             step=step,
-            interval=interval,
+            interval=seen.interval,
             reconstructed=raw_present,
         )
-    notes.extend(_coverage_notes(measured))
-    if any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
-        if complete:
-            notes.append(
-                "groups come from workload-level series (pods or HPC jobs); GPUs held by no such "
-                "workload are read from the raw counters of the same windows (the ungrouped group)"
-            )
-        else:
-            notes.append(
-                "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
-                "workload form the ungrouped remainder, the fleet's cluster:* series less the groups' "
-                "(the rules record them an evaluation apart: off by up to an evaluation interval's "
-                "GPU-seconds at each end of the range); its idle time is allocated as far as the "
-                "fleet's idle-while-allocated time exceeds the groups'"
-            )
-    missing_by = _check_grouping(client, by, groups, fleet, wanted_start, wanted_end, require_by)
-    if missing_by is not None:
-        notes.append(missing_by)
-    if not raw_present:
-        notes.append(
-            f"no raw counters: the GPU-seconds lost to a reduced clock ({RAW_CLOCK_LOST}, read raw "
-            "only) are not measured"
-        )
-    if use_recorded and level is None and step >= RATE_WINDOW_SECONDS:
-        notes.append(
-            f"no recorded level keeps {', '.join(by)} (and the --match labels): groups read from "
-            "the raw counters"
-        )
-    gaps = _gaps(timeline, start, end, step)
-    series = _described(group_stretches, fleet_stretches)
-    provenance = Provenance(
-        kind="prometheus",
-        location=client.url,
-        start=wanted_start,
-        end=wanted_end,
-        step_seconds=float(step),
-        sample_interval_seconds=sample_interval,
-        series=series,
-        gaps=tuple(gaps),
-        timeline=tuple(timeline),
-        notes=tuple(notes),
-        clock_loss_measured=raw_present,
+    return _Measured(
+        groups=groups,
+        fleet=fleet,
+        workloads=workloads,
+        timeline=timeline,
         coverage=measured,
+        complete=complete,
     )
-    return Collected(
-        groups=groups, fleet=fleet, workloads=workloads, provenance=provenance, queries=client.queries
-    )
+
+
+def _reading_notes(group_stretches: Sequence[_Stretch], complete: bool) -> list[str]:
+    """How the groups were read from workload-level series, where they were."""
+    if not any(stretch.level is not None and stretch.level.allocated_only for stretch in group_stretches):
+        return []
+    if complete:
+        return [
+            "groups come from workload-level series (pods or HPC jobs); GPUs held by no such "
+            "workload are read from the raw counters of the same windows (the ungrouped group)"
+        ]
+    return [
+        "groups come from workload-level series (pods or HPC jobs): GPUs held by no such "
+        "workload form the ungrouped remainder, the fleet's cluster:* series less the groups' "
+        "(the rules record them an evaluation apart: off by up to an evaluation interval's "
+        "GPU-seconds at each end of the range); its idle time is allocated as far as the "
+        "fleet's idle-while-allocated time exceeds the groups'"
+    ]
 
 
 def _check_grouping(

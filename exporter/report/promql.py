@@ -1,17 +1,9 @@
 """The PromQL the Prometheus input sends: pure text building, so each expression is tested alone.
 
-Every quantity is the increase of a counter over one query window of `step` seconds:
-
-* raw:       increase(ridgeline_..._total[STEP]) summed by the grouping labels;
-* recorded:  the `:rate5m` series read every 5 minutes inside the window and times 300 s
-             (sum_over_time(x[STEP:5m]) * 300), so consecutive readings tile the window.
-
-A whole stretch of windows is summed inside Prometheus with an outer subquery,
-sum_over_time((EXPR)[LENGTH:STEP]) evaluated at the stretch's end (ranges 1 ms short: see
-open_range), so one instant query answers
-one number per group however long the range is — never one query per series, nor a matrix of
-every window sent back to be added up here. Subquery points sit at multiples of STEP since the
-epoch; the range's end is aligned to STEP so that the windows tile it exactly.
+Every quantity is a counter's increase over one window of `step` seconds (raw counters, or the
+recorded `:rate5m` series times 300 s), and a stretch of windows is summed inside Prometheus by
+one outer subquery, so one instant query answers one number per group however long the range
+(docs/report.md, "How the numbers are read").
 """
 
 from __future__ import annotations

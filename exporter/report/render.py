@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter import clock_events
+from exporter.report.document import CardDoc, LeverDoc, ReportDoc, RowDoc, StretchDoc, TopEntryDoc
 from exporter.report.model import BUSY_REGIMES, group_name
 from exporter.roofline import REGIMES
 from exporter.view.units import regime_colour, regime_shape, regime_word
@@ -56,7 +57,7 @@ table.levers{width:100%}table.levers td:first-child{width:22%}
 """
 
 
-def render_html(doc: Mapping[str, Any]) -> str:
+def render_html(doc: ReportDoc) -> str:
     """The whole page for one report document."""
     by = doc["by"]
     groups = doc["groups"]
@@ -138,7 +139,7 @@ def _when(text: str) -> str:
     return text.replace("T", " ").replace("Z", " UTC")
 
 
-def _name(row: Mapping[str, Any], by: Sequence[str]) -> str:
+def _name(row: RowDoc, by: Sequence[str]) -> str:
     return group_name(row["labels"], by)
 
 
@@ -149,7 +150,7 @@ def _swatch(regime: str) -> str:
 # -- tables ---------------------------------------------------------------------------------
 
 
-def _summary(doc: Mapping[str, Any]) -> str:
+def _summary(doc: ReportDoc) -> str:
     fleet = doc["fleet"]
     total = fleet["gpu_seconds_total"]
     savings = fleet["savings_gpu_seconds"]
@@ -160,8 +161,8 @@ def _summary(doc: Mapping[str, Any]) -> str:
     lost = fleet["clock_lost_gpu_seconds"]
     clock = f" A reduced clock cost {_hours(lost)} GPU-hours of compute-bound work." if lost else ""
     unseen = ""
-    if _coverage_stretches(doc):
-        coverage = doc["coverage"]
+    coverage = doc.get("coverage")
+    if coverage and coverage["stretches"]:
         unseen = (
             f" <b>Coverage: {_ratio(coverage['ratio'])} of the expected GPU-time seen</b> "
             f"({_hours(coverage['missing_gpu_seconds'])} GPU-hours missing; the gaps are shaded "
@@ -178,15 +179,15 @@ def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{100.0 * value:.1f} %"
 
 
-def _coverage_stretches(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _coverage_stretches(doc: ReportDoc) -> list[StretchDoc]:
     """The stretches in which targets went unseen (none: a replay, or nothing missed)."""
     coverage = doc.get("coverage")
     return list(coverage["stretches"]) if coverage else []
 
 
 def _regime_table(
-    groups: Sequence[Mapping[str, Any]],
-    fleet: Mapping[str, Any],
+    groups: Sequence[RowDoc],
+    fleet: RowDoc,
     by: Sequence[str],
     *,
     with_coverage: bool = False,
@@ -214,7 +215,7 @@ def _regime_table(
     return "".join(rows)
 
 
-def _roofline_table(groups: Sequence[Mapping[str, Any]], by: Sequence[str]) -> str:
+def _roofline_table(groups: Sequence[RowDoc], by: Sequence[str]) -> str:
     rows = [
         f'<table><tr><th class="name">{_e("/".join(by))}</th><th>FLOPs</th><th>DRAM bytes</th>'
         "<th>intensity FLOP/byte</th><th>achieved per GPU</th><th>attainable</th><th>of the roof</th></tr>"
@@ -234,7 +235,7 @@ def _roofline_table(groups: Sequence[Mapping[str, Any]], by: Sequence[str]) -> s
     return "".join(rows)
 
 
-def _idle_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], by: Sequence[str]) -> str:
+def _idle_table(groups: Sequence[RowDoc], fleet: RowDoc, by: Sequence[str]) -> str:
     ranked = sorted(
         (g for g in groups if g["idle_allocated_gpu_seconds"] > 0),
         key=lambda g: -g["idle_allocated_gpu_seconds"],
@@ -265,20 +266,19 @@ CLOCK_CAUSES: Mapping[str, str] = {
 """The cause labels of ridgeline_clock_lost_seconds_total in words, in the table's order."""
 
 
-def _clock_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], by: Sequence[str]) -> str:
+def _clock_table(groups: Sequence[RowDoc], fleet: RowDoc, by: Sequence[str]) -> str:
     """Per group, the compute-bound GPU-hours a reduced clock cost, by cause (the fleet's causes)."""
     if fleet["clock_lost_gpu_seconds"] is None:
         return (
             "<p>Not measured: the GPU-seconds lost to a reduced clock come from the raw counter "
             "ridgeline_clock_lost_seconds_total, which this server does not have.</p>"
         )
-    ranked = sorted(
-        (g for g in groups if g["clock_lost_gpu_seconds"] > 0), key=lambda g: -g["clock_lost_gpu_seconds"]
-    )
+    ranked = sorted((g for g in groups if _lost(g) > 0), key=lambda g: -_lost(g))
     if not ranked:
         return "<p>No compute-bound GPU ran below its peak's clock in this range.</p>"
-    causes = [c for c in CLOCK_CAUSES if c in fleet["clock_lost_by_cause"]]
-    causes += sorted(set(fleet["clock_lost_by_cause"]) - set(CLOCK_CAUSES))
+    fleet_causes = fleet["clock_lost_by_cause"] or {}
+    causes = [c for c in CLOCK_CAUSES if c in fleet_causes]
+    causes += sorted(set(fleet_causes) - set(CLOCK_CAUSES))
     head = "".join(f"<th>{_e(CLOCK_CAUSES.get(c, c))}</th>" for c in causes)
     rows = [
         '<p class="note">What the full clock would give back: Σ (1 − k) of each compute-bound '
@@ -289,16 +289,23 @@ def _clock_table(groups: Sequence[Mapping[str, Any]], fleet: Mapping[str, Any], 
     ]
     for row in [*ranked, fleet]:
         name = "<b>fleet</b>" if row is fleet else _e(_name(row, by))
-        cells = "".join(f"<td>{_hours(row['clock_lost_by_cause'].get(c, 0.0))}</td>" for c in causes)
+        by_cause = row["clock_lost_by_cause"] or {}
+        cells = "".join(f"<td>{_hours(by_cause.get(c, 0.0))}</td>" for c in causes)
         rows.append(
             f'<tr><td class="name">{name}</td><td>{_hours(row["clock_lost_gpu_seconds"])}</td>{cells}'
-            f"<td>{_pct(row['clock_lost_gpu_seconds'], row['gpu_seconds']['compute_bound'])}</td></tr>"
+            f"<td>{_pct(_lost(row), row['gpu_seconds']['compute_bound'])}</td></tr>"
         )
     rows.append("</table>")
     return "".join(rows)
 
 
-def _workload_table(rows: Sequence[Mapping[str, Any]], what: str) -> str:
+def _lost(row: RowDoc) -> float:
+    """A row's clock-lost GPU-seconds where they were measured (the table is not drawn where not)."""
+    lost = row["clock_lost_gpu_seconds"]
+    return 0.0 if lost is None else lost
+
+
+def _workload_table(rows: Sequence[TopEntryDoc], what: str) -> str:
     if not rows:
         return f"<p>No {what} workload in this range.</p>"
     labels = list(rows[0]["labels"])
@@ -323,7 +330,7 @@ def _workload_table(rows: Sequence[Mapping[str, Any]], what: str) -> str:
     return "".join(out)
 
 
-def _levers_table(doc: Mapping[str, Any]) -> str:
+def _levers_table(doc: ReportDoc) -> str:
     rows = [
         '<table class="levers"><tr><th class="name">lever</th><th class="name">bound</th>'
         '<th class="name">assumptions</th></tr>'
@@ -347,9 +354,9 @@ def _levers_table(doc: Mapping[str, Any]) -> str:
 
 
 def _savings_table(
-    groups: Sequence[Mapping[str, Any]],
-    fleet: Mapping[str, Any],
-    levers: Sequence[Mapping[str, Any]],
+    groups: Sequence[RowDoc],
+    fleet: RowDoc,
+    levers: Sequence[LeverDoc],
     by: Sequence[str],
 ) -> str:
     head = "".join(f"<th>{_e(lever['key'])}</th>" for lever in levers)
@@ -369,7 +376,7 @@ def _savings_table(
     return "".join(rows)
 
 
-def _meta_table(doc: Mapping[str, Any]) -> str:
+def _meta_table(doc: ReportDoc) -> str:
     rng = doc["range"]
     resolution = doc["resolution"]
     interval = resolution["sample_interval_seconds"]
@@ -447,7 +454,7 @@ def _svg(figure: Any) -> str:
     return re.sub(r"<!--.*?-->", "", text[start:], flags=re.DOTALL).strip()
 
 
-def regime_bars_svg(groups: Sequence[Mapping[str, Any]], by: Sequence[str]) -> str:
+def regime_bars_svg(groups: Sequence[RowDoc], by: Sequence[str]) -> str:
     """Stacked horizontal bars: each group's GPU-hours by regime (largest group on top)."""
     shown = list(groups[:CHART_GROUPS])
     names = [_name(g, by) for g in shown]
@@ -474,9 +481,8 @@ def regime_bars_svg(groups: Sequence[Mapping[str, Any]], by: Sequence[str]) -> s
     return _svg(figure)
 
 
-def roofline_svg(doc: Mapping[str, Any]) -> str:
+def roofline_svg(doc: ReportDoc) -> str:
     """Log-log roofline: each card's roofs, each group a point sized by its GPU-hours."""
-    by = doc["by"]
     cards = doc["cards"]
     points = [
         g
@@ -489,49 +495,17 @@ def roofline_svg(doc: Mapping[str, Any]) -> str:
     axes = figure.add_subplot()
     axes.set_xscale("log")
     axes.set_yscale("log")
-    xs = [p["intensity_flop_per_byte"] for p in points]
-    ys = [p["achieved_flop_per_second_per_gpu"] for p in points]
+    xs = [p["intensity_flop_per_byte"] or 0.0 for p in points]  # never 0 or None: the filter above
+    ys = [p["achieved_flop_per_second_per_gpu"] or 0.0 for p in points]
     ridges = [c["ridge_flop_per_byte"] for c in cards.values()]
     peaks = [c["peak_flop_per_second"] for c in cards.values()]
     x_lo = min([*xs, *ridges, 10.0]) / 4
     x_hi = max([*xs, *ridges, 10.0]) * 4
     y_hi = max([*ys, *peaks, 1e12]) * 2
     y_lo = min([*ys, *(c["bandwidth_bytes_per_second"] * x_lo for c in cards.values()), y_hi / 1e4]) / 2
-    for key, card in sorted(cards.items()):
-        bandwidth, peak, ridge = (
-            card["bandwidth_bytes_per_second"],
-            card["peak_flop_per_second"],
-            card["ridge_flop_per_byte"],
-        )
-        axes.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#444", linewidth=1.2)
-        axes.annotate(
-            f"{key}: {_si(peak, 'FLOP/s')}, {_si(bandwidth, 'B/s')}",
-            (x_hi, peak),
-            xytext=(-4, 4),
-            textcoords="offset points",
-            ha="right",
-            fontsize="small",
-            color="#444",
-        )
+    _draw_roofs(axes, cards, x_lo, x_hi)
     if points:
-        largest = max(p["gpu_seconds_total"] for p in points)
-        sizes = [30 + 900 * math.sqrt(p["gpu_seconds_total"] / largest) for p in points]
-        for regime in REGIMES:  # one scatter per regime: its colour and its marker
-            mine = [i for i, p in enumerate(points) if _main_busy_regime(p) == regime]
-            if mine:
-                axes.scatter(
-                    [xs[i] for i in mine],
-                    [ys[i] for i in mine],
-                    s=[sizes[i] for i in mine],
-                    color=regime_colour(regime),
-                    marker=_MARKERS[regime_shape(regime)],
-                    alpha=0.75,
-                    edgecolors="#222",
-                    linewidths=0.6,
-                    zorder=3,
-                )
-        for p, x, y in list(zip(points, xs, ys, strict=True))[:LABELLED_POINTS]:
-            axes.annotate(_name(p, by), (x, y), xytext=(6, 6), textcoords="offset points", fontsize="small")
+        _draw_points(axes, points, xs, ys, doc["by"])
     else:
         axes.text(0.5, 0.5, "no group did measurable work", transform=axes.transAxes, ha="center")
     axes.set_xlim(x_lo, x_hi)
@@ -555,11 +529,55 @@ def roofline_svg(doc: Mapping[str, Any]) -> str:
     return _svg(figure)
 
 
-def _main_busy_regime(row: Mapping[str, Any]) -> str:
+def _draw_roofs(axes: Any, cards: Mapping[str, CardDoc], x_lo: float, x_hi: float) -> None:
+    """Each card's memory slope and compute roof across the chart, named at its right end."""
+    for key, card in sorted(cards.items()):
+        bandwidth, peak, ridge = (
+            card["bandwidth_bytes_per_second"],
+            card["peak_flop_per_second"],
+            card["ridge_flop_per_byte"],
+        )
+        axes.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#444", linewidth=1.2)
+        axes.annotate(
+            f"{key}: {_si(peak, 'FLOP/s')}, {_si(bandwidth, 'B/s')}",
+            (x_hi, peak),
+            xytext=(-4, 4),
+            textcoords="offset points",
+            ha="right",
+            fontsize="small",
+            color="#444",
+        )
+
+
+def _draw_points(
+    axes: Any, points: Sequence[RowDoc], xs: Sequence[float], ys: Sequence[float], by: Sequence[str]
+) -> None:
+    """The groups' points, one scatter per regime (its colour and marker), the largest named."""
+    largest = max(p["gpu_seconds_total"] for p in points)
+    sizes = [30 + 900 * math.sqrt(p["gpu_seconds_total"] / largest) for p in points]
+    for regime in REGIMES:
+        mine = [i for i, p in enumerate(points) if _main_busy_regime(p) == regime]
+        if mine:
+            axes.scatter(
+                [xs[i] for i in mine],
+                [ys[i] for i in mine],
+                s=[sizes[i] for i in mine],
+                color=regime_colour(regime),
+                marker=_MARKERS[regime_shape(regime)],
+                alpha=0.75,
+                edgecolors="#222",
+                linewidths=0.6,
+                zorder=3,
+            )
+    for p, x, y in list(zip(points, xs, ys, strict=True))[:LABELLED_POINTS]:
+        axes.annotate(_name(p, by), (x, y), xytext=(6, 6), textcoords="offset points", fontsize="small")
+
+
+def _main_busy_regime(row: RowDoc) -> str:
     return max(BUSY_REGIMES, key=lambda r: row["gpu_seconds"][r])
 
 
-def timeline_window(doc: Mapping[str, Any]) -> float:
+def timeline_window(doc: ReportDoc) -> float:
     """How long one window of the timeline is: the most common distance between its windows'
     ends (a replay's windows are its checkpoints, not its samples), else the query step."""
     ends = [p["end"] for p in doc["timeline"]]
@@ -569,7 +587,7 @@ def timeline_window(doc: Mapping[str, Any]) -> float:
     return float(max(set(widths), key=lambda w: (widths.count(w), -w)))
 
 
-def timeline_windows(doc: Mapping[str, Any]) -> list[tuple[float, float, Mapping[str, float]]]:
+def timeline_windows(doc: ReportDoc) -> list[tuple[float, float, Mapping[str, float]]]:
     """(start, end, GPUs per regime) of every window: each starts where the one before ended
     when they touch (within half a window), else one window before its end; never before the
     range does."""
@@ -614,7 +632,29 @@ def _union(stretches: Sequence[tuple[float, float]]) -> list[tuple[float, float]
     return out
 
 
-def timeline_figure(doc: Mapping[str, Any]) -> Any:
+def _stacks(
+    windows: Sequence[tuple[float, float, Mapping[str, float]]],
+) -> tuple[list[datetime], list[list[float]]]:
+    """The stackplot's times and GPUs per regime: each window flat over its span, down to 0
+    between windows that do not touch."""
+    times: list[datetime] = []
+    stacks: list[list[float]] = [[] for _ in REGIMES]
+    previous_end: float | None = None
+    for start, end, gpus in windows:
+        if previous_end is not None and start > previous_end:  # nothing between: down to 0
+            for t in (previous_end, start):
+                times.append(datetime.fromtimestamp(t, tz=UTC))
+                for stack in stacks:
+                    stack.append(0.0)
+        for t in (start, end):
+            times.append(datetime.fromtimestamp(t, tz=UTC))
+            for stack, regime in zip(stacks, REGIMES, strict=True):
+                stack.append(gpus.get(regime, 0.0))
+        previous_end = end
+    return times, stacks
+
+
+def timeline_figure(doc: ReportDoc) -> Any:
     """The fleet over the range: GPUs in each regime per window (stacked, each window drawn over
     its own span), stretches without data shaded, the legend above the plot."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
@@ -624,20 +664,7 @@ def timeline_figure(doc: Mapping[str, Any]) -> Any:
     axes = figure.add_subplot()
     windows = timeline_windows(doc)
     if windows:
-        times: list[datetime] = []
-        stacks: list[list[float]] = [[] for _ in REGIMES]
-        previous_end: float | None = None
-        for start, end, gpus in windows:
-            if previous_end is not None and start > previous_end:  # nothing between: down to 0
-                for t in (previous_end, start):
-                    times.append(datetime.fromtimestamp(t, tz=UTC))
-                    for stack in stacks:
-                        stack.append(0.0)
-            for t in (start, end):
-                times.append(datetime.fromtimestamp(t, tz=UTC))
-                for stack, regime in zip(stacks, REGIMES, strict=True):
-                    stack.append(gpus.get(regime, 0.0))
-            previous_end = end
+        times, stacks = _stacks(windows)
         axes.stackplot(times, *stacks, colors=[regime_colour(r) for r in REGIMES])
         locator = AutoDateLocator()  # type: ignore[no-untyped-call]
         axes.xaxis.set_major_locator(locator)
@@ -680,6 +707,6 @@ def timeline_figure(doc: Mapping[str, Any]) -> Any:
     return figure
 
 
-def timeline_svg(doc: Mapping[str, Any]) -> str:
+def timeline_svg(doc: ReportDoc) -> str:
     """The timeline chart (timeline_figure) as inline SVG."""
     return _svg(timeline_figure(doc))

@@ -1,11 +1,8 @@
 """`ridgeline top`'s HTTP client: `GET /classify` from each node, as any client would do it.
 
-Only the exporter's HTTP API, never its internal state (tests/test_layers.py holds it to that):
-`top` runs on a laptop against nodes it reaches over the network. Basic auth, a bearer token
-and TLS come from the one client configuration (exporter/http_client.py: the `--node.*` flags,
-or the URL's user:password@), over Python's own urllib and ssl. A node that does not answer,
-answers an error or answers something that is not a /classify answer gives a `NodeReading`
-with `error` set: the view shows it as not answering, and nothing raises.
+Only the HTTP API, never the daemon's state (tests/test_layers.py); the one client configuration
+of exporter/http_client.py (`--node.*`). A node that fails gives a `NodeReading` with `error`
+set, and nothing raises.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""`ridgeline top`'s interactive view, on Textual.
+"""`ridgeline top`'s interactive view, on Textual (why Textual: docs/live-view.md).
 
-Textual (Textualize; the framework behind several widely used terminal tools) was chosen over
-curses and urwid for three reasons: its DataTable gives a sortable, scrollable, keyboard-driven
-table with a cursor for free; it redraws only what changed, so a refresh every second is cheap
-over ssh; and it ships its own test driver (`App.run_test` and `Pilot`), which the tests use to
-press keys against a real server without a terminal. It is imported only for this view: `--once`
-never loads it.
-
-Polling happens on a worker thread (urllib blocks), one request per node in parallel; the
-results are applied on the app's thread. A node that stops answering keeps its last rows, marked
-stale, and the status line says since when and why.
+Polling runs on a worker thread, one request per node in parallel, and the results are applied
+on the app's thread; a node that stops answering keeps its last rows, marked stale.
 """
 
 from __future__ import annotations

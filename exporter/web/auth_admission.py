@@ -1,30 +1,10 @@
 """Which password check runs next on the one bcrypt thread, so guessers cannot starve a scraper.
 
-bcrypt is slow on purpose, so a guessing flood always offers more checks than one thread can do,
-and a first-in-first-out queue with a bound (what this replaced) hands every slot to whoever
-sends most: a scraper whose password was not verified yet got 429 for as long as the flood
-lasted. Nothing in one request tells a correct password from a guess before bcrypt has run, so
-the order uses what a request's history does tell:
-
-* **The peer's record.** Each client address (an IPv6 /64 counts as one) has a failure score:
-  +1 per wrong password, halved every `FAILURE_HALF_LIFE_SECONDS`, reset by a success. The
-  next check is the waiting one whose peer has the lowest score, so a scraper connecting from
-  an address that has not been guessing is checked next, however many guesses wait. When every
-  slot is taken, a newcomer from a cleaner peer takes the slot of the guess from the worst one.
-* **The user name's record at that peer.** The same score is kept per user name and peer, and
-  ranks next; when a peer's slots are all taken, a newcomer for a user name with fewer checks
-  waiting there takes the place of the newest guess for the one with most. A guesser spraying
-  one user name from an address cannot starve another user's scraper on that address.
-* **A credential that was refused unchecked and comes back** (a client retrying after 429) goes
-  before its peer's fresh guesses: a guesser gains nothing by repeating a guess it never had
-  answered, while a scraper sharing the guessers' address repeats its password every scrape.
-
-The checks cost bounded CPU: after each one the worker rests so that password checks take at
-most `CPU_SHARE` of one core, however many wait (the rest is the scrapes' and the loop's).
-
-Credentials verified once never come here (exporter/web/webconfig.py caches them), and wrong
-ones seen before are answered from a cache too. Everything here runs on the event loop's
-thread; only the check itself runs on the worker, one at a time.
+The order is the peer's failure score, then the user name's at that peer, then whether the
+credential was refused unchecked before; the checks take at most `CPU_SHARE` of a core, and a
+check whose client left before its turn is dropped. docs/daemon.md, "Connections and hostile
+clients", gives the rules and why no order can do better. Runs on the event loop's thread; only
+the check itself runs on the worker.
 """
 
 from __future__ import annotations
@@ -35,7 +15,7 @@ import ipaddress
 import itertools
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -55,6 +35,10 @@ OWED_SECONDS = 600.0
 CPU_SHARE = 0.25
 """The most of one core password checks may take: after a check of c CPU seconds the worker rests
 c × (1 / CPU_SHARE − 1) before the next, so a flood leaves the rest to the authorised path."""
+
+
+class ClientGone(Exception):
+    """The client went away while its check waited: the check was dropped, nothing to answer."""
 
 
 def peer_key(client: tuple[str, int] | None) -> str:
@@ -173,8 +157,13 @@ class CheckPool:
         *,
         peer: str = "",
         digest: bytes = b"",
+        gone: Callable[[], Awaitable[object]] | None = None,
     ) -> bool | None:
-        """verify(user, password) on the worker; None when refused unchecked (no room for it)."""
+        """verify(user, password) on the worker; None when refused unchecked (no room for it).
+
+        `gone()` returns when the client has left: a check still waiting then is dropped
+        (ClientGone) before it costs a bcrypt; one already running is let finish and scored.
+        """
         owed = self._take_owed(digest)
         done: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         job = _Job(
@@ -189,7 +178,7 @@ class CheckPool:
             self._owe(digest)
             return None
         self._dispatch()
-        verdict = await done
+        verdict = await self._outcome(job, gone)
         if verdict is None:  # made room for a check from a cleaner peer
             self._owe(digest)
         elif verdict:
@@ -199,6 +188,22 @@ class CheckPool:
             self._scores.failed(peer)
             self._scores.failed(job.user_at_peer)
         return verdict
+
+    async def _outcome(self, job: _Job, gone: Callable[[], Awaitable[object]] | None) -> bool | None:
+        """The job's verdict; ClientGone when `gone()` returns while the job still waits."""
+        if gone is not None and job in self._waiting:
+            watch = asyncio.ensure_future(gone())
+            try:
+                await asyncio.wait((job.done, watch), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not watch.cancel() and not watch.cancelled():
+                    watch.exception()  # retrieved: a receive() that failed is a client gone too
+                if job in self._waiting and not job.done.done():  # gone (or cancelled) first
+                    self._waiting.remove(job)
+                    job.done.cancel()
+            if job.done.cancelled():
+                raise ClientGone
+        return await job.done
 
     # -- admission and order ---------------------------------------------------------------------
 

@@ -1,11 +1,9 @@
 """Client faults and overload, logged once per kind per minute — never once per socket.
 
-A flood of bad clients must not become a flood of log lines (issue: 291 MB of accept() tracebacks
-in 48 s; 300,000 lines from 5,000 malformed bodies). `EveryMinute` writes the first event of a
-kind at once, counts the rest, and writes one summary line when the minute is over.
-`ClientFaultFilter` routes the lines uvicorn and asyncio would write per connection for a
-client's fault (an invalid request, an unsupported upgrade, a failed TLS handshake, accept()
-out of file descriptors) through it, as one short line without a traceback.
+`EveryMinute` writes the first event of a kind at once, counts the rest, and writes one summary
+line when the minute is over. `ClientFaultFilter` routes the lines uvicorn and asyncio would
+write per connection for a client's fault (an invalid request, an unsupported upgrade, a failed
+TLS handshake, accept() out of file descriptors) through it, as one short line.
 """
 
 from __future__ import annotations

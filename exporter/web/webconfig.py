@@ -1,37 +1,9 @@
-"""TLS and basic auth for `ridgeline serve --web-config FILE`, in the exporter-toolkit YAML shape.
+"""TLS and basic auth for `ridgeline serve --web-config FILE`, in exporter-toolkit's YAML shape.
 
-Operators already write this file for node_exporter and friends (prometheus/exporter-toolkit,
-docs/web-configuration.md)::
-
-    tls_server_config:
-      cert_file: server.crt          # relative paths are relative to this file
-      key_file: server.key
-      client_ca_file: clients-ca.crt
-      client_auth_type: RequireAndVerifyClientCert
-    basic_auth_users:
-      prometheus: $2b$10$...         # bcrypt, e.g. `htpasswd -nBC 10 "" | tr -d ':\\n'`
-
-Ridgeline serves it with uvicorn and Python's ssl module, which cannot express every Go TLS
-knob. Rather than silently ignore a security setting, the keys it cannot honour (cipher_suites,
-curve_preferences, client_allowed_sans, min_version other than TLS12, inline cert/key, ...)
-are refused with an error that names them. Client auth types that accept a client certificate
-without verifying it (RequestClientCert, RequireAnyClientCert) are refused for the same reason.
-
-Basic auth is an ASGI middleware. A bcrypt check costs tens of milliseconds by design, and a
-scrape every 15 s would pay it every time, so outcomes are remembered as HMACs under a
-per-process random key (never the password): a credential that verified once, or was refused
-once, is answered without bcrypt, in constant time, and a reload keeps the outcomes of users
-whose hash did not change. `/healthz` is exempt by default: liveness probes cannot carry
-credentials without putting them in the pod spec, and it reveals only that the process is alive.
-
-Password guessing is bounded, not just slow: bcrypt runs on one thread, at most a quarter of a
-core, a hash's cost is at most `MAX_BCRYPT_COST`, and exporter/web/auth_admission.py picks which
-waiting check runs next by the peer's record, so guessers cannot starve a scraper's first check.
-A guess with no room is held for one to two times `REFUSAL_DELAY_SECONDS` (a sleep, no CPU) and
-answered 429 with Retry-After (benchmarks/bench_hostile.py, docs/daemon.md).
-
-The TLS context and the users can change while serving: exporter/web/webconfig_watch.py reloads
-the file when it or a file it names changes, and hands out the current ones.
+Keys Python's ssl cannot honour are refused by name, never ignored. Basic auth is an ASGI
+middleware whose outcomes are cached as keyed HMACs, so bcrypt runs once per credential; the
+checks that must run wait in exporter/web/auth_admission.py. docs/daemon.md, "Attribution and
+web config" and "Connections and hostile clients", says what is checked and why.
 """
 
 from __future__ import annotations
@@ -53,9 +25,9 @@ from typing import Any, Literal, Protocol
 import bcrypt
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from exporter.web.auth_admission import CheckPool, peer_key
+from exporter.web.auth_admission import CheckPool, ClientGone, peer_key
 
 ClientAuthType = Literal["NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"]
 
@@ -91,10 +63,14 @@ BCRYPT_MAX_PASSWORD_BYTES = 72
 REJECTED_CACHE = 4096
 """Wrong credentials remembered (least recently used forgotten first)."""
 REFUSAL_DELAY_SECONDS = 3.0
-"""How long a refused guess is held before its 429, at least, so a refused client cannot spin:
-guessers that wait for their answer send a third as many guesses as at 1 s, each one work for the
-event loop. Each hold is drawn from one to two times this, so guesses refused together do not
-come back together (a flood's refusals arrived as one burst every 3 s)."""
+"""How long a refused guess is held before its 429, at least (each hold drawn from one to two
+times this), so a refused client cannot spin and guesses refused together do not come back
+together (docs/daemon.md, "Connections and hostile clients")."""
+
+
+READ_AHEAD_BYTES = 65536
+"""Body bytes read ahead while a password check waits (to see the client leave); beyond them the
+rest is left unread for the app."""
 
 
 class WebConfigError(ValueError):
@@ -400,9 +376,13 @@ class BasicAuthMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        verdict = await self._authorised(checker, scope)
+        ahead = _ReadAhead(receive)
+        try:
+            verdict = await self._authorised(checker, scope, ahead)
+        except ClientGone:
+            return  # nobody to answer; its check never ran
         if verdict:
-            await self.app(scope, receive, send)
+            await self.app(scope, ahead.receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -421,7 +401,7 @@ class BasicAuthMiddleware:
             return
         await _plain(send, 401, b"Unauthorized\n", [(b"www-authenticate", f'Basic realm="{REALM}"'.encode())])
 
-    async def _authorised(self, checker: PasswordChecker, scope: Scope) -> bool | None:
+    async def _authorised(self, checker: PasswordChecker, scope: Scope, ahead: _ReadAhead) -> bool | None:
         """True/False, or None when the check was refused unchecked (no room on the bcrypt thread)."""
         credentials = _credentials(scope)
         if credentials is None:
@@ -432,10 +412,36 @@ class BasicAuthMiddleware:
         if known is not None:
             return known
         peer = peer_key(scope.get("client"))
-        verdict = await self.pool.check(checker.verify, user, password, peer=peer, digest=digest)
+        gone = ahead.gone if scope["type"] == "http" else None
+        verdict = await self.pool.check(checker.verify, user, password, peer=peer, digest=digest, gone=gone)
         if verdict is not None:
             checker.remember(user, digest, verdict)
         return verdict
+
+
+class _ReadAhead:
+    """The request's receive(), read while its password check waits so that a client that leaves
+    (uvicorn answers http.disconnect) takes its check with it; the app gets what was read first."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._read: list[Message] = []
+
+    async def gone(self) -> None:
+        """Returns once the client has disconnected; never after READ_AHEAD_BYTES of body."""
+        size = 0
+        while size <= READ_AHEAD_BYTES:
+            message = await self._receive()
+            self._read.append(message)
+            if message["type"] == "http.disconnect":
+                return
+            size += len(message.get("body", b""))
+        await asyncio.get_running_loop().create_future()  # cancelled when the check is done
+
+    async def receive(self) -> Message:
+        if self._read:
+            return self._read.pop(0)
+        return await self._receive()
 
 
 async def _plain(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:

@@ -1,16 +1,9 @@
 """Reload `--web-config` while serving, so a certificate rotation or a new password needs no restart.
 
-exporter-toolkit re-reads its web config on every connection. Here a daemon thread looks at the
-config file and every file it names (certificate, key, client CA) once a second — a stat each,
-following symlinks, so a Kubernetes Secret's `..data` swap counts — and when one changed,
-loads and checks the whole config again off the event loop. A config that loads replaces the
-old one for every later connection (the TLS context is taken per connection by
-exporter/web/server.py; the users per request by BasicAuthMiddleware); one that does not is
-reported once per change, as a warning, and the old one stays in force. Turning TLS on or off
-changes what the listening socket speaks and needs a restart; turning basic auth off (a file that
-lost its users) would fail open, so it needs a restart too; both are reported. SIGHUP
-(`request_reload`) reloads at once, changed or not. Credentials verified under the old config
-stay verified for the users whose hash did not change.
+A daemon thread stats the file and the files it names once a second (and reloads at once on
+SIGHUP, `request_reload`); a config that loads replaces the old one for later connections and
+requests, one that does not is reported and the old one stays. Turning TLS or basic auth on or
+off needs a restart (docs/daemon.md, "Attribution and web config").
 """
 
 from __future__ import annotations

@@ -1,0 +1,48 @@
+"""The source flags of `serve` and `record` (each source declares its own: exporter/sources/
+options.py), the replay part `report --replay` takes, and the source they choose."""
+
+from __future__ import annotations
+
+import argparse
+
+from exporter.commands.options.errors import UserError
+from exporter.commands.options.flags import add_flag, add_spec
+from exporter.option_specs import OptionError
+from exporter.sources.base import SourceOptions
+
+
+def add_source_flags(parser: argparse.ArgumentParser) -> None:
+    """--source and the flags every registered source declares (exporter/sources/options.py);
+    shared by `serve` and `record`."""
+    from exporter.sources import option_specs, source_names
+
+    add_flag(
+        parser,
+        "--source",
+        choices=source_names(),
+        default=None,
+        help="where samples come from (default: replay when --replay is given, else auto: dcgm, then nvml)",
+    )
+    for spec in option_specs():
+        add_spec(parser, spec)
+
+
+def add_replay_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that name and read a replay file, all of the source flags that `report
+    --replay` takes."""
+    from exporter.sources.options import INTERVAL, MIG_PROFILE
+    from exporter.sources.replay import FILE_OPTIONS
+
+    for spec in (*FILE_OPTIONS, INTERVAL, MIG_PROFILE):
+        add_spec(parser, spec)
+
+
+def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
+    """(source name, SourceOptions) from the source flags; UserError names a wrong one."""
+    from exporter.sources import source_options
+
+    name: str = args.source or ("replay" if args.replay else "auto")
+    try:
+        return name, source_options(name, args)
+    except OptionError as exc:
+        raise UserError(str(exc)) from None
