@@ -439,26 +439,27 @@ def _hpc_job_family(labelled: Sequence[Labelled]) -> Family:
 
 # -- missing -------------------------------------------------------------------------------
 
-FIELD_MISSING = FamilySpec(
-    "ridgeline_profiling_field_missing",
+FIELDS_MISSING = FamilySpec(
+    "ridgeline_profiling_fields_missing",
     "gauge",
-    "1 for each DCGM profiling field (1001-1008) the GPU's latest sample lacks "
-    "(absent or blank), and each link byte field (1009-1012) of a link its card has a "
-    "bandwidth for; the field label is its DCGM name.",
-    (*GPU_LABELS, "field"),
+    "1 while the GPU's latest sample lacks a DCGM profiling field (1001-1008: absent or blank) or a "
+    "link byte field (1009-1012) of a link its card has a bandwidth for; the fields label lists "
+    "their DCGM names, comma-separated. Absent while none is missing.",
+    (*GPU_LABELS, "fields"),
 )
+FIELD_SEPARATOR = ","
 
 
 def _read_missing(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    """One series per profiling field a GPU's latest sample lacks: every GPU the source sees
-    stays in /metrics, and says what it lacks (docs/runbooks.md, RidgelineProfilingCountersMissing)."""
-    yield FIELD_MISSING.family(
-        [
-            Row(sample=FIELD_MISSING.name, labels=labels, extra=(("field", name),), value=1.0)
-            for gpu, labels, _ in labelled
-            for name in (*gpu.inference.missing_fields, *gpu.inference.missing_link_fields)
-        ]
-    )
+    """One series per GPU that lacks a field, naming them all: every GPU the source sees stays in
+    /metrics and says what it lacks (docs/runbooks.md, RidgelineProfilingCountersMissing), at one
+    series however many fields its source leaves off (dcgm-exporter's default counters: seven)."""
+    rows = []
+    for gpu, labels, _ in labelled:
+        missing = (*gpu.inference.missing_fields, *gpu.inference.missing_link_fields)
+        if missing:
+            rows.append(Row(FIELDS_MISSING.name, labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0))
+    yield FIELDS_MISSING.family(rows)
 
 
 # -- clocks --------------------------------------------------------------------------------
@@ -677,10 +678,10 @@ COLLECTORS: tuple[Collector, ...] = (
     ),
     Collector(
         "missing",
-        "one series per DCGM profiling field (1001-1008, and the link fields 1009-1012 of each link "
-        "its card has a figure for) a GPU lacks: none where the source reports them all, three per "
-        "GPU where it lacks the FP pipes",
-        (FIELD_MISSING,),
+        "one series per GPU that lacks a DCGM profiling field (1001-1008, and the link fields "
+        "1009-1012 of each link its card has a figure for), naming them all; none where the source "
+        "reports every one",
+        (FIELDS_MISSING,),
         0,
         _read_missing,
     ),
@@ -721,7 +722,7 @@ DEFAULT_COLLECTORS: frozenset[str] = frozenset(c.name for c in COLLECTORS if c.d
 WRITE_ORDER: tuple[FamilySpec, ...] = (
     DRAM_ACTIVE, TENSOR_ACTIVE, FLOP_UTILIZATION, INTENSITY, EFFICIENCY, GR_ENGINE_ACTIVE,
     GPU_UTILIZATION, CLOCK_RATIO, GPU_INFO, PEAK_FLOP, PEAK_BANDWIDTH, RIDGE, HPC_JOB_INFO, REGIME,
-    GPU_SHARE, REGIME_SECONDS, FLOP, DRAM_BYTES, GR_ENGINE_CONTRADICTED, FIELD_MISSING, CLOCK_EVENT,
+    GPU_SHARE, REGIME_SECONDS, FLOP, DRAM_BYTES, GR_ENGINE_CONTRADICTED, FIELDS_MISSING, CLOCK_EVENT,
     CLOCK_LOST, LINK_BYTES, LINK_UTILIZATION, SOURCE_UP, LAST_SAMPLE, LAST_ADVANCE, SAMPLES,
     SAMPLE_ERRORS, BUILD_INFO, SCRAPE_SUCCESS, SCRAPE_DURATION,
 )  # fmt: skip

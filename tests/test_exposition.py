@@ -122,10 +122,12 @@ def test_blank_dram_yields_no_dram_series_and_never_a_zero(text: str) -> None:
 
 
 def test_every_gpu_names_the_profiling_fields_it_lacks(text: str) -> None:
-    missing: dict[str, set[str]] = {}
-    for labels, value in series(text)["ridgeline_profiling_field_missing"]:
-        assert value == 1.0
-        missing.setdefault(labels["uuid"], set()).add(labels["field"])
+    listed: dict[str, list[str]] = {}
+    for labels, value in series(text)["ridgeline_profiling_fields_missing"]:
+        assert value == 1.0 and labels["uuid"] not in listed  # one series per GPU
+        listed[labels["uuid"]] = labels["fields"].split(",")
+    missing = {uuid: set(names) for uuid, names in listed.items()}
+    assert all(len(missing[uuid]) == len(names) for uuid, names in listed.items())
     # 1001-1008, and the link fields 1009-1012: an H100 SXM has NVLink and PCIe figures
     profiling = {fields.field_name(fid) for fid in range(1001, 1013)}
     assert missing[NO_DCP.uuid] == profiling
@@ -144,7 +146,7 @@ def test_a_gpu_without_profiling_counters_has_only_the_missing_fields_series(tex
     names = {
         name for name, rows in series(text).items() for labels, _ in rows if labels.get("uuid") == NO_DCP.uuid
     }
-    assert names == {"ridgeline_profiling_field_missing"}
+    assert names == {"ridgeline_profiling_fields_missing"}
 
 
 def test_counters_are_born_at_zero_with_the_first_reading() -> None:

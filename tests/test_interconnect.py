@@ -109,10 +109,11 @@ def test_without_link_counters_nothing_changes_and_the_missing_fields_say_which(
     )
     body, _ = MetricsEndpoint(lambda: _replayed(bare).snapshot).render(None)
     missing = {
-        s.labels["field"]
+        field
         for family in text_string_to_metric_families(body.decode())
         for s in family.samples
-        if s.name == "ridgeline_profiling_field_missing" and s.labels["gpu"] == "0"
+        if s.name == "ridgeline_profiling_fields_missing" and s.labels["gpu"] == "0"
+        for field in s.labels["fields"].split(",")
     }
     assert missing == {f"DCGM_FI_PROF_{link}_{d}_BYTES" for link in ("PCIE", "NVLINK") for d in ("TX", "RX")}
 
