@@ -245,8 +245,8 @@ def _read_engine(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
 REGIME = FamilySpec(
     "ridgeline_regime",
     "gauge",
-    "Debounced regime (state set): 1 for the current one of idle, memory_bound, "
-    "compute_bound, latency_bound, unknown; 0 for the others.",
+    "The debounced regime: 1, one series per GPU, its regime label the current one of idle, "
+    "memory_bound, compute_bound, latency_bound, unknown, interconnect_bound.",
     (*GPU_LABELS, "regime"),
 )
 GPU_SHARE = FamilySpec(
@@ -260,18 +260,14 @@ GPU_SHARE = FamilySpec(
 
 
 def _read_regime(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    """The state set; the share of MIG instances only, so that a node without MIG gets no empty
-    HELP/TYPE header for it (a whole GPU is 1: the rules weight GPU counts by it)."""
+    """The current regime, one series per GPU: a state set wrote five zeros beside it, and every
+    rule and panel selects `== 1` (docs/rules-and-dashboards.md, "Series budget"). The share of
+    MIG instances only, so that a node without MIG gets no empty HELP/TYPE header for it (a whole
+    GPU is 1: the rules weight GPU counts by it)."""
     regime_rows = [
-        Row(
-            sample=REGIME.name,
-            labels=labels,
-            extra=(("regime", name),),
-            value=1.0 if estimate.regime == name else 0.0,
-        )
+        Row(sample=REGIME.name, labels=labels, extra=(("regime", estimate.regime),), value=1.0)
         for _, labels, estimate in labelled
         if estimate is not None
-        for name in REGIMES
     ]
     yield REGIME.family(regime_rows)
     share_rows = [
@@ -655,10 +651,10 @@ COLLECTORS: tuple[Collector, ...] = (
     ),
     Collector(
         "regime",
-        "the debounced regime, a state set (one series per regime), and the part of its physical "
-        "GPU each MIG instance is",
+        "the debounced regime (one series, labelled with it), and the part of its physical GPU each "
+        "MIG instance is",
         (REGIME, GPU_SHARE),
-        len(REGIMES),
+        1,
         _read_regime,
     ),
     Collector(
