@@ -95,6 +95,12 @@ class Collector:
     """False: always on, with no flag (the source health)."""
 
     @property
+    def help(self) -> str:
+        """Its --collector.NAME help: what it exports, its series, whether it is on by default."""
+        series = f"{self.per_gpu} series per GPU" if self.per_gpu else "per node"
+        return f"{self.summary} ({series}; {'on' if self.default else 'off'} by default)"
+
+    @property
     def names(self) -> tuple[str, ...]:
         """The names of its families as /metrics writes their samples (counters with _total)."""
         return tuple(spec.exposed for spec in self.families) if self.families else ("process_*",)
@@ -697,6 +703,7 @@ COLLECTORS: tuple[Collector, ...] = (
         (LINK_BYTES, LINK_UTILIZATION),
         6,
         _read_links,
+        default=False,
     ),
     Collector("process", "the exporter process' CPU, memory and file descriptors", (), 0, None),
 )

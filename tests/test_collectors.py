@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -28,7 +29,14 @@ from exporter.sources.scrape import parse_page
 from exporter.state import Snapshot
 
 PAGES = Path(__file__).resolve().parent / "data" / "dcgm-exporter"
-FIXTURES = ("mig-a100-profiles", "legacy-h100-pods", "throttled-h100", "links-h100", "no-dcp-h100-2gpus")
+FIXTURES = (
+    "default-counters-h100-2gpus",
+    "mig-a100-profiles",
+    "legacy-h100-pods",
+    "throttled-h100",
+    "links-h100",
+    "no-dcp-h100-2gpus",
+)
 DECLARED = {spec.name: spec for c in (*COLLECTORS, SOURCE_HEALTH) for spec in c.families}
 
 
@@ -106,7 +114,7 @@ def test_each_collector_is_timed_on_its_own() -> None:
     durations = {
         r.labels["collector"]: r.value for f in found if f.name == SCRAPE_DURATION.name for r in f.rows
     }
-    assert set(durations) == {c.name for c in COLLECTORS if c.read is not None} | {"source"}
+    assert set(durations) == {c.name for c in COLLECTORS if c.read is not None and c.default} | {"source"}
     assert set(durations.values()) == {1.0}
 
 
@@ -128,3 +136,27 @@ def test_both_formats_report_one_reading_of_the_snapshot() -> None:
         for body in bodies
     )
     assert text == om and len(set(text)) == len(text) > 2
+
+
+SERIES_BUDGET = 20
+"""Ridgeline series per GPU beside dcgm-exporter's default counters (issue 22)."""
+
+
+def test_the_default_collectors_fit_the_series_budget_beside_dcgm_exporters_defaults(
+    snapshots: dict[str, Snapshot],
+) -> None:
+    """dcgm-exporter's etc/default-counters.csv (DCP rows 1001, 1004, 1005, 1009, 1010): a busy
+    and an idle H100, each with a verdict, through the collectors `serve` runs by default."""
+    snapshot = snapshots["default-counters-h100-2gpus"]
+    body, _ = MetricsEndpoint(lambda: snapshot, process_metrics=False).render(None)
+    per_gpu: Counter[str] = Counter()
+    regimes = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if "uuid" in sample.labels:
+                per_gpu[sample.labels["gpu"]] += 1
+            if sample.name == "ridgeline_regime":
+                regimes[sample.labels["gpu"]] = sample.labels["regime"]
+    assert regimes == {"0": "compute_bound", "1": "idle"}
+    assert set(per_gpu) == {"0", "1"}
+    assert max(per_gpu.values()) <= SERIES_BUDGET, per_gpu

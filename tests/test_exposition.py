@@ -375,8 +375,9 @@ def test_switched_off_collectors_leave_their_families_out_and_process_metrics_fo
         ([], {}, set()),
         (["--no-collector.engine", "--no-collector.roofline"], {}, {"engine", "roofline"}),
         (["--collector.disable-defaults", "--collector.totals", "--collector.card"], {},
-         {"activity", "roofline", "engine", "regime", "missing", "clocks", "links", "process"}),
+         {"activity", "roofline", "engine", "regime", "missing", "clocks", "process"}),
         ([], {"RIDGELINE_COLLECTOR_ACTIVITY": "false"}, {"activity"}),
+        (["--collector.links"], {}, set()),
         (["--collector.activity"], {"RIDGELINE_COLLECTOR_ACTIVITY": "0"}, set()),  # the flag wins
     ],
 )  # fmt: skip
@@ -391,6 +392,7 @@ def test_serve_collector_flags(
         monkeypatch.setenv(name, value)
     args = build_parser().parse_args(["serve", "--replay", "demo", *argv])
     assert DEFAULT_COLLECTORS - collector_choice(args) == expected_off
+    assert ("links" in collector_choice(args)) == ("--collector.links" in argv)  # off by default
 
 
 def test_a_bad_collector_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
