@@ -8,8 +8,9 @@ exporter/exposition.py, the encoder). docs/rules-and-dashboards.md, "Series budg
 alert or panel reads each collector. The source-health collector is always on: the health alerts
 need it.
 
-Standard library only at run time (state and inference are imported for mypy), so that parsing
-`serve`'s flags does not import prometheus_client.
+No third-party library, and at run time no Ridgeline module but roofline (state and inference
+are imported for mypy only), so that parsing `serve`'s flags imports neither prometheus_client
+nor the catalog.
 """
 
 from __future__ import annotations
