@@ -1,112 +1,737 @@
-"""The metric families `ridgeline serve` exports, grouped into collectors an operator can switch off.
+"""The collectors `ridgeline serve` exports: each declares its families and reads them off a snapshot.
 
-node_exporter's convention: `--collector.NAME` turns a collector on, `--no-collector.NAME` off,
-`--collector.disable-defaults` starts from none. Every collector is on by default because the
-shipped rules and dashboards read them (docs/rules-and-dashboards.md, "Series budget", says which
-alert or panel goes empty without which collector); a large fleet that wants only the fleet view
-can drop the per-GPU readings and keep the counters. The source-health families
-(ridgeline_source_up, ridgeline_last_sample_timestamp_seconds,
-ridgeline_last_data_advance_timestamp_seconds, ridgeline_samples_total,
-ridgeline_sample_errors_total, ridgeline_build_info) are always exported: the health alerts need
-them.
+node_exporter's shape: a collector has a name, a default, the families it writes (name, type,
+help, label names) and a `collect` over one snapshot; `--collector.NAME` / `--no-collector.NAME`
+(and `--collector.disable-defaults`) are derived from COLLECTORS, and /metrics says per collector
+whether it succeeded and how long it took (`ridgeline_scrape_collector_*`, written by
+exporter/exposition.py, the encoder). docs/rules-and-dashboards.md, "Series budget", says which
+alert or panel reads each collector. The source-health collector is always on: the health alerts
+need it.
 
-Standard library only, so that parsing `serve`'s flags does not import prometheus_client.
+No third-party library, and at run time no Ridgeline module but roofline (state and inference
+are imported for mypy only), so that parsing `serve`'s flags imports neither prometheus_client
+nor the catalog.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from exporter.roofline import REGIMES
 
+if TYPE_CHECKING:
+    from exporter.inference import Estimate
+    from exporter.roofline import Roof
+    from exporter.state import GpuState, Snapshot
+
+HPC_JOB_SEPARATOR = ","
+"""How GpuState.hpc_job lists several jobs (exporter/sample.py, join_hpc_jobs)."""
+
+GPU_LABELS: tuple[str, ...] = (
+    "gpu", "uuid", "model", "card", "gpu_instance", "namespace", "pod", "container", "hpc_job",
+)  # fmt: skip
+"""A GPU's labels (gpu_labels): the first four always, the others where they apply."""
+
+ROOF_LABELS: tuple[str, ...] = ("card", "precision", "mig_profile")
+
 
 @dataclass(frozen=True, slots=True)
-class CollectorSpec:
+class Row:
+    """One sample: its name, the GPU's (shared) label dict, extra labels, and the value."""
+
+    sample: str
+    labels: Mapping[str, str]
+    extra: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
     name: str
-    families: tuple[str, ...]
-    """The families it writes, by their exposition names (counters with _total)."""
+    documentation: str
+    type: str
+    rows: list[Row]
+
+
+@dataclass(frozen=True, slots=True)
+class FamilySpec:
+    """One metric family as docs/design.md §4 lists it: the name (a counter's without _total)."""
+
+    name: str
+    type: Literal["gauge", "counter"]
+    help: str
+    labels: tuple[str, ...]
+    """Every label name its series may carry (GPU_LABELS where they apply)."""
+
+    @property
+    def exposed(self) -> str:
+        """The name its samples have in /metrics (a counter's with _total)."""
+        return self.name + "_total" if self.type == "counter" else self.name
+
+    def family(self, rows: list[Row]) -> Family:
+        return Family(name=self.name, documentation=self.help, type=self.type, rows=rows)
+
+
+Labelled = tuple["GpuState", Mapping[str, str], "Estimate | None"]
+"""A GPU with its labels and its Estimate, read once per snapshot (it is derived on read)."""
+Reader = Callable[["Snapshot", Sequence[Labelled]], Iterable[Family]]
+
+
+@dataclass(frozen=True, slots=True)
+class Collector:
+    """A group of families switched as one (--collector.NAME), and how it reads a snapshot."""
+
+    name: str
+    summary: str
+    """What it exports, for --help."""
+    families: tuple[FamilySpec, ...]
     per_gpu: int
     """Series per whole GPU (or MIG instance) when every one of its readings is present."""
-    summary: str
+    read: Reader | None
+    """None: not read from the snapshot (`process`: prometheus_client's, encoded per scrape)."""
+    default: bool = True
+    switchable: bool = True
+    """False: always on, with no flag (the source health)."""
+
+    @property
+    def help(self) -> str:
+        """Its --collector.NAME help: what it exports, its series, whether it is on by default."""
+        series = f"{self.per_gpu} series per GPU" if self.per_gpu else "per node"
+        return f"{self.summary} ({series}; {'on' if self.default else 'off'} by default)"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of its families as /metrics writes their samples (counters with _total)."""
+        return tuple(spec.exposed for spec in self.families) if self.families else ("process_*",)
+
+    def collect(self, snapshot: Snapshot, labelled: Sequence[Labelled]) -> list[Family]:
+        """Its families for one snapshot; a family it does not declare is a bug, raised here."""
+        if self.read is None:
+            return []
+        found = list(self.read(snapshot, labelled))
+        declared = {spec.name for spec in self.families}
+        for family in found:
+            if family.name not in declared:
+                raise ValueError(f"collector {self.name!r} wrote undeclared family {family.name!r}")
+        return found
 
 
-COLLECTORS: tuple[CollectorSpec, ...] = (
-    CollectorSpec(
+def gpu_labels(gpu: GpuState) -> dict[str, str]:
+    """gpu, uuid, model, card; + namespace/pod/container when attributed; + gpu_instance for MIG;
+    + hpc_job when an HPC job mapping names one job on the GPU (several: ridgeline_hpc_job_info)."""
+    entity = gpu.entity
+    labels = {
+        "gpu": str(entity.gpu),
+        "uuid": entity.uuid,
+        "model": entity.model,
+        "card": gpu.card or "unknown",
+    }
+    if entity.gpu_instance is not None:
+        labels["gpu_instance"] = str(entity.gpu_instance)
+    if gpu.attribution is not None:
+        labels["namespace"] = gpu.attribution.namespace
+        labels["pod"] = gpu.attribution.pod
+        labels["container"] = gpu.attribution.container
+    if gpu.hpc_job is not None and HPC_JOB_SEPARATOR not in gpu.hpc_job:
+        labels["hpc_job"] = gpu.hpc_job
+    return dict(sorted(labels.items()))  # sorted once, as the encoders write them
+
+
+def labelled_gpus(snapshot: Snapshot) -> list[Labelled]:
+    """Every GPU of the snapshot but a MIG parent, whose instances carry the time, the work and
+    the verdicts (docs/model.md, "One count per physical GPU")."""
+    return [(g, gpu_labels(g), g.estimate) for g in snapshot.gpus if not g.mig_parent]
+
+
+def _gauge(
+    spec: FamilySpec, labelled: Sequence[Labelled], value_of: Callable[[Estimate], float | None]
+) -> Family:
+    """A per-GPU gauge of one Estimate field: a series per GPU where the field has a value."""
+    rows = []
+    for _, labels, estimate in labelled:
+        value = value_of(estimate) if estimate is not None else None
+        if value is not None:
+            rows.append(Row(sample=spec.name, labels=labels, extra=(), value=value))
+    return spec.family(rows)
+
+
+_NO_LABELS: Mapping[str, str] = {}
+
+# -- activity ------------------------------------------------------------------------------
+
+DRAM_ACTIVE = FamilySpec(
+    "ridgeline_dram_active_ratio",
+    "gauge",
+    "Smoothed DCGM DRAM_ACTIVE (field 1005): fraction of cycles the device memory interface "
+    "is busy, 0-1 (about 0.8 is its practical maximum).",
+    GPU_LABELS,
+)
+TENSOR_ACTIVE = FamilySpec(
+    "ridgeline_tensor_active_ratio",
+    "gauge",
+    "Smoothed DCGM PIPE_TENSOR_ACTIVE (field 1004): fraction of cycles the tensor pipes are busy, 0-1.",
+    GPU_LABELS,
+)
+FLOP_UTILIZATION = FamilySpec(
+    "ridgeline_flop_utilization_ratio",
+    "gauge",
+    "Smoothed activity times SM clock ratio of the busiest compute pipe (tensor or CUDA-core "
+    "FP): achieved FLOP/s over the compute roof of the pipes in use, 0-1.",
+    GPU_LABELS,
+)
+
+
+def _read_activity(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    yield _gauge(DRAM_ACTIVE, labelled, lambda e: e.dram_active)
+    yield _gauge(TENSOR_ACTIVE, labelled, lambda e: e.tensor_active)
+    yield _gauge(FLOP_UTILIZATION, labelled, lambda e: e.flop_utilization)
+
+
+# -- roofline ------------------------------------------------------------------------------
+
+INTENSITY = FamilySpec(
+    "ridgeline_arithmetic_intensity_flop_per_byte",
+    "gauge",
+    "Smoothed arithmetic intensity in FLOP per DRAM byte (achieved FLOP/s over achieved "
+    "bytes/s); absent while DRAM activity is about 0 or the card is unknown.",
+    GPU_LABELS,
+)
+EFFICIENCY = FamilySpec(
+    "ridgeline_roofline_efficiency_ratio",
+    "gauge",
+    "Achieved over attainable FLOP/s at the current intensity (how close to the roof), 0-1.",
+    GPU_LABELS,
+)
+
+
+def _read_roofline(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    yield _gauge(INTENSITY, labelled, lambda e: e.intensity_flop_per_byte)
+    yield _gauge(EFFICIENCY, labelled, lambda e: e.roofline_efficiency)
+
+
+# -- engine --------------------------------------------------------------------------------
+
+GR_ENGINE_ACTIVE = FamilySpec(
+    "ridgeline_gr_engine_active_ratio",
+    "gauge",
+    "Smoothed DCGM GR_ENGINE_ACTIVE (field 1001): fraction of time the graphics/compute "
+    "engine is busy, 0-1; present when the source reports it.",
+    GPU_LABELS,
+)
+GPU_UTILIZATION = FamilySpec(
+    "ridgeline_gpu_utilization_ratio",
+    "gauge",
+    "Smoothed DCGM GPU_UTIL (field 203) divided by 100: fraction of time a kernel ran, 0-1; "
+    "present when the source reports it.",
+    GPU_LABELS,
+)
+GR_ENGINE_CONTRADICTED = FamilySpec(
+    "ridgeline_gr_engine_contradicted",
+    "gauge",
+    "1 while the smoothed GR_ENGINE_ACTIVE reads idle but SM_ACTIVE, a tensor or FP "
+    "pipe, or DRAM_ACTIVE near its wall says work runs (the busier evidence wins); 0 otherwise. "
+    "Present while GR_ENGINE_ACTIVE is reported.",
+    GPU_LABELS,
+)
+
+
+def _read_engine(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    yield _gauge(GR_ENGINE_ACTIVE, labelled, lambda e: e.gr_engine_active)
+    yield _gauge(GPU_UTILIZATION, labelled, lambda e: e.gpu_utilization)
+    yield _gauge(
+        GR_ENGINE_CONTRADICTED,
+        labelled,
+        lambda e: None if e.gr_engine_active is None else (1.0 if e.gr_engine_contradicted else 0.0),
+    )
+
+
+# -- regime --------------------------------------------------------------------------------
+
+REGIME = FamilySpec(
+    "ridgeline_regime",
+    "gauge",
+    "The debounced regime: 1, one series per GPU, its regime label the current one of idle, "
+    "memory_bound, compute_bound, latency_bound, unknown, interconnect_bound.",
+    (*GPU_LABELS, "regime"),
+)
+GPU_SHARE = FamilySpec(
+    "ridgeline_gpu_share_ratio",
+    "gauge",
+    "The part of its physical GPU a MIG instance is, 0-1: its compute slices over "
+    "those of its GPU's instances (equal parts when a profile is unknown); only on MIG "
+    "instances with a regime (a whole GPU is 1).",
+    GPU_LABELS,
+)
+
+
+def _read_regime(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """The current regime, one series per GPU: a state set wrote five zeros beside it, and every
+    rule and panel selects `== 1` (docs/rules-and-dashboards.md, "Series budget"). The share of
+    MIG instances only, so that a node without MIG gets no empty HELP/TYPE header for it (a whole
+    GPU is 1: the rules weight GPU counts by it)."""
+    regime_rows = [
+        Row(sample=REGIME.name, labels=labels, extra=(("regime", estimate.regime),), value=1.0)
+        for _, labels, estimate in labelled
+        if estimate is not None
+    ]
+    yield REGIME.family(regime_rows)
+    share_rows = [
+        Row(sample=GPU_SHARE.name, labels=labels, extra=(), value=gpu.gpu_share)
+        for gpu, labels, estimate in labelled
+        if estimate is not None and gpu.entity.gpu_instance is not None
+    ]
+    if share_rows:
+        yield GPU_SHARE.family(share_rows)
+
+
+# -- totals --------------------------------------------------------------------------------
+
+REGIME_SECONDS = FamilySpec(
+    "ridgeline_regime_seconds",
+    "counter",
+    "Seconds spent in each raw per-sample regime (integrated over sample intervals; "
+    "fractions of rate() are exact).",
+    (*GPU_LABELS, "regime"),
+)
+FLOP = FamilySpec(
+    "ridgeline_flop",
+    "counter",
+    "Estimated FLOPs executed (each compute pipe's activity x clock ratio x its "
+    "peak x interval, summed); rate() is FLOP/s. Born at 0 with the first reading that has a "
+    "compute pipe; a MIG parent whose instances report has none.",
+    GPU_LABELS,
+)
+DRAM_BYTES = FamilySpec(
+    "ridgeline_dram_bytes",
+    "counter",
+    "Estimated DRAM bytes moved (DRAM activity x bandwidth x interval); "
+    "rate() is bytes/s. Born at 0 with the first reading that has DRAM_ACTIVE.",
+    GPU_LABELS,
+)
+
+
+def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    seconds_rows, flop_rows, dram_rows = [], [], []
+    for gpu, labels, _ in labelled:
+        totals = gpu.totals
+        if totals.regime_seconds is not None:
+            for name in REGIMES:
+                seconds_rows.append(
+                    Row(REGIME_SECONDS.exposed, labels, (("regime", name),), totals.regime_seconds[name])
+                )
+        if totals.flop_total is not None:
+            flop_rows.append(Row(FLOP.exposed, labels, (), totals.flop_total))
+        if totals.dram_bytes_total is not None:
+            dram_rows.append(Row(DRAM_BYTES.exposed, labels, (), totals.dram_bytes_total))
+    yield REGIME_SECONDS.family(seconds_rows)
+    yield FLOP.family(flop_rows)
+    yield DRAM_BYTES.family(dram_rows)
+
+
+# -- card ----------------------------------------------------------------------------------
+
+GPU_INFO = FamilySpec(
+    "ridgeline_gpu_info",
+    "gauge",
+    "1 per GPU (or MIG instance) with a reading: its labels, and its roof's "
+    "precision and MIG profile (absent without a roof); join the card constants on (card, "
+    "precision, mig_profile).",
+    (*GPU_LABELS, "precision", "mig_profile"),
+)
+PEAK_FLOP = FamilySpec(
+    "ridgeline_card_peak_flop_per_second",
+    "gauge",
+    "A card's (or MIG profile's) dense peak at a precision in use on this node, "
+    "FLOP per second (boost clock); one series per roof, not per GPU.",
+    ROOF_LABELS,
+)
+PEAK_BANDWIDTH = FamilySpec(
+    "ridgeline_card_peak_bandwidth_bytes_per_second",
+    "gauge",
+    "A card's (or MIG profile's) peak memory bandwidth, bytes per second; one "
+    "series per card (and profile) on this node.",
+    ("card", "mig_profile"),
+)
+RIDGE = FamilySpec(
+    "ridgeline_card_ridge_flop_per_byte",
+    "gauge",
+    "A card's (or MIG profile's) ridge point at a precision in use on this node: "
+    "peak FLOP/s over bandwidth, FLOP per byte.",
+    ROOF_LABELS,
+)
+HPC_JOB_INFO = FamilySpec(
+    "ridgeline_hpc_job_info",
+    "gauge",
+    "1 per HPC (Slurm) job on a GPU or MIG instance, from the job-mapping directory "
+    "or the scraped page; a GPU with several jobs has one series per job, and its readings carry "
+    "no hpc_job (join on uuid and gpu_instance).",
+    GPU_LABELS,
+)
+
+_RoofKey = tuple[str, str, "str | None"]
+
+
+def _read_card(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """ridgeline_gpu_info per GPU, each roof's constants once per node, the HPC jobs.
+
+    A roof is a card at a precision, or a MIG instance profile of a card at a precision (its slice
+    of the card's peak and bandwidth). A node of 8 identical GPUs writes one peak, one bandwidth and
+    one ridge series instead of 8 of each; PromQL joins them to the GPUs through
+    ridgeline_gpu_info's card, precision and mig_profile labels (rules/ridgeline-recording.rules.yml
+    sums the peaks that way). A MIG parent whose instances report, an unknown card and an instance
+    of an unknown profile have no roof: their ridgeline_gpu_info has no precision, so no peak joins.
+    """
+    info_rows, roofs = _gpu_info_rows(labelled)
+    yield GPU_INFO.family(info_rows)
+    yield from _roof_families(roofs)
+    yield _hpc_job_family(labelled)
+
+
+def _gpu_info_rows(labelled: Sequence[Labelled]) -> tuple[list[Row], dict[_RoofKey, Roof]]:
+    info_rows: list[Row] = []
+    roofs: dict[_RoofKey, Roof] = {}
+    for gpu, labels, estimate in labelled:
+        if estimate is None:
+            continue
+        extra: tuple[tuple[str, str], ...] = ()
+        roof = estimate.roof
+        if roof is not None and estimate.precision is not None:
+            profile = gpu.entity.profile if gpu.entity.gpu_instance is not None else None
+            extra = (("precision", estimate.precision),)
+            if profile is not None:
+                extra = (("mig_profile", profile), *extra)
+            roofs.setdefault((estimate.card, estimate.precision, profile), roof)
+        info_rows.append(Row(sample=GPU_INFO.name, labels=labels, extra=extra, value=1.0))
+    return info_rows, roofs
+
+
+def _roof_families(roofs: dict[_RoofKey, Roof]) -> Iterator[Family]:
+    peak_rows, ridge_rows = [], []
+    bandwidths: dict[tuple[str, str | None], float] = {}
+    for (card, precision, profile), roof in sorted(
+        roofs.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")
+    ):
+        key = {"card": card, "precision": precision} | ({"mig_profile": profile} if profile else {})
+        peak_rows.append(Row(PEAK_FLOP.name, dict(sorted(key.items())), (), roof.peak_flop_per_second))
+        ridge_rows.append(Row(RIDGE.name, dict(sorted(key.items())), (), roof.ridge_flop_per_byte))
+        bandwidths.setdefault((card, profile), roof.bandwidth_bytes_per_second)
+    bandwidth_rows = [
+        Row(PEAK_BANDWIDTH.name, {"card": card} | ({"mig_profile": profile} if profile else {}), (), value)
+        for (card, profile), value in sorted(bandwidths.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))
+    ]
+    yield PEAK_FLOP.family(peak_rows)
+    yield PEAK_BANDWIDTH.family(bandwidth_rows)
+    yield RIDGE.family(ridge_rows)
+
+
+def _hpc_job_family(labelled: Sequence[Labelled]) -> Family:
+    """One series per HPC job on each GPU (or MIG instance), as dcgm-exporter repeats its series
+    per job, so a GPU several jobs share is found by each job id while its readings stay one
+    series each (see gpu_labels)."""
+    rows = []
+    for gpu, labels, _ in labelled:
+        if gpu.hpc_job is None:
+            continue
+        own = {name: value for name, value in labels.items() if name != "hpc_job"}
+        for job in gpu.hpc_job.split(HPC_JOB_SEPARATOR):
+            rows.append(Row(HPC_JOB_INFO.name, labels=own, extra=(("hpc_job", job),), value=1.0))
+    return HPC_JOB_INFO.family(rows)
+
+
+# -- missing -------------------------------------------------------------------------------
+
+FIELDS_MISSING = FamilySpec(
+    "ridgeline_profiling_fields_missing",
+    "gauge",
+    "1 while the GPU's latest sample lacks a DCGM profiling field (1001-1008: absent or blank) or a "
+    "link byte field (1009-1012) of a link its card has a bandwidth for; the fields label lists "
+    "their DCGM names, comma-separated. Absent while none is missing.",
+    (*GPU_LABELS, "fields"),
+)
+FIELD_SEPARATOR = ","
+
+
+def _read_missing(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """One series per GPU that lacks a field, naming them all: every GPU the source sees stays in
+    /metrics and says what it lacks (docs/runbooks.md, RidgelineProfilingCountersMissing), at one
+    series however many fields its source leaves off (dcgm-exporter's default counters: seven)."""
+    rows = []
+    for gpu, labels, _ in labelled:
+        missing = (*gpu.inference.missing_fields, *gpu.inference.missing_link_fields)
+        if missing:
+            rows.append(Row(FIELDS_MISSING.name, labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0))
+    yield FIELDS_MISSING.family(rows)
+
+
+# -- clocks --------------------------------------------------------------------------------
+
+CLOCK_RATIO = FamilySpec(
+    "ridgeline_clock_ratio",
+    "gauge",
+    "Smoothed SM clock over the clock the tensor peak in use is quoted at (the card's clock "
+    "basis), at most 1; absent when the source reports no SM clock or the card has no basis.",
+    GPU_LABELS,
+)
+CLOCK_EVENT = FamilySpec(
+    "ridgeline_clock_event_active",
+    "gauge",
+    "1 for each cause holding the GPU's clock down in its latest sample: power_cap, "
+    "thermal, hw_slowdown, sync_boost, application_clocks (DCGM field 112's clocks-event reasons; "
+    "power_cap also from fields 155/160, draw at its limit).",
+    (*GPU_LABELS, "cause"),
+)
+CLOCK_LOST = FamilySpec(
+    "ridgeline_clock_lost_seconds",
+    "counter",
+    "GPU-seconds a reduced clock cost: (1 - clock ratio) x interval while the raw "
+    "regime is compute-bound with the binding pipe below 97% of its peak's clock, split by cause "
+    "(power_cap, thermal, hw_slowdown, sync_boost, application_clocks, unreported). Born at 0 for "
+    "every cause the first time the GPU is so.",
+    (*GPU_LABELS, "cause"),
+)
+
+
+def _read_clocks(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """The clock ratio; 1 per cause holding a clock down by the latest sample
+    (clock_events.causes_of); the GPU-seconds a reduced clock cost each compute-bound GPU by
+    cause, what `ridgeline report` sums (docs/report.md, "The levers")."""
+    yield _gauge(CLOCK_RATIO, labelled, lambda e: e.clock_ratio)
+    yield CLOCK_EVENT.family(
+        [
+            Row(CLOCK_EVENT.name, labels, (("cause", cause.lower().replace(" ", "_")),), 1.0)
+            for _, labels, estimate in labelled
+            if estimate is not None
+            for cause in estimate.clock_causes
+        ]
+    )
+    yield CLOCK_LOST.family(
+        [
+            Row(CLOCK_LOST.exposed, labels, (("cause", cause),), value)
+            for gpu, labels, _ in labelled
+            if gpu.totals.clock_lost_seconds is not None
+            for cause, value in gpu.totals.clock_lost_seconds.items()
+        ]
+    )
+
+
+# -- links ---------------------------------------------------------------------------------
+
+LINK_BYTES = FamilySpec(
+    "ridgeline_link_bytes_per_second",
+    "gauge",
+    "Smoothed DCGM PCIe and NVLink bytes/s (fields 1009-1012) per link (pcie, "
+    "nvlink) and direction (tx, rx); present where the source reports them.",
+    (*GPU_LABELS, "link", "direction"),
+)
+LINK_UTILIZATION = FamilySpec(
+    "ridgeline_link_utilization_ratio",
+    "gauge",
+    "Smoothed busier direction of a link over the card's per-direction "
+    "bandwidth (cards.yaml links), 0-1 (about 0.8 is its practical maximum); absent without "
+    "the link's counters, its figure, or on a MIG instance.",
+    (*GPU_LABELS, "link"),
+)
+
+
+def _read_links(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """Each GPU's smoothed link bytes/s per link and direction (DCGM 1009-1012), and each link's
+    load: the busier direction over the card's per-direction bandwidth (docs/model.md, "The
+    interconnect wall")."""
+    yield LINK_BYTES.family(
+        [
+            Row(LINK_BYTES.name, labels, (("link", link), ("direction", direction)), value)
+            for _, labels, estimate in labelled
+            if estimate is not None
+            for link, direction, value in estimate.link_bytes_per_second
+        ]
+    )
+    yield LINK_UTILIZATION.family(
+        [
+            Row(LINK_UTILIZATION.name, labels, (("link", link),), value)
+            for _, labels, estimate in labelled
+            if estimate is not None
+            for link, value in estimate.link_utilization
+        ]
+    )
+
+
+# -- source health (always on) -------------------------------------------------------------
+
+SOURCE_UP = FamilySpec(
+    "ridgeline_source_up",
+    "gauge",
+    "1 while the GPU source answers, 0 while it is down or finished.",
+    ("source",),
+)
+LAST_SAMPLE = FamilySpec(
+    "ridgeline_last_sample_timestamp_seconds",
+    "gauge",
+    "When the newest sample arrived, seconds since the epoch (a replay: when it was played).",
+    (),
+)
+LAST_ADVANCE = FamilySpec(
+    "ridgeline_last_data_advance_timestamp_seconds",
+    "gauge",
+    "When a GPU's own sample timestamp last moved forward, seconds since the "
+    "epoch (wall clock): behind ridgeline_last_sample_timestamp_seconds while the source "
+    "answers with data that stands still.",
+    (),
+)
+SAMPLES = FamilySpec(
+    "ridgeline_samples", "counter", "Successful source reads (one batch of every GPU each).", ()
+)
+SAMPLE_ERRORS = FamilySpec(
+    "ridgeline_sample_errors",
+    "counter",
+    "Failed source reads and skipped replay lines, by reason.",
+    ("reason",),
+)
+BUILD_INFO = FamilySpec(
+    "ridgeline_build_info",
+    "gauge",
+    "Ridgeline version and the source it reads; always 1.",
+    ("version", "source"),
+)
+
+
+def _read_health(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """Wall-clock arrival, not the sample's own time: a replay's samples carry the trace's
+    recording time, and staleness alerts compare these gauges with time()."""
+    health = snapshot.source
+    yield SOURCE_UP.family([Row(SOURCE_UP.name, {"source": health.name}, (), 1.0 if health.up else 0.0)])
+    newest, moved = health.last_sample_wall_time, health.data_advanced_wall_time
+    yield LAST_SAMPLE.family([] if newest is None else [Row(LAST_SAMPLE.name, _NO_LABELS, (), newest)])
+    yield LAST_ADVANCE.family([] if moved is None else [Row(LAST_ADVANCE.name, _NO_LABELS, (), moved)])
+    yield SAMPLES.family([Row(SAMPLES.exposed, _NO_LABELS, (), float(health.samples_total))])
+    yield SAMPLE_ERRORS.family(
+        [
+            Row(SAMPLE_ERRORS.exposed, {"reason": reason}, (), float(count))
+            for reason, count in sorted(health.errors_total.items())
+        ]
+    )
+    info = {"version": snapshot.version, "source": health.name}
+    yield BUILD_INFO.family([Row(BUILD_INFO.name, info, (), 1.0)])
+
+
+# -- the collectors' own health (written by the encoder, exporter/exposition.py) -----------
+
+SCRAPE_SUCCESS = FamilySpec(
+    "ridgeline_scrape_collector_success",
+    "gauge",
+    "1 if the collector read this snapshot without an error, 0 if it failed (its families are "
+    "left out; the log says why).",
+    ("collector",),
+)
+SCRAPE_DURATION = FamilySpec(
+    "ridgeline_scrape_collector_duration_seconds",
+    "gauge",
+    "Seconds the collector took to read this snapshot (once per snapshot: a scrape of an "
+    "unchanged snapshot is served from the encoded page).",
+    ("collector",),
+)
+
+
+COLLECTORS: tuple[Collector, ...] = (
+    Collector(
         "activity",
-        ("ridgeline_dram_active_ratio", "ridgeline_tensor_active_ratio", "ridgeline_flop_utilization_ratio"),
-        3,
         "the smoothed readings behind the regime (DRAM, tensor, flop utilization)",
-    ),
-    CollectorSpec(
-        "roofline",
-        ("ridgeline_arithmetic_intensity_flop_per_byte", "ridgeline_roofline_efficiency_ratio"),
-        2,
-        "each GPU's arithmetic intensity and roofline efficiency",
-    ),
-    CollectorSpec(
-        "engine",
-        (
-            "ridgeline_gr_engine_active_ratio",
-            "ridgeline_gpu_utilization_ratio",
-            "ridgeline_gr_engine_contradicted",
-        ),
+        (DRAM_ACTIVE, TENSOR_ACTIVE, FLOP_UTILIZATION),
         3,
+        _read_activity,
+    ),
+    Collector(
+        "roofline",
+        "each GPU's arithmetic intensity and roofline efficiency",
+        (INTENSITY, EFFICIENCY),
+        2,
+        _read_roofline,
+    ),
+    Collector(
+        "engine",
         "GR_ENGINE_ACTIVE and GPU_UTIL where the source reports them, and whether GR_ENGINE_ACTIVE is "
         "contradicted by busier counters",
+        (GR_ENGINE_ACTIVE, GPU_UTILIZATION, GR_ENGINE_CONTRADICTED),
+        3,
+        _read_engine,
     ),
-    CollectorSpec(
+    Collector(
         "regime",
-        ("ridgeline_regime", "ridgeline_gpu_share_ratio"),
-        len(REGIMES),
-        "the debounced regime, a state set (one series per regime), and the part of its physical "
-        "GPU each MIG instance is",
-    ),
-    CollectorSpec(
-        "totals",
-        ("ridgeline_regime_seconds_total", "ridgeline_flop_total", "ridgeline_dram_bytes_total"),
-        len(REGIMES) + 2,
-        "the counters every recording rule is built on (time in each regime, FLOPs, DRAM bytes)",
-    ),
-    CollectorSpec(
-        "card",
-        (
-            "ridgeline_gpu_info",
-            "ridgeline_card_peak_flop_per_second",
-            "ridgeline_card_peak_bandwidth_bytes_per_second",
-            "ridgeline_card_ridge_flop_per_byte",
-            "ridgeline_hpc_job_info",
-        ),
+        "the debounced regime (one series, labelled with it), and the part of its physical GPU each "
+        "MIG instance is",
+        (REGIME, GPU_SHARE),
         1,
+        _read_regime,
+    ),
+    Collector(
+        "totals",
+        "the counters every recording rule is built on (time in each regime, FLOPs, DRAM bytes)",
+        (REGIME_SECONDS, FLOP, DRAM_BYTES),
+        len(REGIMES) + 2,
+        _read_totals,
+    ),
+    Collector(
+        "card",
         "one ridgeline_gpu_info per GPU naming its card and precision, the card constants once "
         "per card and precision on the node, and one ridgeline_hpc_job_info per HPC job on a GPU",
+        (GPU_INFO, PEAK_FLOP, PEAK_BANDWIDTH, RIDGE, HPC_JOB_INFO),
+        1,
+        _read_card,
     ),
-    CollectorSpec(
+    Collector(
         "missing",
-        ("ridgeline_profiling_field_missing",),
+        "one series per GPU that lacks a DCGM profiling field (1001-1008, and the link fields "
+        "1009-1012 of each link its card has a figure for), naming them all; none where the source "
+        "reports every one",
+        (FIELDS_MISSING,),
         0,
-        "one series per DCGM profiling field (1001-1008, and the link fields 1009-1012 of each link "
-        "its card has a figure for) a GPU lacks: none where the source reports them all, three per "
-        "GPU where it lacks the FP pipes",
+        _read_missing,
     ),
-    CollectorSpec(
+    Collector(
         "clocks",
-        ("ridgeline_clock_ratio", "ridgeline_clock_event_active", "ridgeline_clock_lost_seconds_total"),
-        12,
         "the SM clock against the clock the peak is quoted at, the cause holding it down (power "
         "cap, thermal, HW slowdown, sync boost, application clocks) while one does, and the "
         "GPU-seconds a reduced clock cost (six series, only on GPUs it ever did)",
+        (CLOCK_RATIO, CLOCK_EVENT, CLOCK_LOST),
+        12,
+        _read_clocks,
     ),
-    CollectorSpec(
+    Collector(
         "links",
-        ("ridgeline_link_bytes_per_second", "ridgeline_link_utilization_ratio"),
-        6,
         "each GPU's PCIe and NVLink bytes/s per direction (DCGM 1009-1012) and each link's load "
         "against the card's per-direction bandwidth: the interconnect wall",
+        (LINK_BYTES, LINK_UTILIZATION),
+        6,
+        _read_links,
+        default=False,
     ),
-    CollectorSpec("process", ("process_*",), 0, "the exporter process' CPU, memory and file descriptors"),
+    Collector("process", "the exporter process' CPU, memory and file descriptors", (), 0, None),
 )
+"""The switchable collectors, in the order --help lists their flags."""
+
+SOURCE_HEALTH = Collector(
+    "source",
+    "the source-health families the health alerts read",
+    (SOURCE_UP, LAST_SAMPLE, LAST_ADVANCE, SAMPLES, SAMPLE_ERRORS, BUILD_INFO),
+    0,
+    _read_health,
+    switchable=False,
+)
+"""Always on (no flag): ridgeline_source_up, the arrival and advance times, the read counters."""
+
 BY_NAME = {c.name: c for c in COLLECTORS}
-DEFAULT_COLLECTORS: frozenset[str] = frozenset(BY_NAME)
+DEFAULT_COLLECTORS: frozenset[str] = frozenset(c.name for c in COLLECTORS if c.default)
+
+WRITE_ORDER: tuple[FamilySpec, ...] = (
+    DRAM_ACTIVE, TENSOR_ACTIVE, FLOP_UTILIZATION, INTENSITY, EFFICIENCY, GR_ENGINE_ACTIVE,
+    GPU_UTILIZATION, CLOCK_RATIO, GPU_INFO, PEAK_FLOP, PEAK_BANDWIDTH, RIDGE, HPC_JOB_INFO, REGIME,
+    GPU_SHARE, REGIME_SECONDS, FLOP, DRAM_BYTES, GR_ENGINE_CONTRADICTED, FIELDS_MISSING, CLOCK_EVENT,
+    CLOCK_LOST, LINK_BYTES, LINK_UTILIZATION, SOURCE_UP, LAST_SAMPLE, LAST_ADVANCE, SAMPLES,
+    SAMPLE_ERRORS, BUILD_INFO, SCRAPE_SUCCESS, SCRAPE_DURATION,
+)  # fmt: skip
+"""The order /metrics writes the families in: the order of every release so far (the per-GPU
+gauges first), so that a collector's families need not be adjacent and outputs stay as they were."""
 
 
 def collectors_from_flags(

@@ -131,16 +131,17 @@ def lever_value_mappings() -> list[dashboard.ValueMapping]:
 
 
 def regime_code_expr(selector: str, by: str) -> str:
-    """One number per GPU for its current regime (1 idle, 2 memory, 3 compute, 4 latency).
+    """One number per GPU for its current regime (1 idle, 2 memory, 3 compute, 4 latency, ...).
 
-    ridgeline_regime is a state set (one series per regime, 1 for the current one); a state
-    timeline needs one series per GPU, so the state set is folded into a code.
+    ridgeline_regime is one series per GPU, labelled with its regime (a state set before issue
+    22: one series per regime, 1 for the current one); each regime's series is weighted by its
+    code and `or` keeps them all, so the sum is the code under either shape.
     """
     parts = [
-        f'{code} * sum by ({by}) (ridgeline_regime{{{selector}, regime="{regime}"}})'
+        f'{code} * ridgeline_regime{{{selector}, regime="{regime}"}}'
         for code, regime in enumerate(REGIMES, start=1)
     ]
-    return "\n+ ".join(parts)
+    return f"sum by ({by}) (\n  " + "\n  or ".join(parts) + "\n)"
 
 
 def with_regime_colors(panel: P) -> P:

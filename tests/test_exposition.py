@@ -122,10 +122,12 @@ def test_blank_dram_yields_no_dram_series_and_never_a_zero(text: str) -> None:
 
 
 def test_every_gpu_names_the_profiling_fields_it_lacks(text: str) -> None:
-    missing: dict[str, set[str]] = {}
-    for labels, value in series(text)["ridgeline_profiling_field_missing"]:
-        assert value == 1.0
-        missing.setdefault(labels["uuid"], set()).add(labels["field"])
+    listed: dict[str, list[str]] = {}
+    for labels, value in series(text)["ridgeline_profiling_fields_missing"]:
+        assert value == 1.0 and labels["uuid"] not in listed  # one series per GPU
+        listed[labels["uuid"]] = labels["fields"].split(",")
+    missing = {uuid: set(names) for uuid, names in listed.items()}
+    assert all(len(missing[uuid]) == len(names) for uuid, names in listed.items())
     # 1001-1008, and the link fields 1009-1012: an H100 SXM has NVLink and PCIe figures
     profiling = {fields.field_name(fid) for fid in range(1001, 1013)}
     assert missing[NO_DCP.uuid] == profiling
@@ -144,7 +146,7 @@ def test_a_gpu_without_profiling_counters_has_only_the_missing_fields_series(tex
     names = {
         name for name, rows in series(text).items() for labels, _ in rows if labels.get("uuid") == NO_DCP.uuid
     }
-    assert names == {"ridgeline_profiling_field_missing"}
+    assert names == {"ridgeline_profiling_fields_missing"}
 
 
 def test_counters_are_born_at_zero_with_the_first_reading() -> None:
@@ -259,9 +261,9 @@ def test_fast_encoder_writes_exactly_what_prometheus_client_writes(openmetrics: 
     sampler._publish()
     snapshot = sampler.snapshot
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(lambda: snapshot))
+    registry.register(SnapshotCollector(lambda: snapshot, clock=lambda: 0.0))
     reference = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
-    assert encode(build_families(snapshot), openmetrics=openmetrics) == reference
+    assert encode(build_families(snapshot, clock=lambda: 0.0), openmetrics=openmetrics) == reference
 
 
 def test_counters_keep_their_card_label_through_a_blank_hiccup() -> None:
@@ -346,13 +348,14 @@ def test_the_collectors_table_names_what_each_collector_writes() -> None:
         "ridgeline_samples",
         "ridgeline_sample_errors",
         "ridgeline_build_info",
+        "ridgeline_scrape_collector_success",
+        "ridgeline_scrape_collector_duration_seconds",
     }
     for spec in COLLECTORS:
         if spec.name == "process":
             continue
         added = {f.name for f in build_families(snapshot, collectors=(spec.name,))} - health
-        exposed = {name.removesuffix("_total") for name in spec.families}
-        assert added == exposed, spec.name
+        assert added == {family.name for family in spec.families}, spec.name
 
 
 def test_switched_off_collectors_leave_their_families_out_and_process_metrics_follow() -> None:
@@ -372,8 +375,9 @@ def test_switched_off_collectors_leave_their_families_out_and_process_metrics_fo
         ([], {}, set()),
         (["--no-collector.engine", "--no-collector.roofline"], {}, {"engine", "roofline"}),
         (["--collector.disable-defaults", "--collector.totals", "--collector.card"], {},
-         {"activity", "roofline", "engine", "regime", "missing", "clocks", "links", "process"}),
+         {"activity", "roofline", "engine", "regime", "missing", "clocks", "process"}),
         ([], {"RIDGELINE_COLLECTOR_ACTIVITY": "false"}, {"activity"}),
+        (["--collector.links"], {}, set()),
         (["--collector.activity"], {"RIDGELINE_COLLECTOR_ACTIVITY": "0"}, set()),  # the flag wins
     ],
 )  # fmt: skip
@@ -388,6 +392,7 @@ def test_serve_collector_flags(
         monkeypatch.setenv(name, value)
     args = build_parser().parse_args(["serve", "--replay", "demo", *argv])
     assert DEFAULT_COLLECTORS - collector_choice(args) == expected_off
+    assert ("links" in collector_choice(args)) == ("--collector.links" in argv)  # off by default
 
 
 def test_a_bad_collector_variable_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:

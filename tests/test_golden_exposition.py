@@ -4,7 +4,8 @@ Each file in tests/golden/ is what `MetricsEndpoint` serves for one fixture (the
 fixed points, dcgm-exporter pages with MIG instances, pods or no profiling fields), in text format
 0.0.4 (`.prom`) and OpenMetrics 1.0.0 (`.om.txt`). A change to any byte of the output fails here
 with a diff a reviewer can read. What depends on the process is held still: no process_*
-collector, a fixed wall clock, and the version label of ridgeline_build_info written as VERSION.
+collector, a fixed wall clock, a timer that stands still (every collector's duration is 0), and
+the version label of ridgeline_build_info written as VERSION.
 
 To change the output on purpose (a named, intended change: docs/testing.md, "Golden exposition
 files"), regenerate and commit the diff with the change:
@@ -111,8 +112,13 @@ def normalised(body: bytes) -> bytes:
     return body.replace(label, b'version="VERSION"')
 
 
+def _still() -> float:
+    """A clock that stands still: every collector's duration reads 0."""
+    return 0.0
+
+
 def render(snapshot: Snapshot, accept: str | None) -> bytes:
-    body, _ = MetricsEndpoint(lambda: snapshot, process_metrics=False).render(accept)
+    body, _ = MetricsEndpoint(lambda: snapshot, process_metrics=False, clock=_still).render(accept)
     return normalised(body)
 
 

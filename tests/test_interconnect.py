@@ -27,6 +27,7 @@ from test_serve_cli import poll
 from exporter import roofline
 from exporter.catalog import load_catalog
 from exporter.cli import main
+from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import InferenceConfig
 from exporter.roofline import (
@@ -109,10 +110,11 @@ def test_without_link_counters_nothing_changes_and_the_missing_fields_say_which(
     )
     body, _ = MetricsEndpoint(lambda: _replayed(bare).snapshot).render(None)
     missing = {
-        s.labels["field"]
+        field
         for family in text_string_to_metric_families(body.decode())
         for s in family.samples
-        if s.name == "ridgeline_profiling_field_missing" and s.labels["gpu"] == "0"
+        if s.name == "ridgeline_profiling_fields_missing" and s.labels["gpu"] == "0"
+        for field in s.labels["fields"].split(",")
     }
     assert missing == {f"DCGM_FI_PROF_{link}_{d}_BYTES" for link in ("PCIE", "NVLINK") for d in ("TX", "RX")}
 
@@ -135,7 +137,9 @@ def test_a_scraped_page_tells_each_link_wall_from_the_others(exporter_url: str) 
         2: ("interconnect_bound", "pcie"),  # a host-to-device copy
         3: ("memory_bound", None),  # decode streaming weights, PCIe busy too: HBM binds
     }
-    body, _ = MetricsEndpoint(lambda: sampler.snapshot).render(None)
+    with_links = DEFAULT_COLLECTORS | {"links"}  # off by default (docs/rules-and-dashboards.md)
+    body, _ = MetricsEndpoint(lambda: sampler.snapshot, collectors=with_links).render(None)
+    assert b"ridgeline_link_bytes_per_second" not in MetricsEndpoint(lambda: sampler.snapshot).render(None)[0]
     found: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(body.decode()):
         for s in family.samples:

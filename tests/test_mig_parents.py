@@ -73,7 +73,7 @@ def is_parent(labels: dict[str, str]) -> bool:
 
 def test_a_mig_parent_is_in_no_per_gpu_family(metrics: dict[str, list[tuple[dict[str, str], float]]]) -> None:
     per_gpu = [name for name, rows in metrics.items() if any("uuid" in labels for labels, _ in rows)]
-    assert "ridgeline_regime" in per_gpu and "ridgeline_profiling_field_missing" in per_gpu
+    assert "ridgeline_regime" in per_gpu and "ridgeline_profiling_fields_missing" in per_gpu
     for name in per_gpu:
         assert not [labels for labels, _ in metrics[name] if is_parent(labels)], name
 

@@ -241,7 +241,7 @@ CARD_CONSTANTS = {"ridgeline_card_ridge_flop_per_byte", "ridgeline_card_peak_flo
 PER_MIG_INSTANCE = {"ridgeline_gpu_share_ratio"}
 """On MIG instances only (a whole GPU is 1): a few series per partitioned card, not one per GPU."""
 PER_GPU_FAMILIES = {
-    name for spec in COLLECTORS if spec.name not in {"card", "process"} for name in spec.families
+    name for spec in COLLECTORS if spec.name not in {"card", "process"} for name in spec.names
 } - PER_MIG_INSTANCE | {"ridgeline_gpu_info"}
 
 

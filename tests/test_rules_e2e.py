@@ -103,9 +103,11 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack
                 for gpu in (0, 1):
                     (mapping / str(gpu)).write_text(HPC_JOBS[node] + "\n")
                 hpc = ["--hpc-job-mapping-dir", str(mapping)]
+            # --collector.links (off by default): the Node dashboard's link panel must show data too
             address = stack.start_ridgeline(
-                node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", str(SPEED), *hpc
-            )
+                node, "--source", "replay", "--replay", str(replay), "--loop", "--speed", str(SPEED),
+                "--collector.links", *hpc,
+            )  # fmt: skip
             static_configs.append({"targets": [address], "labels": {"cluster": "e2e", "node": node}})
         unreachable = stack.unreachable()  # nothing listens: RidgelineExporterDown
         stack.targets["unreachable"] = unreachable

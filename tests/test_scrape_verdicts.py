@@ -70,8 +70,8 @@ def test_gpus_without_profiling_counters_stay_and_say_why(exporter_url: str) -> 
         missing: dict[str, set[str]] = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name == "ridgeline_profiling_field_missing":
-                    missing.setdefault(sample.labels["gpu"], set()).add(sample.labels["field"])
+                if sample.name == "ridgeline_profiling_fields_missing":
+                    missing.setdefault(sample.labels["gpu"], set()).update(sample.labels["fields"].split(","))
                 elif sample.name.startswith("ridgeline_") and "gpu" in sample.labels:
                     pytest.fail(f"{sample.name} for a GPU with no profiling reading: {sample.labels}")
         # and the link byte fields 1009-1012: an H100 has NVLink and PCIe figures to judge them by

@@ -19,7 +19,7 @@ def add_collector_flags(parser: argparse.ArgumentParser) -> None:
     from exporter.collectors import COLLECTORS
 
     group = parser.add_argument_group(
-        "collectors", "metric families to export (all on by default; docs/rules-and-dashboards.md, "
+        "collectors", "metric families to export (docs/rules-and-dashboards.md, "
         '"Series budget", says what reads each)',
     )  # fmt: skip
     for spec in (*COLLECTORS, None):
@@ -38,13 +38,12 @@ def add_collector_flags(parser: argparse.ArgumentParser) -> None:
                 help=f"start from no collector; enable each with --collector.NAME [env {variable}]",
             )
         else:
-            series = f"{spec.per_gpu} series per GPU" if spec.per_gpu else "per node"
             group.add_argument(
                 f"--collector.{name}",
                 dest=f"collector_{name}",
                 action=argparse.BooleanOptionalAction,
                 default=default,
-                help=f"{spec.summary} ({series}) [env {variable}]",
+                help=f"{spec.help} [env {variable}]",
             )
 
 
