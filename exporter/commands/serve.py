@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     """Open everything that can fail because of the user first, then serve until signalled."""
     from exporter.catalog import load_catalog
     from exporter.sampler import Sampler
+    from exporter.sampling.enrichers import build_enrichers
     from exporter.sources import open_source
     from exporter.view.trails import Trails
     from exporter.web.app import AUTH_EXEMPT, create_app
@@ -199,8 +200,7 @@ def run(args: argparse.Namespace) -> int:
         catalog,
         config,
         source=source,
-        attributor=attributor,
-        job_mapper=job_map,
+        enrichers=build_enrichers(attributor, job_map),  # pods from the kubelet, then Slurm jobs
         observers=(trails.observe,),
     )
     try:
