@@ -63,6 +63,7 @@ __all__ = [
     "CORRUPT_LINE",
     "DEPARTED_RETENTION_SECONDS",
     "END_OF_REPLAY",
+    "FOLD_EVERY_SECONDS",
     "MAX_CARDS_KNOWN",
     "MAX_DEPARTED",
     "MIN_FRESHNESS_SECONDS",
@@ -77,7 +78,11 @@ PUBLISH_EVERY_SECONDS = 0.02
 """A replay at --speed max hands out batches without waiting, hundreds of thousands of samples a
 second; the sampler thread then publishes a snapshot at most this often (and always at the end,
 on errors and on stop). Readers only ever want the newest state, and building a snapshot per
-batch would cost more than the batch. Any source that waits between batches publishes each one."""
+batch would cost more than the batch."""
+FOLD_EVERY_SECONDS = 1.0
+"""Batches due faster than this (`--interval` under 1 s) are published about this often, not
+one snapshot per batch; a source that keeps its batches (`read_batches`) is also read only this
+often, so the thread wakes about once a second. A reader's ask (`current`) wakes it sooner."""
 
 
 class Sampler:
@@ -116,6 +121,8 @@ class Sampler:
         self._options = options
         self._clock = wall_clock
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        """Set by a reader's ask (`current`) and by stop(): the thread's waits end on it."""
         self._thread: threading.Thread | None = None
         self._dirty = False
         """Batches were folded in since the last publish (the thread defers at --speed max)."""
@@ -138,6 +145,15 @@ class Sampler:
     def snapshot(self) -> Snapshot:
         """The current snapshot. Replaced whole (one reference store), never mutated."""
         return self._publisher.snapshot
+
+    def current(self) -> Snapshot:
+        """The current snapshot, for a reader: when it is older than one interval, the thread is
+        woken to fold what has come since (it is the next reader that sees it; this one never
+        waits)."""
+        publisher = self._publisher
+        if time.monotonic() - publisher.published_at >= self._options.interval_seconds:
+            self._wake.set()
+        return publisher.snapshot
 
     @property
     def source_name(self) -> str:
@@ -165,6 +181,7 @@ class Sampler:
         thread, which waits on the stop event between reads, so it is closed after the join.
         """
         self._stop.set()
+        self._wake.set()
         self._supervisor.close_paced()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -189,25 +206,47 @@ class Sampler:
                 self._stop.wait(3600)
                 continue
             started = time.monotonic()
-            source = supervisor.source
-            unpaced_replay = source is not None and source.paced and self._options.speed is None
-            publish = not unpaced_replay or started - self._publisher.published_at >= PUBLISH_EVERY_SECONDS
-            ok = self._round(publish=publish)
+            asked = self._wake.is_set()
+            if asked:
+                self._wake.clear()
+            gap = self._publish_gap(supervisor.source)
+            ok = self._round(publish=asked or started - self._publisher.published_at >= gap)
             if self._stop.is_set():
                 break
             if not ok:
                 self._stop.wait(supervisor.next_backoff())
             elif supervisor.source is not None and not supervisor.source.paced:
-                elapsed = time.monotonic() - started
-                self._stop.wait(max(0.0, self._options.interval_seconds - elapsed))
+                self._wait_for_next_read(started)
         if self._dirty:
             self._publish()
         self._tracker.notes.flush()
 
+    def _publish_gap(self, source: Source | None) -> float:
+        """The least time between two publishes while batches keep coming."""
+        if source is not None and source.paced and self._options.speed is None:
+            return PUBLISH_EVERY_SECONDS
+        return FOLD_EVERY_SECONDS if self._options.interval_seconds < FOLD_EVERY_SECONDS else 0.0
+
+    def _wait_for_next_read(self, started: float) -> None:
+        """Wait until the next read is due: one interval for a source read batch by batch, about
+        a second for one that keeps its batches. A reader's ask publishes what is folded (the
+        first kind) or ends the wait (the second: read now, publish)."""
+        interval = self._options.interval_seconds
+        batching = self._supervisor.batching
+        deadline = started + (max(interval, FOLD_EVERY_SECONDS) if batching else interval)
+        while not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._wake.wait(remaining) or batching:
+                return
+            self._wake.clear()
+            if self._dirty and not self._stop.is_set():
+                self._publish()
+
     # -- one round ---------------------------------------------------------------------------
 
     def run_once(self) -> bool:
-        """Open if needed, read one batch, publish. False after a failure (caller backs off)."""
+        """Open if needed, read (one batch, or every batch a source kept), publish. False after a
+        failure (caller backs off)."""
         return self._round(publish=True)
 
     def _round(self, *, publish: bool) -> bool:
@@ -215,19 +254,21 @@ class Sampler:
         supervisor = self._supervisor
         if supervisor.finished:
             return True
-        batch = supervisor.read(self._stop.is_set)
-        if batch is Outcome.STOPPED:
+        batches = supervisor.read(self._stop.is_set)
+        if batches is Outcome.STOPPED:
             return True
-        if batch is Outcome.ENDED:
+        if batches is Outcome.ENDED:
             self._publish()
             return True
-        if batch is Outcome.FAILED:
+        if batches is Outcome.FAILED:
             supervisor.expire_while_down(self._tracker, self._clock())
             self._publish()
             return False
-        assert supervisor.source is not None and not isinstance(batch, Outcome)
+        assert supervisor.source is not None and not isinstance(batches, Outcome)
+        live = not supervisor.source.paced
         try:
-            self._fold(batch, live=not supervisor.source.paced)
+            for batch in batches:
+                self._fold(batch, live=live)
         except Exception as exc:  # a bad value or a failing enricher must not kill the thread
             log.exception("folding a batch from %s failed", supervisor.name)
             supervisor.record_error("internal_error", f"{type(exc).__name__}: {exc}")

@@ -204,8 +204,9 @@ def run(args: argparse.Namespace) -> int:
         observers=(trails.observe,),
     )
     try:
-        live_router = build_live_router(lambda: sampler.snapshot, collectors=collectors)
-        live_router.include_router(view_router(lambda: sampler.snapshot, catalog, trails.current))
+        # a reader's request wakes the sampler to fold what came since (it never waits for it)
+        live_router = build_live_router(sampler.current, collectors=collectors)
+        live_router.include_router(view_router(sampler.current, catalog, trails.current))
         app: Any = create_app(
             catalog,
             live_router=live_router,

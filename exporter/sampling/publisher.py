@@ -8,6 +8,7 @@ tracker's) and the error counts (ErrorCounts' view).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -43,8 +44,8 @@ class Publisher:
         self._failed_observers: set[int] = set()
         self._freshness = max(3 * options.interval_seconds, MIN_FRESHNESS_SECONDS)
         self.generation = 0
-        self.published_at = 0.0
-        """time.monotonic() of the newest publish."""
+        self.published_at = -math.inf
+        """time.monotonic() of the newest publish (none yet: the first batch is published)."""
         self.snapshot: Snapshot = Snapshot(generation=0, source=SourceHealth(name=""))
 
     def build(self, supervisor: SourceSupervisor, tracker: EntityTracker) -> Snapshot:

@@ -109,14 +109,16 @@ class SourceSupervisor:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def read(self, stopping: Callable[[], bool]) -> list[Sample] | Outcome:
-        """Open the source if it is closed and read one batch; an Outcome when none came."""
+    def read(self, stopping: Callable[[], bool]) -> list[list[Sample]] | Outcome:
+        """Open the source if it is closed and read it: one batch, or every batch since the last
+        read from a source that keeps them (`read_batches`); an Outcome when it failed or ended."""
         if self.source is None and not self._reopen():
             return Outcome.FAILED
         source = self.source
         assert source is not None
         try:
-            return source.read()
+            read_batches = getattr(source, "read_batches", None)
+            return read_batches() if read_batches is not None else [source.read()]
         except EndOfStream:
             if stopping():
                 return Outcome.STOPPED
@@ -152,8 +154,13 @@ class SourceSupervisor:
         ):
             self.health = health._replace(up=True, reason=None, message=None, refused=refused)
 
+    @property
+    def batching(self) -> bool:
+        """The open source keeps its batches between reads (exporter/sources/base.py)."""
+        return self.source is not None and hasattr(self.source, "read_batches")
+
     def settled(self) -> None:
-        """The batch went through whole: announce a reopened source once, reset the backoff."""
+        """The read went through whole: announce a reopened source once, reset the backoff."""
         if self._announce_open:
             self._announce_open = False
             log.info("source %s opened and answered", self.name)
