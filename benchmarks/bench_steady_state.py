@@ -1,7 +1,7 @@
 """Steady-state cost of the daemon: the live budget (CPU per node next to node_exporter's), RSS.
 
 Run: .venv/bin/python benchmarks/bench_steady_state.py [--seconds 90] [--samples 1000000]
-     [--feed both|live|replay]
+     [--feed both|all|live|live-plain|replay] [--rounds 1]
 
 Part 1, the live budget. `ridgeline serve` runs as its own process, as on a node:
 
@@ -9,8 +9,10 @@ Part 1, the live budget. `ridgeline serve` runs as its own process, as on a node
     the floor: the same process after its replay has ended (HTTP server and threads, no batch);
     8 GPUs at --interval 1, 8 GPUs at --interval 0.1 (DCGM's fastest) and 56 MIG instances
     (8 GPUs x 7) at --interval 0.1, each fed two ways:
-      live:   benchmarks/live_standin.py, a stand-in for a live source (unpaced, read every
-              --interval, batches built from prepared values: no text to parse), the goal's row;
+      live:   benchmarks/live_standin.py, a stand-in for a live source that keeps its batches
+              between reads as DCGM's watches do (read about once a second, a batch per
+              --interval, built from prepared values: no text to parse), the goal's row;
+      live-plain: the same stand-in answering one batch per read, read every --interval;
       replay: bench_metrics.write_trace's synthetic node replayed at real pace (--speed 1
               --loop), which also parses each line as its batch falls due.
 
@@ -144,10 +146,10 @@ def replay_command(replay: str, *, loop: bool = True) -> list[str]:
             *(["--loop"] if loop else []), "--speed", "1"]  # fmt: skip
 
 
-def standin_command(entities: int) -> list[str]:
-    """`ridgeline serve` fed by live_standin.py's live-like source."""
+def standin_command(entities: int, *, plain: bool = False) -> list[str]:
+    """`ridgeline serve` fed by live_standin.py's live-like source (keeping its batches, or not)."""
     return [sys.executable, str(BENCHMARKS / "live_standin.py"), str(entities), "--log-level", "warning",
-            "serve", "--source", "standin"]  # fmt: skip
+            "serve", "--source", "standin-plain" if plain else "standin"]  # fmt: skip
 
 
 def start_serve(command: list[str], interval: float, port: int) -> subprocess.Popen[bytes]:
@@ -200,7 +202,7 @@ def row(label: str, window: dict[str, Window]) -> str:
     line = f"  {label:<64} ridgeline {window['ridgeline'].cpu_percent:5.2f} %"
     if "node_exporter" in window:
         line += f", node_exporter {window['node_exporter'].cpu_percent:5.2f} %"
-    return line + f"; RSS {window['ridgeline'].rss_end_mib:.1f} MiB"
+    return line + f"; RSS {window['ridgeline'].rss_end_mib:.1f} MiB; load {os.getloadavg()[0]:.1f}"
 
 
 def live_budget(seconds: float, feeds: tuple[str, ...]) -> None:
@@ -225,8 +227,8 @@ def live_budget(seconds: float, feeds: tuple[str, ...]) -> None:
             print(row("no batch arriving (the floor: HTTP server, threads)", floor))
             for node in LIVE:
                 for feed in feeds:
-                    if feed == "live":
-                        command = standin_command(node.entities)
+                    if feed.startswith("live"):
+                        command = standin_command(node.entities, plain=feed == "live-plain")
                     else:
                         trace = Path(tmp) / f"node-{node.entities}-{node.interval}.jsonl"
                         if not trace.exists():
@@ -325,11 +327,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=90)
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument(
-        "--feed", choices=("both", "live", "replay"), default="both", help="which feed of each node to run"
+        "--feed",
+        choices=("both", "all", "live", "live-plain", "replay"),
+        default="both",
+        help="which feed of each node to run (both: live and replay; all: the three)",
     )
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the live budget (compare rounds)")
     args = parser.parse_args()
-    if args.seconds > 0:
-        live_budget(args.seconds, ("live", "replay") if args.feed == "both" else (args.feed,))
+    feeds = {"both": ("live", "replay"), "all": ("live", "live-plain", "replay")}.get(args.feed, (args.feed,))
+    rounds = args.rounds if args.seconds > 0 else 0
+    for n in range(rounds):
+        print(f"round {n + 1} of {args.rounds}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        live_budget(args.seconds, feeds)
     live_batch_cost(2000)
     if args.samples > 0:
         inprocess_run(args.samples)

@@ -15,8 +15,12 @@ libnvidia-ml in Python (ctypes structs, per-call bookkeeping), a cost no node ha
 would put a test helper into a benchmark's numbers. What this source leaves out is the GPU
 library's own call time and the source module's glue around it.
 
-The source is registered only in this process (`SOURCE_CLASSES`, as `--source standin`); the
-package knows nothing of it.
+Two kinds: `--source standin` keeps its batches at `--interval` between reads and hands over
+every one since the last (`read_batches`), as DCGM does with fields watched at that rate (the
+sampler then reads it about once a second); `--source standin-plain` answers one batch per read,
+so the sampler reads it every `--interval` (today's dcgm and nvml sources).
+
+Both are registered only in this process (`SOURCE_CLASSES`); the package knows nothing of them.
 """
 
 from __future__ import annotations
@@ -66,10 +70,37 @@ class PrebuiltBatches:
         pass
 
 
+class WatchedBatches(PrebuiltBatches):
+    """A live-like source that keeps a batch per `--interval` between reads, each stamped at its
+    own tick, and hands over every batch since the previous read."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self._interval = options.interval_seconds
+        self._next_tick = time.time()
+
+    def read_batches(self) -> list[list[Sample]]:
+        now = time.time()
+        batches = []
+        while self._next_tick <= now:
+            values = self._values[self._reads % VARIANTS]
+            self._reads += 1
+            stamp = self._next_tick
+            batches.append(
+                [
+                    Sample(timestamp=stamp, entity=entity, values=values[i], attribution=attribution)
+                    for i, (entity, attribution) in enumerate(self._entities)
+                ]
+            )
+            self._next_tick += self._interval
+        return batches
+
+
 def main() -> int:
     PrebuiltBatches.entity_count = int(sys.argv.pop(1))
-    sources.SOURCE_CLASSES["standin"] = f"{__name__}:PrebuiltBatches"
-    sources.SOURCE_NAMES = (*sources.SOURCE_NAMES, "standin")  # before the CLI reads the choices
+    sources.SOURCE_CLASSES["standin"] = f"{__name__}:WatchedBatches"
+    sources.SOURCE_CLASSES["standin-plain"] = f"{__name__}:PrebuiltBatches"
+    sources.SOURCE_NAMES = (*sources.SOURCE_NAMES, "standin", "standin-plain")  # before the CLI reads them
     from exporter.cli import main as cli
 
     return cli(sys.argv[1:])

@@ -181,10 +181,7 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         listener.close()
         raise
-    attributor = _start_attributor(args.kubelet_socket)
-    from exporter.attribution.hpc import start_job_map
-
-    job_map = start_job_map(args.hpc_job_mapping_dir or os.environ.get(HPC_JOB_MAPPING_DIR_ENV))
+    enrichers, attribution_threads = _start_enrichers(args)
     trails = Trails()  # the live page's trails: fed as snapshots are published, not per scrape
     sampler = Sampler(
         name,
@@ -192,13 +189,13 @@ def run(args: argparse.Namespace) -> int:
         catalog,
         config,
         source=source,
-        attributor=attributor,
-        job_mapper=job_map,
+        enrichers=enrichers,
         observers=(trails.observe,),
     )
     try:
-        live_router = build_live_router(lambda: sampler.snapshot, collectors=collectors)
-        live_router.include_router(view_router(lambda: sampler.snapshot, catalog, trails.current))
+        # a reader's request wakes the sampler to fold what came since (it never waits for it)
+        live_router = build_live_router(sampler.current, collectors=collectors)
+        live_router.include_router(view_router(sampler.current, catalog, trails.current))
         app: Any = create_app(
             catalog,
             live_router=live_router,
@@ -237,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
             _collectors_note(collectors),
         )
         # uvicorn handles SIGTERM itself, then re-raises it once it has shut down; a no-op handler
-        # here turns that into a normal return, so the sampler and attributor are stopped below
+        # here turns that into a normal return, so the sampler and attribution threads are stopped below
         # and the exit status is 0.
         previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
         desk = SignalDesk(watcher.request_reload if watcher is not None else None)
@@ -254,10 +251,8 @@ def run(args: argparse.Namespace) -> int:
         if watcher is not None:
             watcher.stop()
         sampler.stop(timeout=args.shutdown_timeout)
-        if attributor is not None:
-            attributor.stop()
-        if job_map is not None:
-            job_map.stop()
+        for thread in attribution_threads:
+            thread.stop()
     return 0
 
 
@@ -266,6 +261,18 @@ def _collectors_note(collectors: frozenset[str]) -> str:
 
     off = sorted(DEFAULT_COLLECTORS - collectors)
     return f", collectors off: {', '.join(off)}" if off else ""
+
+
+def _start_enrichers(args: argparse.Namespace) -> tuple[tuple[Any, ...], list[Any]]:
+    """The sampler's enrichers (the kubelet's pods, then Slurm's jobs, each only when configured)
+    and the attribution threads started for them, to stop on the way out."""
+    from exporter.attribution.hpc import start_job_map
+    from exporter.sampling.enrichers import build_enrichers
+
+    attributor = _start_attributor(args.kubelet_socket)
+    job_map = start_job_map(args.hpc_job_mapping_dir or os.environ.get(HPC_JOB_MAPPING_DIR_ENV))
+    threads = [t for t in (attributor, job_map) if t is not None]
+    return build_enrichers(attributor, job_map), threads
 
 
 def _start_attributor(socket_path: str | None) -> Any:

@@ -2,10 +2,12 @@
 
 The trace is streamed by the replay source itself (exporter/sources/replay.py, `--speed max`)
 and every batch goes through the real `Sampler` (exporter/sampler.py) with `serve`'s inference
-settings, so the regime seconds, FLOPs and bytes are the very totals `ridgeline serve --replay
-FILE --speed max` would export at the end — the same parsing, smoothing, debouncing,
-integration caps and dropout rules, not a re-implementation. Memory stays bounded: the
-source's read-ahead, the sampler's per-GPU state, and one running total per (GPU, label set).
+settings; the report observes the snapshots it publishes (`_Collector`) and judges gaps by the
+tracker's rule (`Cadence`). So the regime seconds, FLOPs and bytes are the very totals
+`ridgeline serve --replay FILE --speed max` would export at the end — the same parsing,
+smoothing, debouncing, integration caps and dropout rules, not a re-implementation. Memory
+stays bounded: the source's read-ahead, the sampler's per-GPU state, and one running total per
+(GPU, label set).
 
 A GPU's totals are credited to the labels it carried when they grew (its pod, HPC job, card):
 a GPU that moves from one pod to another splits its time between them, as the counters'
@@ -25,9 +27,10 @@ from exporter.inference import InferenceConfig, Totals
 from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
 from exporter.roofline import REGIMES
 from exporter.sampler import Sampler
+from exporter.sampling.tracker import Cadence, EntityKey
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
 from exporter.sources.replay import ReplaySource
-from exporter.state import GpuState
+from exporter.state import GpuState, Snapshot
 
 TIMELINE_POINTS = 500
 """The timeline keeps at most this many checkpoints (merging neighbours as the trace goes on)."""
@@ -101,6 +104,125 @@ def _same_labels(segment: _Segment, gpu: GpuState) -> bool:
     )
 
 
+class _Collector:
+    """A sampler observer: every published snapshot credits each GPU's totals to its labels and
+    times the batches (their intervals, the gaps by the tracker's rule, the timeline)."""
+
+    def __init__(self, config: InferenceConfig, progress: Callable[[int], None] | None) -> None:
+        self.progress = progress
+        self.cadence = Cadence(config)
+        self.failure: Exception | None = None
+        """An exception out of observing (the publisher would only log it): the report fails."""
+        self.segments: dict[EntityKey, _Segment] = {}
+        self.accrued: dict[_LabelKey, _Accrued] = {}
+        self.first_seen: dict[EntityKey, float] = {}
+        self.last_seen: dict[EntityKey, float] = {}
+        self.shares: dict[EntityKey, float] = {}
+        """Each GPU's part of a physical GPU (a MIG instance's share; a parent's 0): its span counts so."""
+        self.intervals: Counter[float] = Counter()
+        self.gaps: list[Window] = []
+        self.gap_count = 0
+        self.checkpoints: list[tuple[float, dict[str, float]]] = []
+        self.checkpoint_every = 10.0
+        self.previous_ts: float | None = None
+        self.first_ts: float | None = None
+        self.batches = self.samples = 0
+
+    def observe(self, snapshot: Snapshot) -> None:
+        if self.failure is not None:
+            return
+        try:
+            self._observe(snapshot)
+        except Exception as exc:
+            self.failure = exc
+
+    def _observe(self, snapshot: Snapshot) -> None:
+        health = snapshot.source
+        if health.finished or not health.up:
+            return  # the end of the trace, or a failure collect_replay reports
+        self.batches += 1
+        ts = max((g.inference.timestamp for g in snapshot.gpus), default=None)
+        if ts is None:
+            return
+        self._time(ts)
+        for gpu in snapshot.gpus:
+            self._credit(gpu, ts)
+        if self.progress is not None and self.batches % 10000 == 0:
+            self.progress(self.batches)
+        first = self.first_ts if self.first_ts is not None else ts
+        if ts - (self.checkpoints[-1][0] if self.checkpoints else first) >= self.checkpoint_every:
+            self.checkpoints.append((ts, self.fleet_totals()))
+            if len(self.checkpoints) > TIMELINE_POINTS:
+                self.checkpoints = self.checkpoints[1::2]
+                self.checkpoint_every *= 2
+
+    def _time(self, ts: float) -> None:
+        """The batch's newest timestamp: the interval since the previous one, and whether it is a gap."""
+        if self.first_ts is None:
+            self.first_ts = ts
+        previous = self.previous_ts
+        if previous is not None and ts > previous:
+            dt = ts - previous
+            self.intervals[round(dt, 3)] += 1
+            if self.cadence.is_gap(dt):
+                self.gap_count += 1
+                if len(self.gaps) < MAX_GAPS:
+                    self.gaps.append(Window(start=previous, end=ts))
+        self.previous_ts = ts if previous is None else max(previous, ts)
+
+    def _credit(self, gpu: GpuState, ts: float) -> None:
+        """The GPU's totals so far, under the labels it carries (a new segment when they changed)."""
+        key = (gpu.entity.uuid, gpu.entity.gpu_instance)
+        self.samples += 1 if gpu.inference.timestamp == ts else 0
+        totals = gpu.inference.totals
+        segment = self.segments.get(key)
+        if segment is None or not _same_labels(segment, gpu):
+            if segment is not None:
+                self.close(segment)
+                start = segment.latest
+            else:
+                start = totals
+                self.first_seen[key] = gpu.inference.timestamp
+            # the sample that brought the new labels integrated under them
+            segment = self.segments[key] = _Segment(
+                entity=gpu.entity,
+                attribution=gpu.attribution,
+                hpc_job=gpu.hpc_job,
+                card=gpu.card,
+                labels=_labels_of(gpu),
+                allocated=gpu.attribution is not None or gpu.hpc_job is not None,
+                start=start,
+                latest=totals,
+            )
+        segment.latest = totals
+        self.last_seen[key] = gpu.inference.timestamp
+        self.shares[key] = gpu.gpu_share
+
+    def close(self, segment: _Segment) -> None:
+        if segment.latest is segment.start:
+            return
+        bucket = self.accrued.get(segment.labels)
+        if bucket is None:
+            bucket = self.accrued[segment.labels] = _Accrued()
+        bucket.add(segment.start, segment.latest, segment.allocated)
+
+    def fleet_totals(self) -> dict[str, float]:
+        total: dict[str, float] = dict.fromkeys(REGIMES, 0.0)
+        for bucket in self.accrued.values():
+            for regime, value in bucket.seconds.items():
+                total[regime] += value
+        for segment in self.segments.values():
+            after = segment.latest.regime_seconds or _ZERO
+            before = segment.start.regime_seconds or _ZERO
+            for regime in REGIMES:
+                total[regime] += after[regime] - before[regime]
+        return total
+
+    def finish(self) -> None:
+        for segment in self.segments.values():
+            self.close(segment)
+
+
 def collect_replay(
     options: SourceOptions,
     catalog: Catalog,
@@ -118,123 +240,50 @@ def collect_replay(
     def no_reopen(name: str, opts: SourceOptions) -> ReplaySource:
         raise SourceUnavailable("replay_stopped", "the trace cannot be reopened mid-report")
 
-    sampler = Sampler("replay", options, catalog, config, source=source, opener=no_reopen)
-    segments: dict[tuple[str, int | None], _Segment] = {}
-    accrued: dict[_LabelKey, _Accrued] = {}
-    first_seen: dict[tuple[str, int | None], float] = {}
-    last_seen: dict[tuple[str, int | None], float] = {}
-    shares: dict[tuple[str, int | None], float] = {}
-    """Each GPU's part of a physical GPU (a MIG instance's share; a parent's 0): its span counts so."""
-    intervals: Counter[float] = Counter()
-    recent: list[float] = []
-    gaps: list[Window] = []
-    gap_count = 0
-    checkpoints: list[tuple[float, dict[str, float]]] = []
-    checkpoint_every = 10.0
-    previous_ts: float | None = None
-    first_ts: float | None = None
-    batches = samples = 0
-
-    def close(segment: _Segment) -> None:
-        if segment.latest is segment.start:
-            return
-        bucket = accrued.get(segment.labels)
-        if bucket is None:
-            bucket = accrued[segment.labels] = _Accrued()
-        bucket.add(segment.start, segment.latest, segment.allocated)
-
-    def fleet_totals() -> dict[str, float]:
-        total: dict[str, float] = dict.fromkeys(REGIMES, 0.0)
-        for bucket in accrued.values():
-            for regime, value in bucket.seconds.items():
-                total[regime] += value
-        for segment in segments.values():
-            after = segment.latest.regime_seconds or _ZERO
-            before = segment.start.regime_seconds or _ZERO
-            for regime in REGIMES:
-                total[regime] += after[regime] - before[regime]
-        return total
-
+    collector = _Collector(config, progress)
+    sampler = Sampler(
+        "replay", options, catalog, config, source=source, opener=no_reopen, observers=(collector.observe,)
+    )
     try:
         while True:
             ok = sampler.run_once()
-            snapshot = sampler.snapshot
-            health = snapshot.source
+            if collector.failure is not None:
+                raise collector.failure
+            health = sampler.snapshot.source
             if health.finished:
                 break
             if not ok:
                 raise ReplayReportError(f"{source.display_name}: {health.message or health.reason}")
-            batches += 1
-            ts = max((g.inference.timestamp for g in snapshot.gpus), default=None)
-            if ts is None:
-                continue
-            if first_ts is None:
-                first_ts = ts
-            if previous_ts is not None and ts > previous_ts:
-                dt = ts - previous_ts
-                intervals[round(dt, 3)] += 1
-                typical = min(recent) if recent else options.interval_seconds
-                if dt > config.gap_factor * max(options.interval_seconds, typical):
-                    gap_count += 1
-                    if len(gaps) < MAX_GAPS:
-                        gaps.append(Window(start=previous_ts, end=ts))
-                recent.append(dt)
-                if len(recent) > 8:
-                    recent.pop(0)
-            previous_ts = ts if previous_ts is None else max(previous_ts, ts)
-            for gpu in snapshot.gpus:
-                key = (gpu.entity.uuid, gpu.entity.gpu_instance)
-                samples += 1 if gpu.inference.timestamp == ts else 0
-                totals = gpu.inference.totals
-                segment = segments.get(key)
-                if segment is None or not _same_labels(segment, gpu):
-                    if segment is not None:
-                        close(segment)
-                        start = segment.latest
-                    else:
-                        start = totals
-                        first_seen[key] = gpu.inference.timestamp
-                    # the sample that brought the new labels integrated under them
-                    segment = segments[key] = _Segment(
-                        entity=gpu.entity,
-                        attribution=gpu.attribution,
-                        hpc_job=gpu.hpc_job,
-                        card=gpu.card,
-                        labels=_labels_of(gpu),
-                        allocated=gpu.attribution is not None or gpu.hpc_job is not None,
-                        start=start,
-                        latest=totals,
-                    )
-                segment.latest = totals
-                last_seen[key] = gpu.inference.timestamp
-                shares[key] = gpu.gpu_share
-            if progress is not None and batches % 10000 == 0:
-                progress(batches)
-            if ts - (checkpoints[-1][0] if checkpoints else first_ts) >= checkpoint_every:
-                checkpoints.append((ts, fleet_totals()))
-                if len(checkpoints) > TIMELINE_POINTS:
-                    checkpoints = checkpoints[1::2]
-                    checkpoint_every *= 2
     except SourceError as exc:
         raise ReplayReportError(str(exc)) from None
     finally:
         sampler.stop()
-    for segment in segments.values():
-        close(segment)
+    collector.finish()
     _refuse_mostly_skipped(source)
-    if first_ts is None or previous_ts is None:
+    first_ts, last_ts = collector.first_ts, collector.previous_ts
+    if first_ts is None or last_ts is None:
         raise ReplayReportError(f"{source.display_name}: no sample to report on")
+    parts = [_usage_for(labels, bucket, tuple(by)) for labels, bucket in collector.accrued.items()]
+    workloads = merge_usage(
+        _usage_for(labels, bucket, tuple(workload_by)) for labels, bucket in collector.accrued.items()
+    )
+    fleet = _fleet(parts)
+    return ReplayCollected(
+        groups=merge_usage(parts),
+        fleet=fleet,
+        workloads=[w for w in workloads if w.labels],
+        provenance=_provenance(collector, source, options, config, fleet, first_ts, last_ts),
+        samples=collector.samples,
+        batches=collector.batches,
+    )
 
-    by = tuple(by)
-    workload_by = tuple(workload_by)
-    parts = [_usage_for(labels, bucket, by) for labels, bucket in accrued.items()]
-    groups = merge_usage(parts)
-    workloads = merge_usage(_usage_for(labels, bucket, workload_by) for labels, bucket in accrued.items())
-    workloads = [w for w in workloads if w.labels]
+
+def _fleet(parts: Sequence[Usage]) -> Usage:
+    """Every group's usage added up, under no labels."""
     fleet = Usage(labels={})
     for part in parts:
         fleet = fleet.plus(part)
-    fleet = Usage(
+    return Usage(
         labels={},
         gpu_seconds=fleet.gpu_seconds,
         idle_allocated_gpu_seconds=fleet.idle_allocated_gpu_seconds,
@@ -243,12 +292,26 @@ def collect_replay(
         card_gpu_seconds=fleet.card_gpu_seconds,
         clock_lost_gpu_seconds=fleet.clock_lost_gpu_seconds,
     )
-    interval = _median(intervals) or options.interval_seconds
-    spans = sum((last_seen[k] - first_seen[k]) * shares[k] for k in last_seen)
+
+
+def _provenance(
+    collector: _Collector,
+    source: ReplaySource,
+    options: SourceOptions,
+    config: InferenceConfig,
+    fleet: Usage,
+    first_ts: float,
+    last_ts: float,
+) -> Provenance:
+    """Where the numbers came from: the trace, its interval, its gaps and what was left out."""
+    interval = _median(collector.intervals) or options.interval_seconds
+    spans = sum(
+        (collector.last_seen[k] - collector.first_seen[k]) * collector.shares[k] for k in collector.last_seen
+    )
     integrated = fleet.total_gpu_seconds
     notes = [
-        f"{samples} samples in {batches} batches from {source.display_name} ({source.format}), "
-        f"through the daemon's sampler and inference",
+        f"{collector.samples} samples in {collector.batches} batches from {source.display_name} "
+        f"({source.format}), through the daemon's sampler and inference",
     ]
     if spans - integrated > max(1e-6 * spans, 1e-9):
         notes.append(
@@ -259,33 +322,24 @@ def collect_replay(
     if stats.lines_skipped:
         reasons = ", ".join(f"{r}: {n}" for r, n in sorted(stats.skipped_by_reason.items()))
         notes.append(f"{stats.lines_skipped} lines skipped ({reasons})")
-    if gap_count > len(gaps):
-        notes.append(f"{gap_count} gaps, the first {len(gaps)} listed")
-    timeline = _timeline(first_ts, checkpoints)
-    provenance = Provenance(
+    if collector.gap_count > len(collector.gaps):
+        notes.append(f"{collector.gap_count} gaps, the first {len(collector.gaps)} listed")
+    return Provenance(
         kind="replay",
         location=source.display_name,
         start=first_ts,
-        end=previous_ts,
+        end=last_ts,
         step_seconds=interval,
         sample_interval_seconds=interval,
         series={
-            f"{iso_time(first_ts)} to {iso_time(previous_ts)}": (
+            f"{iso_time(first_ts)} to {iso_time(last_ts)}": (
                 "the trace's samples through the daemon's inference "
                 f"(smoothing {config.smoothing_seconds:g} s, dwell {config.dwell_seconds:g} s)"
             )
         },
-        gaps=tuple(gaps),
-        timeline=timeline,
+        gaps=tuple(collector.gaps),
+        timeline=_timeline(first_ts, collector.checkpoints),
         notes=tuple(notes),
-    )
-    return ReplayCollected(
-        groups=groups,
-        fleet=fleet,
-        workloads=workloads,
-        provenance=provenance,
-        samples=samples,
-        batches=batches,
     )
 
 

@@ -121,3 +121,13 @@ class Source(Protocol):
 
     def close(self) -> None:
         """Release the library handles; safe to call twice."""
+
+
+class BatchingSource(Source, Protocol):
+    """A source that keeps its samples at its own rate between reads (DCGM's watches keep every
+    value at the watch rate): the sampler reads it about once a second, or when a reader asks,
+    and folds every batch it hands over in one pass. Detected by `read_batches` alone."""
+
+    def read_batches(self) -> list[list[Sample]]:
+        """Every batch since the previous read, oldest first (none: an empty list). Raises
+        SourceError or EndOfStream, as read() does."""
