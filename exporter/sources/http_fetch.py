@@ -65,6 +65,25 @@ class Request:
     """The TLS context of an https GET (exporter/http_client.py builds it); None: the system's CAs."""
 
 
+@dataclass(slots=True)
+class Validators:
+    """The answer's caching headers (ETag, Last-Modified), filled in by get(), and whether the
+    upstream said 304 Not Modified to the conditional GET the caller sent with them."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+    not_modified: bool = False
+
+    def conditional_headers(self) -> tuple[tuple[str, str], ...]:
+        """If-None-Match / If-Modified-Since for the next GET of the same page."""
+        headers: list[tuple[str, str]] = []
+        if self.etag is not None:
+            headers.append(("If-None-Match", self.etag))
+        if self.last_modified is not None:
+            headers.append(("If-Modified-Since", self.last_modified))
+        return tuple(headers)
+
+
 class _DeadlineReader(io.RawIOBase):
     """The socket as a raw stream whose every read gets the time left as its timeout."""
 
@@ -176,12 +195,14 @@ def _request_bytes(request: Request) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
+def get(request: Request, deadline: Deadline, validators: Validators | None = None) -> Iterator[bytes]:
     """The body of a 200 answer, chunk by chunk, all by the deadline.
 
     Raises TimeoutError when the deadline passes (at any step), FetchError otherwise (reasons
     `connection`, `http_status`, `parse_error`). A generator: the socket is closed when it is
-    exhausted or closed.
+    exhausted or closed. With `validators`, the answer's ETag and Last-Modified are stored in
+    it, and a 304 (to a conditional GET whose headers the caller sent) ends the body at once
+    with `not_modified` set.
     """
     try:
         sock = _connect(request, deadline)
@@ -199,6 +220,14 @@ def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
             response.begin()
         except http.client.HTTPException as exc:
             raise FetchError("parse_error", f"did not answer HTTP ({type(exc).__name__}: {exc})") from None
+        if validators is not None:
+            conditional = any(name.startswith("If-") for name, _ in request.headers)
+            if response.status == 304 and conditional:
+                validators.not_modified = True
+                return
+            validators.not_modified = False
+            validators.etag = response.getheader("ETag")
+            validators.last_modified = response.getheader("Last-Modified")
         if response.status != 200:
             hint = " (check the scrape credentials)" if response.status in (401, 403) else ""
             raise FetchError("http_status", f"answered HTTP {response.status} {response.reason}{hint}")
