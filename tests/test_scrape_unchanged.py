@@ -45,15 +45,23 @@ class _Upstream(ThreadingHTTPServer):
     gets: int
     conditional: list[tuple[str | None, str | None]]
     not_modified: int
+    connections: int
+    close_after_each: bool
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Upstream
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1
+
     def do_GET(self) -> None:
         server = self.server
         server.gets += 1
+        if server.close_after_each:
+            self.close_connection = True  # an upstream that drops idle connections, silently
         match = self.headers.get("If-None-Match")
         since = self.headers.get("If-Modified-Since")
         server.conditional.append((match, since))
@@ -89,6 +97,8 @@ def upstream() -> Iterator[_Upstream]:
     server.gets = 0
     server.conditional = []
     server.not_modified = 0
+    server.connections = 0
+    server.close_after_each = False
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
     server.shutdown()
@@ -251,6 +261,27 @@ def test_an_unread_line_bringing_a_pod_is_still_read() -> None:
     )
     (sample,) = parse_page(page, 0.0)
     assert sample.attribution is not None and sample.attribution.pod == "train-0"
+
+
+def test_the_connection_is_kept_alive_between_reads(upstream: _Upstream) -> None:
+    source = _open(upstream)
+    for _ in range(5):
+        source.read()
+    assert upstream.gets == 5 and upstream.connections == 1
+    source.close()
+    source.read()
+    assert upstream.connections == 2
+
+
+def test_an_upstream_that_closed_the_kept_connection_is_read_on_a_new_one(upstream: _Upstream) -> None:
+    """The server closes after each answer without saying so (no `Connection: close`): the next
+    GET finds the kept socket dead and is sent again on a fresh one, with no error."""
+    upstream.close_after_each = True
+    source = _open(upstream)
+    first = source.read()
+    for _ in range(3):
+        assert _without_stamps(source.read()) == _without_stamps(first)
+    assert upstream.gets == 4 and upstream.connections == 4
 
 
 # -- the upstream's cadence ---------------------------------------------------------------------

@@ -32,7 +32,7 @@ from exporter.sources.base import (
     SourceUnavailable,
     hinted_profile,
 )
-from exporter.sources.http_fetch import Deadline, FetchError, Request, Validators, get
+from exporter.sources.http_fetch import Deadline, FetchError, KeptConnection, Request, Validators, get
 from exporter.sources.options import interval_given
 
 log = logging.getLogger(__name__)
@@ -604,6 +604,7 @@ class ScrapeSource:
         self._skipped_total = 0
         self._skip_logged_at: float | None = None
         self._page: _Page | None = None
+        self._kept = KeptConnection()
         self._cadence = _Cadence(
             options.settings.get(FOLLOW_UPSTREAM, False) is True, options.interval_seconds
         )
@@ -685,7 +686,7 @@ class ScrapeSource:
         size = 0
         reader: PageReader | None = None
         try:
-            for chunk in get(request, deadline, validators):
+            for chunk in get(request, deadline, validators, self._kept):
                 if chunks is not None:
                     chunks.append(chunk)
                     size += len(chunk)
@@ -743,7 +744,8 @@ class ScrapeSource:
         return samples
 
     def close(self) -> None:
-        """Nothing is held between reads."""
+        """Close the kept-alive connection (safe twice); the last page is kept."""
+        self._kept.close()
 
     def _note_skipped(self, skipped: Mapping[str, int], first_skip: str | None) -> None:
         count = sum(skipped.values())
