@@ -148,8 +148,7 @@ def test_an_unchanged_page_is_not_parsed_again_and_reads_as_a_parse_would(
     assert upstream.gets == 2 and counting.pages == 1  # fetched twice, parsed once
     assert _without_stamps(second) == _without_stamps(first)
     assert _without_stamps(second) == _without_stamps(parse_page(upstream.body.decode(), 0.0))
-    # the page has no stamps of its own: each read is stamped when it was fetched, as a parse is
-    assert all(b.timestamp > a.timestamp for a, b in zip(first, second, strict=True))
+    assert second == first  # stamps too: stamped when these bytes were first fetched
 
 
 def test_a_changed_page_is_parsed(upstream: _Upstream, counting: type[_Counting]) -> None:
@@ -174,17 +173,21 @@ def test_a_page_with_its_own_stamps_keeps_them_when_unchanged(upstream: _Upstrea
     assert second == first  # the sampler takes them as duplicates: no new interval
 
 
-def test_the_sampler_sees_an_unchanged_page_as_time_passing(upstream: _Upstream) -> None:
-    """Re-stamped, an unchanged page is folded as a re-parse was: dcgm-exporter's page changes on
-    its collect interval, and the GPU was in that state meanwhile (docs/sources.md)."""
+def test_to_the_sampler_an_unchanged_page_is_no_new_interval(upstream: _Upstream) -> None:
+    """dcgm-exporter collected nothing new: the repeat is a duplicate (no step, nothing integrated),
+    the GPUs stay in the batch, and the next page's interval is integrated with its values."""
     source = _open(upstream)
     sampler = Sampler("scrape", SourceOptions(), load_catalog(), InferenceConfig(), source=source)
-    stamps = []
-    for _ in range(3):
+    assert sampler.run_once()
+    first = [g.inference for g in sampler.snapshot.gpus]
+    for _ in range(2):
         assert sampler.run_once()
-        stamps.append(sampler.snapshot.gpus[0].inference.timestamp)
-    assert sampler.snapshot.source.samples_total == 3
-    assert stamps[0] < stamps[1] < stamps[2]
+        assert all(g.inference is f for g, f in zip(sampler.snapshot.gpus, first, strict=True))
+    assert sampler.snapshot.source.samples_total == 3 and sampler.snapshot.source.up
+    upstream.body = upstream.body.replace(b"} 0.", b"} 0.0")
+    assert sampler.run_once()
+    after = [g.inference for g in sampler.snapshot.gpus]
+    assert all(a.timestamp > f.timestamp for a, f in zip(after, first, strict=True))
     assert sampler.snapshot.source.errors_total == {}
 
 

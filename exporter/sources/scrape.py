@@ -160,8 +160,6 @@ class PageReader:
         self.has_4_7_names = False
         self.skipped: dict[str, int] = {}
         self.first_skip: str | None = None
-        self.page_stamped: tuple[bool, ...] = ()
-        """Per sample of finish(), whether the page stamped it (else it has the fetch time)."""
 
     # feeding
 
@@ -196,7 +194,6 @@ class PageReader:
         self._tail = b""
         self._decide_util_ratio()
         ordered = sorted(self._series.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))
-        self.page_stamped = tuple(entry.timestamp is not None for _, entry in ordered)
         return [
             Sample(
                 timestamp=entry.timestamp if entry.timestamp is not None else self._now,
@@ -526,22 +523,18 @@ def parse_page(text: str, now: float, hints: tuple[MigProfileHint, ...] = ()) ->
 
 @dataclass(frozen=True, slots=True)
 class _Page:
-    """The last page read: its bytes (or caching headers), what it gave, what it skipped."""
+    """The last page read: its bytes (or caching headers), what it gave, what it skipped.
+
+    Its samples are handed out again, stamps and all, while the page is unchanged: the sampler
+    takes them as duplicates (inference.step: no new interval), since dcgm-exporter has not
+    collected anything new. The interval to the next page is integrated with that page's values.
+    """
 
     body: bytes | None
     validators: Validators | None
     samples: list[Sample]
-    page_stamped: tuple[bool, ...]
     skipped: dict[str, int]
     first_skip: str | None
-
-    def restamped(self, now: float) -> list[Sample]:
-        """The samples a parse of the same bytes now would give: those the page stamped keep
-        their stamp (the sampler takes them as duplicates), the others get the fetch time."""
-        return [
-            s if stamped else Sample(now, s.entity, s.values, s.attribution, s.hpc_job)
-            for s, stamped in zip(self.samples, self.page_stamped, strict=True)
-        ]
 
 
 class _Cadence:
@@ -669,7 +662,7 @@ class ScrapeSource:
         now = time.time()
         page = self._page
         if page is not None and self._cadence.may_skip():
-            return page.restamped(now)  # the upstream has no new page yet: no GET at all
+            return list(page.samples)  # the upstream has no new page yet: no GET at all
         shown = self.display_name
         request = self._request
         try:
@@ -704,7 +697,7 @@ class ScrapeSource:
             if page is not None and (validators.not_modified or (body is not None and body == page.body)):
                 self._cadence.saw(changed=False)
                 self._note_skipped(page.skipped, page.first_skip)  # what a parse would count again
-                return page.restamped(now)
+                return list(page.samples)
             if reader is None:
                 reader = PageReader(now, self._hints)
                 for held in chunks or ():
@@ -737,7 +730,6 @@ class ScrapeSource:
             body=body,
             validators=validators if cachable else None,
             samples=samples,
-            page_stamped=reader.page_stamped,
             skipped=dict(reader.skipped),
             first_skip=reader.first_skip,
         )
