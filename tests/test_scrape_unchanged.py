@@ -394,17 +394,21 @@ def test_interval_given_tells_a_given_interval_from_the_default() -> None:
     assert interval_given(parser.parse_args(["--interval", "0.1"]))
 
 
-@pytest.mark.parametrize(("argv", "follows"), [([], True), (["--interval", "1"], False)])
-def test_serve_follows_the_upstream_unless_an_interval_is_given(argv: list[str], follows: bool) -> None:
-    from exporter.sources import option_specs, source_options
+@pytest.mark.parametrize(
+    ("argv", "variable", "follows"),
+    [([], None, True), (["--interval", "1"], None, False), ([], "1", False)],
+)
+def test_serve_follows_the_upstream_unless_an_interval_is_given(
+    argv: list[str], variable: str | None, follows: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.cli import build_parser
+    from exporter.sources import source_options
 
-    parser = argparse.ArgumentParser()
-    for spec in option_specs():
-        kwargs = spec.argparse_kwargs()
-        if kwargs.get("default") is None and spec.action is None:
-            del kwargs["default"]
-        parser.add_argument(spec.flag, **kwargs)
-    values = parser.parse_args(["--scrape-url", "http://127.0.0.1:9400/metrics", *argv])
+    if variable is not None:
+        monkeypatch.setenv("RIDGELINE_SERVE_INTERVAL", variable)
+    values = build_parser().parse_args(
+        ["serve", "--source", "scrape", "--scrape-url", "http://127.0.0.1:9400/metrics", *argv]
+    )
     options = source_options("scrape", values)
     assert options.interval_seconds == 1.0
     assert options.settings[FOLLOW_UPSTREAM] is follows
