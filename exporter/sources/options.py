@@ -77,7 +77,8 @@ INTERVAL = OptionSpec(
     type=positive_seconds,
     default=DefaultSeconds(1.0),
     metavar="S",
-    help="seconds between samples of a live source (default 1); dmon/CSV sample spacing",
+    help="seconds between samples of a live source (default 1; --source scrape then GETs at the"
+    " upstream's own cadence, given: every read); dmon/CSV sample spacing",
 )
 MIG_PROFILE = OptionSpec(
     flag="--mig-profile",
