@@ -413,3 +413,40 @@ def test_serve_follows_the_upstream_unless_an_interval_is_given(
     assert options.interval_seconds == 1.0
     assert options.settings[FOLLOW_UPSTREAM] is follows
     assert ScrapeSource(options)._cadence.follow is follows
+
+
+def test_a_label_set_seen_before_is_read_without_a_decode(counting: type[_Counting]) -> None:
+    """After its first line, a GPU's label set is settled: the lines of the other read families
+    with it take their value from the bytes, and the page reads as the full path reads it."""
+    page = (PAGES / "legacy-h100-pods.txt").read_text()
+    gpu_lines = [line for line in page.splitlines() if line.startswith("DCGM_FI_")]
+    label_sets = {line.split("{", 1)[1].rsplit("}", 1)[0] for line in gpu_lines}
+    families = {line.split("{", 1)[0] for line in gpu_lines}
+    samples = parse_page(page, 0.0)
+    assert len(samples) == len(label_sets) and len(gpu_lines) == len(label_sets) * len(families)
+    # each label set's first line, then each further family's first line: nothing else
+    assert counting.decoded == len(label_sets) + len(families) - 1
+    full = _Counting(0.0)
+    full._settle = lambda *args: None  # type: ignore[method-assign]
+    full.feed(page.encode())
+    assert full.finish() == samples
+
+
+def test_a_bad_job_label_is_counted_on_every_line_that_has_it() -> None:
+    bad = 'gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3",hpc_job="a b"'
+    good = 'gpu="1",UUID="GPU-b",modelName="NVIDIA H100 80GB HBM3",hpc_job="42"'
+    page = "".join(
+        f"{name}{{{labels}}} 0.5\n"
+        for name, labels in (
+            ("DCGM_FI_PROF_DRAM_ACTIVE", bad),
+            ("DCGM_FI_PROF_DRAM_ACTIVE", good),
+            ("DCGM_FI_PROF_SM_ACTIVE", good),
+            ("DCGM_FI_PROF_SM_ACTIVE", bad),  # a family and a label set both seen before
+        )
+    )
+    reader = PageReader(0.0)
+    reader.feed(page.encode())
+    samples = reader.finish()
+    assert reader.skipped == {"bad_hpc_job": 2}
+    assert [s.hpc_job for s in samples] == [None, "42"]
+    assert samples[0].values[fields.SM_ACTIVE] == 0.5

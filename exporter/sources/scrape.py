@@ -154,6 +154,10 @@ class PageReader:
         self._series: dict[tuple[int, int | None], _Series] = {}
         self._families: dict[str, tuple[int, float] | str | None] = {}
         self._labels: dict[str, _Labels] = {}
+        self._settled: dict[bytes, _Series] = {}
+        """Label sets (bytes between the braces) that can only add values to their entity."""
+        self._family_bytes: dict[bytes, tuple[int, float]] = {}
+        """Metric names (bytes before the brace) of the value families Ridgeline reads."""
         self._unread: set[bytes] = set()
         """`NAME{` of the DCGM_FI_* families seen on this page that Ridgeline does not read."""
         self._saw_exposition = False
@@ -221,8 +225,13 @@ class PageReader:
             return
         self._saw_exposition = True
         brace_at = raw.find(b"{")
-        if brace_at > 0 and raw[: brace_at + 1] in self._unread and self._adds_nothing(raw):
-            return  # a family Ridgeline does not read, for a GPU already known: a prefix check
+        if brace_at > 0:
+            close_at = raw.rfind(b"}")
+            settled = self._settled.get(raw[brace_at + 1 : close_at]) if close_at > brace_at else None
+            if raw[: brace_at + 1] in self._unread and (settled is not None or self._adds_nothing(raw)):
+                return  # a family Ridgeline does not read, for a GPU already known: a prefix check
+            if settled is not None and self._fast_value(raw, brace_at, close_at, settled):
+                return
         if len(self._series) >= MAX_ENTITIES and not self._names_a_known_entity(raw):
             self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
             return
@@ -261,6 +270,8 @@ class PageReader:
                 self._series[key] = entry
             elif entry.attribution is None and labels.attribution is not None:
                 entry.attribution = labels.attribution
+            if labels.hpc_job is None:  # a job label is checked on every line (bad_hpc_job counts)
+                self._settle(raw, brace_at, name, entry)
             if labels.hpc_job and labels.hpc_job not in entry.hpc_jobs:
                 if JOB_ID.fullmatch(labels.hpc_job):
                     entry.hpc_jobs.append(labels.hpc_job)
@@ -292,6 +303,42 @@ class PageReader:
         if entry.values.get(fid) is None:
             scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
             entry.values[fid] = fields.clean_value(fid, scaled)
+
+    def _settle(self, raw: bytes, brace_at: int, name: str, entry: _Series) -> None:
+        """Remember a label set (as bytes) that can add nothing to its entity but values, and its
+        family's name, so the next line with both is read by _fast_value."""
+        close_at = raw.rfind(b"}")
+        if brace_at < 0 or close_at < brace_at:
+            return
+        if len(self._settled) >= 4096:
+            self._settled.clear()
+        self._settled[raw[brace_at + 1 : close_at]] = entry
+        family = self._families.get(name.strip())
+        if isinstance(family, tuple) and len(self._family_bytes) < 4096:
+            self._family_bytes[raw[:brace_at]] = family
+
+    def _fast_value(self, raw: bytes, brace_at: int, close_at: int, entry: _Series) -> bool:
+        """A line whose label set was settled (`entry`) and whose family is a value Ridgeline
+        reads: its value is taken without decoding the line (the bytes are those a decode already
+        passed). False sends the line down the full path (anything new or odd)."""
+        family = self._family_bytes.get(raw[:brace_at])
+        if family is None:
+            return False
+        parts = raw[close_at + 1 :].split()
+        if not 1 <= len(parts) <= 2:
+            return False
+        try:
+            raw_value = float(parts[0])
+            stamp = float(parts[1]) / 1000.0 if len(parts) == 2 else None
+        except ValueError:
+            return False
+        if entry.timestamp is None and stamp is not None:
+            entry.timestamp = stamp
+        fid, factor = family
+        if entry.values.get(fid) is None:
+            scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
+            entry.values[fid] = fields.clean_value(fid, scaled)
+        return True
 
     def _adds_nothing(self, raw: bytes) -> bool:
         """Whether a line of an unread family can only name a GPU already kept, which has its pod
