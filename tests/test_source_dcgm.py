@@ -291,3 +291,53 @@ def test_clock_event_reasons_and_power_are_watched_and_read(fake: ModuleType) ->
     assert sample.values[fields.CLOCKS_EVENT_REASONS] == 0x40
     assert sample.values[fields.POWER_USAGE] == pytest.approx(512.25)
     assert sample.values[fields.POWER_MGMT_LIMIT] == 700.0
+
+
+def test_read_since_gives_every_sample_the_engine_kept_since_the_last_call(fake: ModuleType) -> None:
+    """dcgmGetValuesSince_v2: ten watch ticks at 100 ms come back as ten samples per GPU, oldest
+    first, each with that tick's values and stamp; the next call starts where this one ended."""
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    start = 1_764_633_600_000_000
+    for tick in range(10):
+        engine.gpus[0].values[fields.DRAM_ACTIVE] = tick / 10
+        engine.collect(start + tick * 100_000)
+    samples = source.read_since()
+    assert len(samples) == 20
+    gpu0 = [s for s in samples if s.entity.gpu == 0]
+    assert [s.timestamp for s in gpu0] == [(start + t * 100_000) / 1e6 for t in range(10)]
+    assert [s.values[fields.DRAM_ACTIVE] for s in gpu0] == pytest.approx([t / 10 for t in range(10)])
+    assert [s.timestamp for s in samples] == sorted(s.timestamp for s in samples)
+    assert set(gpu0[0].values) == set(range(1001, 1016)) | {100, 203, 112, 155, 160}
+    assert source.read_since() == []  # nothing new since
+    engine.collect(start + 1_000_000)
+    assert [s.timestamp for s in source.read_since()] == [(start + 1_000_000) / 1e6] * 2
+
+
+def test_read_since_keeps_mig_instances_and_blanks(fake: ModuleType) -> None:
+    engine = fake.ENGINE
+    gpu = fake.FakeGpu(0, "GPU-63bc0b91-2265-1b94-831c-15c41fe92675", A100, values=_busy_values(0.5, 0.3))
+    gpu.instances = [fake.FakeInstance(entity_id=0, nvml_instance_id=1, values={fields.DRAM_ACTIVE: 0.21})]
+    engine.gpus = [gpu]
+    source = _source()
+    source.open()
+    engine.collect(1_764_633_600_000_000)
+    samples = {s.entity.key: s for s in source.read_since()}
+    assert set(samples) == {(0, None), (0, 1)}
+    assert samples[(0, 1)].values[fields.DRAM_ACTIVE] == pytest.approx(0.21)
+    assert samples[(0, 1)].values[fields.PIPE_TENSOR_ACTIVE] is None
+
+
+def test_read_since_after_a_lost_engine_reconnects_and_starts_afresh(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    engine.collect(5_000_000)
+    assert len(source.read_since()) == 2
+    engine.crash()
+    with pytest.raises(SourceError) as caught:
+        source.read_since()
+    assert caught.value.reason == "dcgm_connection"
+    engine.history = [(1_000_000, engine.history[0][1])]  # a new engine: its clock starts lower
+    assert [s.timestamp for s in source.read_since()] == [1.0, 1.0]

@@ -91,6 +91,8 @@ class DcgmSource:
         self._bindings: Bindings | None = None
         self._dcgm_handle: Any = None
         self._session: _Session | None = None
+        self._since = 0
+        """dcgmGetValuesSince_v2's sinceTimestamp for read_since (usec; 0: all the engine kept)."""
         self.skipped: dict[int, str] = {}
         """GPU index -> why it is not sampled (profiling unsupported, paused, ...)."""
 
@@ -138,6 +140,42 @@ class DcgmSource:
     def close(self) -> None:
         self._drop_session()
 
+    def read_since(self) -> list[Sample]:
+        """Every sample the host engine kept since the last call, oldest first, several per entity
+        (one per watch tick): dcgmGetValuesSince_v2 from the sinceTimestamp it last returned.
+
+        Not `read()`: the Source protocol's batch holds one sample per entity (the sampler keeps
+        the first of each), so this waits for a sampler that folds batches of many. A first call
+        after a (re)connect returns what the engine kept (at least 30 s of it)."""
+        if self._session is None:
+            self._connect()
+        assert self._session is not None and self._bindings is not None
+        b = self._bindings
+        session = self._session
+        targets = {(t.entity_group, t.entity_id): t.entity for t in session.targets}
+        rows: dict[tuple[int, tuple[int, int]], dict[int, float | None]] = {}
+
+        def collect(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
+            key = (int(group), int(entity))
+            for index in range(int(count)):
+                fv = values[index]  # DCGM reuses the buffer: keep plain values only
+                rows.setdefault((int(fv.ts), key), {})[int(fv.fieldId)] = self._value(fv)
+            return 0
+
+        callback = b.dcgm_agent.dcgmFieldValueEntityEnumeration_f(collect)
+        try:
+            self._since = b.dcgm_agent.dcgmGetValuesSince_v2(
+                session.handle, session.group, session.field_group, self._since, callback, None
+            )
+        except b.dcgm_structs.DCGMError as exc:
+            raise self._error(exc, "reading the values since the last read") from exc
+        order = {key: index for index, key in enumerate(targets)}
+        return [
+            Sample(timestamp=ts / 1e6, entity=targets[key], values=values)
+            for (ts, key), values in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], -1)))
+            if key in targets and ts > 0
+        ]
+
     # -- connection ---------------------------------------------------------------------
 
     def _connect(self) -> None:
@@ -161,6 +199,7 @@ class DcgmSource:
             where = f"nv-hostengine at {address}" if address else "an embedded DCGM host engine"
             raise SourceError("dcgm_connection", f"cannot start or reach {where}: {exc}") from exc
         self._dcgm_handle = handle_obj
+        self._since = 0  # a new session: its engine's timestamps start afresh
         handle = handle_obj.handle
         try:
             self._session = self._watch(handle)

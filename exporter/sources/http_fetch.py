@@ -6,6 +6,7 @@ seconds never trips a 5 s timeout. Here every blocking call gets the time *left*
 whole ends by the deadline. Standard library only: socket, ssl, and http.client's response parser
 (status line, headers, chunked and Content-Length bodies), fed by a socket wrapper that applies
 the deadline. The body is handed out chunk by chunk so the caller can parse it as it streams.
+A caller that reads one upstream over and over keeps its connection open (KeptConnection).
 """
 
 from __future__ import annotations
@@ -63,6 +64,25 @@ class Request:
     authorization: str | None = None
     context: ssl.SSLContext | None = None
     """The TLS context of an https GET (exporter/http_client.py builds it); None: the system's CAs."""
+
+
+@dataclass(slots=True)
+class Validators:
+    """The answer's caching headers (ETag, Last-Modified), filled in by get(), and whether the
+    upstream said 304 Not Modified to the conditional GET the caller sent with them."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+    not_modified: bool = False
+
+    def conditional_headers(self) -> tuple[tuple[str, str], ...]:
+        """If-None-Match / If-Modified-Since for the next GET of the same page."""
+        headers: list[tuple[str, str]] = []
+        if self.etag is not None:
+            headers.append(("If-None-Match", self.etag))
+        if self.last_modified is not None:
+            headers.append(("If-Modified-Since", self.last_modified))
+        return tuple(headers)
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -159,30 +179,71 @@ def _start_tls(sock: socket.socket, request: Request, deadline: Deadline) -> soc
     return tls
 
 
-def _request_bytes(request: Request) -> bytes:
+class KeptConnection:
+    """The one connection a source keeps open between GETs of its upstream (HTTP/1.1 keep-alive):
+    a GET then costs no connect, TLS handshake or close. It is kept only after a whole answer
+    the upstream did not mark `Connection: close`, and dropped on any error."""
+
+    def __init__(self) -> None:
+        self._sock: socket.socket | None = None
+        self._key: tuple[str, str, int] | None = None
+
+    def take(self, request: Request) -> socket.socket | None:
+        sock, self._sock = self._sock, None
+        if sock is not None and self._key != (request.scheme, request.host, request.port):
+            sock.close()
+            return None
+        return sock
+
+    def keep(self, request: Request, sock: socket.socket) -> None:
+        self.close()
+        self._sock, self._key = sock, (request.scheme, request.host, request.port)
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+
+def _request_bytes(request: Request, *, keep_alive: bool = False) -> bytes:
     host = f"[{request.host}]" if ":" in request.host else request.host
     default_port = 443 if request.scheme == "https" else 80
     if request.port != default_port:
         host = f"{host}:{request.port}"
-    lines = [
-        f"GET {request.target} HTTP/1.1",
-        f"Host: {host}",
-        "Connection: close",
-        "Accept-Encoding: identity",
-    ]
+    lines = [f"GET {request.target} HTTP/1.1", f"Host: {host}"]
+    if not keep_alive:
+        lines.append("Connection: close")
+    lines.append("Accept-Encoding: identity")
     lines += [f"{name}: {value}" for name, value in request.headers]
     if request.authorization is not None:
         lines.append(f"Authorization: {request.authorization}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
-    """The body of a 200 answer, chunk by chunk, all by the deadline.
+def _begin(
+    sock: socket.socket, request: Request, deadline: Deadline, keep_alive: bool
+) -> http.client.HTTPResponse:
+    sock.settimeout(deadline.remaining())
+    sock.sendall(_request_bytes(request, keep_alive=keep_alive))
+    response = http.client.HTTPResponse(cast(socket.socket, _DeadlineSocket(sock, deadline)), method="GET")
+    response.begin()
+    return response
 
-    Raises TimeoutError when the deadline passes (at any step), FetchError otherwise (reasons
-    `connection`, `http_status`, `parse_error`). A generator: the socket is closed when it is
-    exhausted or closed.
-    """
+
+def _open_and_begin(
+    request: Request, deadline: Deadline, kept: KeptConnection | None
+) -> tuple[socket.socket, http.client.HTTPResponse]:
+    """A socket with the answer's status and headers read: on the kept connection when there is
+    one (and again on a new one if the upstream had closed it meanwhile), else on a new one."""
+    sock = kept.take(request) if kept is not None else None
+    if sock is not None:
+        try:
+            return sock, _begin(sock, request, deadline, True)
+        except TimeoutError:
+            sock.close()
+            raise
+        except (OSError, http.client.HTTPException):  # closed while idle: once more, afresh
+            sock.close()
     try:
         sock = _connect(request, deadline)
     except (TimeoutError, FetchError):
@@ -190,15 +251,46 @@ def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
     except OSError as exc:
         raise FetchError("connection", f"cannot connect: {exc.strerror or exc}") from None
     try:
-        try:
-            sock.settimeout(deadline.remaining())
-            sock.sendall(_request_bytes(request))
-            response = http.client.HTTPResponse(
-                cast(socket.socket, _DeadlineSocket(sock, deadline)), method="GET"
-            )
-            response.begin()
-        except http.client.HTTPException as exc:
-            raise FetchError("parse_error", f"did not answer HTTP ({type(exc).__name__}: {exc})") from None
+        return sock, _begin(sock, request, deadline, kept is not None)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def get(
+    request: Request,
+    deadline: Deadline,
+    validators: Validators | None = None,
+    kept: KeptConnection | None = None,
+) -> Iterator[bytes]:
+    """The body of a 200 answer, chunk by chunk, all by the deadline.
+
+    Raises TimeoutError when the deadline passes (at any step), FetchError otherwise (reasons
+    `connection`, `http_status`, `parse_error`). A generator: the socket is closed when it is
+    exhausted or closed, unless `kept` holds it for the next GET (a whole answer, kept alive).
+    With `validators`, the answer's ETag and Last-Modified are stored in it, and a 304 (to a
+    conditional GET whose headers the caller sent) ends the body at once with `not_modified` set.
+    """
+    try:
+        sock, response = _open_and_begin(request, deadline, kept)
+    except http.client.HTTPException as exc:
+        raise FetchError("parse_error", f"did not answer HTTP ({type(exc).__name__}: {exc})") from None
+    except (TimeoutError, FetchError):
+        raise
+    except OSError as exc:
+        raise FetchError("connection", f"connection failed: {exc.strerror or exc}") from None
+    whole = False
+    try:
+        if validators is not None:
+            conditional = any(name.startswith("If-") for name, _ in request.headers)
+            if response.status == 304 and conditional:
+                validators.not_modified = True
+                response.read()  # no body, by definition; the connection may be kept
+                whole = True
+                return
+            validators.not_modified = False
+            validators.etag = response.getheader("ETag")
+            validators.last_modified = response.getheader("Last-Modified")
         if response.status != 200:
             hint = " (check the scrape credentials)" if response.status in (401, 403) else ""
             raise FetchError("http_status", f"answered HTTP {response.status} {response.reason}{hint}")
@@ -220,6 +312,7 @@ def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
                     raise FetchError(
                         "connection", f"the connection closed {missing} bytes short of the Content-Length"
                     )
+                whole = True
                 return
             yield chunk
     except TimeoutError:
@@ -227,4 +320,7 @@ def get(request: Request, deadline: Deadline) -> Iterator[bytes]:
     except OSError as exc:  # reset, broken pipe, TLS error mid-read
         raise FetchError("connection", f"connection failed: {exc.strerror or exc}") from None
     finally:
-        sock.close()
+        if whole and kept is not None and not response.will_close:
+            kept.keep(request, sock)
+        else:
+            sock.close()

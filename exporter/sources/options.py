@@ -60,13 +60,25 @@ def mig_profiles(text: str) -> tuple[MigProfileHint, ...]:
     return tuple(hints)
 
 
+class DefaultSeconds(float):
+    """A flag's default seconds, told apart from the same value given (`interval_given`): a
+    float everywhere else, so every reader of `--interval` reads 1.0 as before."""
+
+
+def interval_given(values: Any) -> bool:
+    """Whether --interval (or its RIDGELINE_* variable) was given: --source scrape then reads
+    the upstream at that interval; without it, at the upstream's own cadence (docs/sources.md)."""
+    return not isinstance(getattr(values, "interval", None), DefaultSeconds)
+
+
 INTERVAL = OptionSpec(
     flag="--interval",
     dest="interval",
     type=positive_seconds,
-    default=1.0,
+    default=DefaultSeconds(1.0),
     metavar="S",
-    help="seconds between samples of a live source (default 1); dmon/CSV sample spacing",
+    help="seconds between samples of a live source (default 1; --source scrape then GETs at the"
+    " upstream's own cadence, given: every read); dmon/CSV sample spacing",
 )
 MIG_PROFILE = OptionSpec(
     flag="--mig-profile",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,8 @@ from exporter.sources.base import (
     SourceUnavailable,
     hinted_profile,
 )
-from exporter.sources.http_fetch import Deadline, FetchError, Request, get
+from exporter.sources.http_fetch import Deadline, FetchError, KeptConnection, Request, Validators, get
+from exporter.sources.options import interval_given
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,20 @@ CLIENT_PREFIX = f"--{SCRAPE_FLAGS}."
 
 SKIP_LOG_EVERY_SECONDS = 60.0
 """Skipped series are logged on the first page that has them, then at most once a minute."""
+
+FOLLOW_UPSTREAM = "scrape_follow_upstream"
+"""SourceOptions.settings key: True when no --interval was given, so a read GETs the page only
+when the upstream's cadence says a new one may be there (_Cadence); absent: every read GETs."""
+
+MAX_REMEMBERED_BYTES = 4 * 1024 * 1024
+"""A page up to this size is kept whole, so the next one is compared with it before any parse; a
+bigger one is parsed as it streams and never kept (memory does not grow with the page)."""
+
+CADENCE_GAPS = 8
+"""The upstream's change cadence is the shortest of its last this many change-to-change gaps."""
+MAX_SKIP_SECONDS = 10.0
+"""Following the upstream's cadence, a GET is never skipped for longer than this: an upstream
+that died is noticed within it (and the sampler's grace period) even if it changes rarely."""
 
 
 _DEVICE_RE = re.compile(r"nvidia(\d{1,5})")
@@ -139,6 +154,12 @@ class PageReader:
         self._series: dict[tuple[int, int | None], _Series] = {}
         self._families: dict[str, tuple[int, float] | str | None] = {}
         self._labels: dict[str, _Labels] = {}
+        self._settled: dict[bytes, _Series] = {}
+        """Label sets (bytes between the braces) that can only add values to their entity."""
+        self._family_bytes: dict[bytes, tuple[int, float]] = {}
+        """Metric names (bytes before the brace) of the value families Ridgeline reads."""
+        self._unread: set[bytes] = set()
+        """`NAME{` of the DCGM_FI_* families seen on this page that Ridgeline does not read."""
         self._saw_exposition = False
         self.has_4_7_names = False
         self.skipped: dict[str, int] = {}
@@ -176,6 +197,7 @@ class PageReader:
             self._line(self._tail)
         self._tail = b""
         self._decide_util_ratio()
+        ordered = sorted(self._series.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))
         return [
             Sample(
                 timestamp=entry.timestamp if entry.timestamp is not None else self._now,
@@ -184,7 +206,7 @@ class PageReader:
                 attribution=entry.attribution,
                 hpc_job=join_hpc_jobs(entry.hpc_jobs),
             )
-            for _, entry in sorted(self._series.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))
+            for _, entry in ordered
         ]
 
     @property
@@ -202,6 +224,14 @@ class PageReader:
                     self._saw_exposition = True
             return
         self._saw_exposition = True
+        brace_at = raw.find(b"{")
+        if brace_at > 0:
+            close_at = raw.rfind(b"}")
+            settled = self._settled.get(raw[brace_at + 1 : close_at]) if close_at > brace_at else None
+            if raw[: brace_at + 1] in self._unread and (settled is not None or self._adds_nothing(raw)):
+                return  # a family Ridgeline does not read, for a GPU already known: a prefix check
+            if settled is not None and self._fast_value(raw, brace_at, close_at, settled):
+                return
         if len(self._series) >= MAX_ENTITIES and not self._names_a_known_entity(raw):
             self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
             return
@@ -240,6 +270,8 @@ class PageReader:
                 self._series[key] = entry
             elif entry.attribution is None and labels.attribution is not None:
                 entry.attribution = labels.attribution
+            if labels.hpc_job is None:  # a job label is checked on every line (bad_hpc_job counts)
+                self._settle(raw, brace_at, name, entry)
             if labels.hpc_job and labels.hpc_job not in entry.hpc_jobs:
                 if JOB_ID.fullmatch(labels.hpc_job):
                     entry.hpc_jobs.append(labels.hpc_job)
@@ -247,6 +279,8 @@ class PageReader:
                     value = labels.hpc_job[:40]
                     self._skip("bad_hpc_job", f"line {self._line_number}: hpc_job={value!a} is not a job id")
         if family is None:
+            if brace >= 0 and len(self._unread) < 4096:
+                self._unread.add(raw[: raw.find(b"{") + 1])
             return  # a DCGM field Ridgeline does not read: the GPU is known, that is all
         parts = rest.split()
         if not 1 <= len(parts) <= 2:
@@ -269,6 +303,60 @@ class PageReader:
         if entry.values.get(fid) is None:
             scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
             entry.values[fid] = fields.clean_value(fid, scaled)
+
+    def _settle(self, raw: bytes, brace_at: int, name: str, entry: _Series) -> None:
+        """Remember a label set (as bytes) that can add nothing to its entity but values, and its
+        family's name, so the next line with both is read by _fast_value."""
+        close_at = raw.rfind(b"}")
+        if brace_at < 0 or close_at < brace_at:
+            return
+        if len(self._settled) >= 4096:
+            self._settled.clear()
+        self._settled[raw[brace_at + 1 : close_at]] = entry
+        family = self._families.get(name.strip())
+        if isinstance(family, tuple) and len(self._family_bytes) < 4096:
+            self._family_bytes[raw[:brace_at]] = family
+
+    def _fast_value(self, raw: bytes, brace_at: int, close_at: int, entry: _Series) -> bool:
+        """A line whose label set was settled (`entry`) and whose family is a value Ridgeline
+        reads: its value is taken without decoding the line (the bytes are those a decode already
+        passed). False sends the line down the full path (anything new or odd)."""
+        family = self._family_bytes.get(raw[:brace_at])
+        if family is None:
+            return False
+        parts = raw[close_at + 1 :].split()
+        if not 1 <= len(parts) <= 2:
+            return False
+        try:
+            raw_value = float(parts[0])
+            stamp = float(parts[1]) / 1000.0 if len(parts) == 2 else None
+        except ValueError:
+            return False
+        if entry.timestamp is None and stamp is not None:
+            entry.timestamp = stamp
+        fid, factor = family
+        if entry.values.get(fid) is None:
+            scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
+            entry.values[fid] = fields.clean_value(fid, scaled)
+        return True
+
+    def _adds_nothing(self, raw: bytes) -> bool:
+        """Whether a line of an unread family can only name a GPU already kept, which has its pod
+        (or the line brings none) and no job mapping: such a line is skipped undecoded."""
+        if b"hpc_job=" in raw:
+            return False
+        gpu = _label_bytes(raw, b'gpu="')
+        index = None if gpu is None else _index_bytes(gpu)
+        if index is None:
+            return False
+        instance = _label_bytes(raw, b'GPU_I_ID="')
+        instance_index = None if instance is None else _index_bytes(instance)
+        if instance is not None and instance_index is None:
+            return False
+        entry = self._series.get((index, instance_index))
+        if entry is None:
+            return False
+        return entry.attribution is not None or not _may_bring_a_pod(raw)
 
     def _names_a_known_entity(self, raw: bytes) -> bool:
         """Whether a line may belong to a GPU already kept, from its gpu and GPU_I_ID labels found
@@ -391,6 +479,16 @@ def _label_bytes(raw: bytes, opening: bytes) -> bytes | None:
     return raw[start:end] if end > 0 else None
 
 
+def _may_bring_a_pod(raw: bytes) -> bool:
+    """Whether a line may name a pod: both its namespace and pod labels non-empty, or either in a
+    shape the byte search does not read (dcgm-exporter prints them empty for an idle GPU)."""
+    if b'pod="' not in raw:
+        return False
+    pod = _label_bytes(raw, b'pod="')
+    namespace = _label_bytes(raw, b'namespace="')
+    return pod is None or namespace is None or (pod != b"" and namespace != b"")
+
+
 def _index_bytes(text: bytes) -> int | None:
     """_index of a label value still in bytes."""
     if text.isdigit() and len(text) <= MAX_INDEX_DIGITS:
@@ -470,6 +568,66 @@ def parse_page(text: str, now: float, hints: tuple[MigProfileHint, ...] = ()) ->
 # -- the source ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """The last page read: its bytes (or caching headers), what it gave, what it skipped.
+
+    Its samples are handed out again, stamps and all, while the page is unchanged: the sampler
+    takes them as duplicates (inference.step: no new interval), since dcgm-exporter has not
+    collected anything new. The interval to the next page is integrated with that page's values.
+    """
+
+    body: bytes | None
+    validators: Validators | None
+    samples: list[Sample]
+    skipped: dict[str, int]
+    first_skip: str | None
+
+
+class _Cadence:
+    """When the upstream's page is next due, from the times its bytes were seen to change.
+
+    Off (every read GETs) unless the source follows the upstream. On, a read skips its GET
+    unless the next change is due within two intervals (the cadence is the shortest recent
+    change-to-change gap, a multiple of it after the last change seen: an idle page that skipped
+    a change is still read when the next is due), nor when MAX_SKIP_SECONDS passed since the last
+    GET, nor before two changes were seen, nor when the cadence is under four intervals.
+    """
+
+    def __init__(self, follow: bool, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.follow = follow
+        self._interval = interval
+        self._clock = clock
+        self._changes: list[float] = []
+        self._fetched_at: float | None = None
+        self.period: float | None = None
+        """The upstream's cadence as seen (seconds), once two changes were."""
+
+    def saw(self, *, changed: bool) -> None:
+        """A GET answered: the page changed since the last one, or not."""
+        now = self._fetched_at = self._clock()
+        if not changed:
+            return
+        self._changes.append(now)
+        del self._changes[: -(CADENCE_GAPS + 1)]
+        if len(self._changes) >= 2:
+            self.period = min(b - a for a, b in zip(self._changes, self._changes[1:], strict=False))
+
+    def may_skip(self) -> bool:
+        """Whether this read may serve the last page without a GET: the next change is not due
+        within two intervals either way (changes are seen a read late, at most)."""
+        period, fetched_at = self.period, self._fetched_at
+        if not self.follow or period is None or fetched_at is None:
+            return False
+        now = self._clock()
+        margin = 2 * self._interval
+        if period < 2 * margin or now - fetched_at >= MAX_SKIP_SECONDS:
+            return False
+        since = now - self._changes[-1]
+        phase = since % period
+        return since < period - margin if since < period else margin <= phase <= period - margin
+
+
 class ScrapeSource:
     """Reads dcgm-exporter's `/metrics` once per sampling interval (paced by the sampler)."""
 
@@ -485,6 +643,11 @@ class ScrapeSource:
         self._request: Request | None = None
         self._skipped_total = 0
         self._skip_logged_at: float | None = None
+        self._page: _Page | None = None
+        self._kept = KeptConnection()
+        self._cadence = _Cadence(
+            options.settings.get(FOLLOW_UPSTREAM, False) is True, options.interval_seconds
+        )
         self.display_name = redact_url(self._url)
         """The URL as it may be shown (logs, errors, /readyz): password replaced by xxxxx."""
 
@@ -543,6 +706,10 @@ class ScrapeSource:
     def read(self) -> list[Sample]:
         if self._request is None:
             raise SourceError("not_open", "scrape source read before open()")
+        now = time.time()
+        page = self._page
+        if page is not None and self._cadence.may_skip():
+            return list(page.samples)  # the upstream has no new page yet: no GET at all
         shown = self.display_name
         request = self._request
         try:
@@ -551,12 +718,38 @@ class ScrapeSource:
             raise SourceError("bad_credentials", str(exc)) from None
         if authorization is not None:
             request = replace(request, authorization=authorization)
+        validators = Validators()
+        if page is not None and page.validators is not None:
+            request = replace(request, headers=request.headers + page.validators.conditional_headers())
         deadline = Deadline(self._timeout)
-        reader = PageReader(time.time(), self._hints)
+        chunks: list[bytes] | None = []
+        size = 0
+        reader: PageReader | None = None
         try:
-            for chunk in get(request, deadline):
-                reader.feed(chunk)
+            for chunk in get(request, deadline, validators, self._kept):
+                if chunks is not None:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size <= MAX_REMEMBERED_BYTES:
+                        continue
+                    reader = PageReader(now, self._hints)  # too big to keep: parsed as it streams
+                    for held in chunks:
+                        reader.feed(held)
+                    chunks = None
+                else:
+                    assert reader is not None
+                    reader.feed(chunk)
                 deadline.remaining()  # parsing counts against the deadline too
+            body = b"".join(chunks) if chunks is not None else None
+            if page is not None and (validators.not_modified or (body is not None and body == page.body)):
+                self._cadence.saw(changed=False)
+                self._note_skipped(page.skipped, page.first_skip)  # what a parse would count again
+                return list(page.samples)
+            if reader is None:
+                reader = PageReader(now, self._hints)
+                for held in chunks or ():
+                    reader.feed(held)
+                    deadline.remaining()
         except TimeoutError:
             raise SourceError("timeout", f"{shown} did not answer within {self._timeout:g} s") from None
         except FetchError as exc:
@@ -564,8 +757,9 @@ class ScrapeSource:
                 raise SourceError(exc.reason, f"cannot reach {shown}: {exc.message}") from None
             raise SourceError(exc.reason, f"{shown} {exc.message}") from None
         samples = reader.finish()
-        self._note_skipped(reader)
+        self._note_skipped(reader.skipped, reader.first_skip)
         if not samples:
+            self._page = None
             skipped = ", ".join(f"{r}: {n}" for r, n in sorted(reader.skipped.items()))
             if not reader.looks_like_exposition:
                 raise SourceError("parse_error", f"{shown} did not return Prometheus text format")
@@ -577,26 +771,36 @@ class ScrapeSource:
                 "no_dcgm_metrics",
                 f"{shown} answered, but with no DCGM_FI_* GPU series: is it dcgm-exporter's /metrics?",
             )
+        self._cadence.saw(changed=page is not None)  # a first page is no change: no cadence yet
+        cachable = validators.etag is not None or validators.last_modified is not None
+        self._page = _Page(
+            body=body,
+            validators=validators if cachable else None,
+            samples=samples,
+            skipped=dict(reader.skipped),
+            first_skip=reader.first_skip,
+        )
         return samples
 
     def close(self) -> None:
-        """Nothing is held between reads."""
+        """Close the kept-alive connection (safe twice); the last page is kept."""
+        self._kept.close()
 
-    def _note_skipped(self, reader: PageReader) -> None:
-        count = sum(reader.skipped.values())
+    def _note_skipped(self, skipped: Mapping[str, int], first_skip: str | None) -> None:
+        count = sum(skipped.values())
         if not count:
             return
         self._skipped_total += count
         now = time.monotonic()
         if self._skip_logged_at is None or now - self._skip_logged_at >= SKIP_LOG_EVERY_SECONDS:
             self._skip_logged_at = now
-            reasons = ", ".join(f"{r}: {n}" for r, n in sorted(reader.skipped.items()))
+            reasons = ", ".join(f"{r}: {n}" for r, n in sorted(skipped.items()))
             log.warning(
                 "%s: skipped %d series on this page (%s; first: %s); %d skipped since start",
                 self.display_name,
                 count,
                 reasons,
-                reader.first_skip,
+                first_skip,
                 self._skipped_total,
             )
 
@@ -633,7 +837,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
 
 def options_from(values: Any, chosen: bool) -> dict[str, Any]:
     """The URL, the deadline and, when this source is chosen, its HTTP client configuration
-    (checked, its files read once)."""
+    (checked, its files read once) and whether it follows the upstream's cadence (no
+    --interval given)."""
     if not chosen:
         return {"scrape_url": values.scrape_url, "scrape_timeout_seconds": values.scrape_timeout}
     if not values.scrape_url:
@@ -646,4 +851,5 @@ def options_from(values: Any, chosen: bool) -> dict[str, Any]:
         "scrape_url": values.scrape_url,
         "scrape_timeout_seconds": values.scrape_timeout,
         "scrape_client": client,
+        FOLLOW_UPSTREAM: not interval_given(values),
     }

@@ -61,12 +61,25 @@ class Engine:
     """(group, field group, updateFreq usec, maxKeepAge s, maxKeepSamples) per dcgmWatchFields."""
     embedded_starts: int = 0
     connects: list[str] = field(default_factory=list)
+    history: list[tuple[int, dict[tuple[int, int], dict[int, float | None]]]] = field(default_factory=list)
+    """What the host engine sampled at its watch rate: (timestamp in usec, entity -> values), oldest
+    first, as dcgmGetValuesSince_v2 reads it back. Tests add to it with `collect`."""
 
     def new_handle(self) -> int:
         handle = self.next_handle
         self.next_handle += 1
         self.live_handles.add(handle)
         return handle
+
+    def collect(self, ts_usec: int) -> None:
+        """The host engine samples every watched entity now (its own timer, at the watch rate):
+        the current values of every GPU and instance are kept under `ts_usec`."""
+        entities: dict[tuple[int, int], dict[int, float | None]] = {}
+        for gpu in self.gpus:
+            entities[(1, gpu.gpu_id)] = dict(gpu.values)  # DCGM_FE_GPU
+            for inst in gpu.instances:
+                entities[(4, inst.entity_id)] = dict(inst.values)  # DCGM_FE_GPU_I
+        self.history.append((ts_usec, entities))
 
     def crash(self) -> None:
         """The host engine went away: every open connection is now invalid."""

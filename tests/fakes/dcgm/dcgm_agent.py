@@ -6,7 +6,7 @@ dcgm_structs._dcgmCheckReturn as the matching DCGMError_* subclass.
 """
 
 import time
-from ctypes import c_void_p
+from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p
 
 import _fake_dcgm_engine
 import dcgm_fields
@@ -191,3 +191,47 @@ def dcgmProfGetSupportedMetricGroups(dcgmHandle, gpuId):
         for slot, field_id in enumerate(group_fields):
             info.fieldIds[slot] = field_id
     return msg
+
+
+# The callback dcgmGetValuesSince_v2 calls once per entity: (entityGroupId, entityId, values,
+# numValues, userData) -> int, as in NVIDIA's dcgm_agent.py.
+dcgmFieldValueEntityEnumeration_f = CFUNCTYPE(
+    c_int32, c_uint32, c_uint32, POINTER(dcgm_structs.c_dcgmFieldValue_v1), c_int32, c_void_p
+)
+
+
+def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, enumCB, userData):
+    """Every value the host engine kept for the group's entities and the field group's fields
+    with a timestamp at or after sinceTimestamp (usec; 0: all it kept), handed to enumCB one entity
+    at a time, oldest first; returns the sinceTimestamp for the next call (dcgm_agent.h)."""
+    _check_handle(dcgm_handle)
+    engine = _engine()
+    entities = engine.groups[groupId.value]
+    field_ids = engine.field_groups[fieldGroupId.value]
+    next_since = sinceTimestamp
+    kept = [(ts, values) for ts, values in engine.history if ts >= sinceTimestamp]
+    for group, entity in entities:
+        rows = [(ts, values[(group, entity)]) for ts, values in kept if (group, entity) in values]
+        if not rows:
+            continue
+        array = (dcgm_structs.c_dcgmFieldValue_v1 * (len(rows) * len(field_ids)))()
+        index = 0
+        for ts, values in rows:
+            for field_id in field_ids:
+                fv = array[index]
+                index += 1
+                fv.version = dcgm_structs.dcgmFieldValue_version1
+                fv.fieldId = field_id
+                fv.status = dcgm_structs.DCGM_ST_OK
+                fv.ts = ts
+                value = values.get(field_id)
+                if field_id in _fake_dcgm_engine.INT64_FIELDS:
+                    fv.fieldType = ord(dcgm_fields.DCGM_FT_INT64)
+                    fv.value.i64 = _fake_dcgm_engine.INT64_BLANK if value is None else int(value)
+                else:
+                    fv.fieldType = ord(dcgm_fields.DCGM_FT_DOUBLE)
+                    fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
+            next_since = max(next_since, ts + 1)
+        # userData travels as the PyObject pointer the real wrapper passes (py_object(userData))
+        enumCB(group, entity, array, index, c_void_p(id(userData)))
+    return next_since

@@ -12,6 +12,7 @@ from ctypes import (
     Union,
     c_char,
     c_double,
+    c_int16,
     c_int32,
     c_int64,
     c_uint,
@@ -210,6 +211,23 @@ class c_dcgmFieldValue_v1_value(Union):
         ("str", c_char * DCGM_MAX_STR_LENGTH),
         ("blob", c_char * DCGM_MAX_BLOB_LENGTH),
     ]
+
+
+class c_dcgmFieldValue_v1(Structure):
+    """What dcgmGetValuesSince_v2 hands its callback: no entity fields (the callback's arguments
+    name the entity)."""
+
+    _fields_ = [
+        ("version", c_uint),
+        ("fieldId", c_uint16),
+        ("fieldType", c_int16),
+        ("status", c_int32),
+        ("ts", c_int64),
+        ("value", c_dcgmFieldValue_v1_value),
+    ]
+
+
+dcgmFieldValue_version1 = make_dcgm_version(c_dcgmFieldValue_v1, 1)
 
 
 class c_dcgmFieldValue_v2(Structure):

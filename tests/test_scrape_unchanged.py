@@ -1,0 +1,452 @@
+"""The scrape source reads cheaply: an unchanged page (same bytes, or a 304 to the upstream's own
+ETag/Last-Modified) costs a comparison, not a parse, and gives what a parse would; lines of
+families Ridgeline does not read are skipped before they are decoded; without --interval the
+source reads the upstream at the cadence its page is seen to change. Against a real HTTP server
+on 127.0.0.1 whose page the test changes."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from exporter import fields
+from exporter.catalog import load_catalog
+from exporter.inference import InferenceConfig
+from exporter.sample import Sample
+from exporter.sampler import Sampler
+from exporter.sources.base import SourceOptions
+from exporter.sources.options import INTERVAL, interval_given
+from exporter.sources.scrape import (
+    FOLLOW_UPSTREAM,
+    MAX_REMEMBERED_BYTES,
+    MAX_SKIP_SECONDS,
+    PageReader,
+    ScrapeSource,
+    _Cadence,
+    parse_page,
+)
+
+PAGES = Path(__file__).parent / "data" / "dcgm-exporter"
+
+
+class _Upstream(ThreadingHTTPServer):
+    """A dcgm-exporter stand-in whose page the test sets; it counts GETs and, when asked, answers
+    conditional GETs with its ETag and Last-Modified."""
+
+    daemon_threads = True
+    body: bytes
+    etag: str | None
+    last_modified: str | None
+    gets: int
+    conditional: list[tuple[str | None, str | None]]
+    not_modified: int
+    connections: int
+    close_after_each: bool
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Upstream
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1
+
+    def do_GET(self) -> None:
+        server = self.server
+        server.gets += 1
+        if server.close_after_each:
+            self.close_connection = True  # an upstream that drops idle connections, silently
+        match = self.headers.get("If-None-Match")
+        since = self.headers.get("If-Modified-Since")
+        server.conditional.append((match, since))
+        unchanged = (match is not None and match == server.etag) or (
+            match is None and since is not None and since == server.last_modified
+        )
+        if unchanged:
+            server.not_modified += 1
+            self.send_response(304)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(server.body)))
+        if server.etag is not None:
+            self.send_header("ETag", server.etag)
+        if server.last_modified is not None:
+            self.send_header("Last-Modified", server.last_modified)
+        self.end_headers()
+        self.wfile.write(server.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def upstream() -> Iterator[_Upstream]:
+    server = _Upstream(("127.0.0.1", 0), _Handler)
+    server.body = (PAGES / "legacy-h100-pods.txt").read_bytes()
+    server.etag = None
+    server.last_modified = None
+    server.gets = 0
+    server.conditional = []
+    server.not_modified = 0
+    server.connections = 0
+    server.close_after_each = False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+class _Counting(PageReader):
+    """A PageReader that counts the pages parsed and the lines its line reader decodes."""
+
+    pages = 0
+    decoded = 0
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        _Counting.pages += 1
+
+    def _family(self, name: str) -> tuple[int, float] | str | None:
+        _Counting.decoded += 1  # every DCGM_FI_ line that is decoded asks for its family
+        return super()._family(name)
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> type[_Counting]:
+    _Counting.pages = 0
+    _Counting.decoded = 0
+    monkeypatch.setattr("exporter.sources.scrape.PageReader", _Counting)
+    return _Counting
+
+
+def _open(upstream: _Upstream, **settings: object) -> ScrapeSource:
+    host, port = upstream.server_address[:2]
+    source = ScrapeSource(SourceOptions(scrape_url=f"http://{host!s}:{port}/metrics", settings=settings))
+    source.open()
+    return source
+
+
+def _without_stamps(samples: list[Sample]) -> list[tuple[object, ...]]:
+    return [(s.entity, dict(s.values), s.attribution, s.hpc_job) for s in samples]
+
+
+def test_an_unchanged_page_is_not_parsed_again_and_reads_as_a_parse_would(
+    upstream: _Upstream, counting: type[_Counting]
+) -> None:
+    source = _open(upstream)
+    first = source.read()
+    second = source.read()
+    assert upstream.gets == 2 and counting.pages == 1  # fetched twice, parsed once
+    assert _without_stamps(second) == _without_stamps(first)
+    assert _without_stamps(second) == _without_stamps(parse_page(upstream.body.decode(), 0.0))
+    assert second == first  # stamps too: stamped when these bytes were first fetched
+
+
+def test_a_changed_page_is_parsed(upstream: _Upstream, counting: type[_Counting]) -> None:
+    source = _open(upstream)
+    first = source.read()
+    upstream.body = upstream.body.replace(b"} 0.", b"} 0.0")  # every ratio a tenth of itself
+    second = source.read()
+    assert counting.pages == 2
+    before = first[0].values[fields.DRAM_ACTIVE]
+    after = second[0].values[fields.DRAM_ACTIVE]
+    assert before is not None and after is not None and after == pytest.approx(before / 10)
+
+
+def test_a_page_with_its_own_stamps_keeps_them_when_unchanged(upstream: _Upstream) -> None:
+    page = b""
+    for line in (PAGES / "legacy-h100-pods.txt").read_bytes().splitlines():
+        page += line + (b" 1764633600000" if line.startswith(b"DCGM_FI_") else b"") + b"\n"
+    upstream.body = page
+    source = _open(upstream)
+    first, second = source.read(), source.read()
+    assert {s.timestamp for s in first} == {1764633600.0}
+    assert second == first  # the sampler takes them as duplicates: no new interval
+
+
+def test_to_the_sampler_an_unchanged_page_is_no_new_interval(upstream: _Upstream) -> None:
+    """dcgm-exporter collected nothing new: the repeat is a duplicate (no step, nothing integrated),
+    the GPUs stay in the batch, and the next page's interval is integrated with its values."""
+    source = _open(upstream)
+    sampler = Sampler("scrape", SourceOptions(), load_catalog(), InferenceConfig(), source=source)
+    assert sampler.run_once()
+    first = [g.inference for g in sampler.snapshot.gpus]
+    for _ in range(2):
+        assert sampler.run_once()
+        assert all(g.inference is f for g, f in zip(sampler.snapshot.gpus, first, strict=True))
+    assert sampler.snapshot.source.samples_total == 3 and sampler.snapshot.source.up
+    upstream.body = upstream.body.replace(b"} 0.", b"} 0.0")
+    assert sampler.run_once()
+    after = [g.inference for g in sampler.snapshot.gpus]
+    assert all(a.timestamp > f.timestamp for a, f in zip(after, first, strict=True))
+    assert sampler.snapshot.source.errors_total == {}
+
+
+def test_series_skipped_on_an_unchanged_page_count_again_as_a_parse_would(upstream: _Upstream) -> None:
+    upstream.body = (PAGES / "odd-gpu-labels.txt").read_bytes()
+    source = _open(upstream)
+    source.read()
+    once = source.records_skipped
+    source.read()
+    assert once > 0 and source.records_skipped == 2 * once
+
+
+def test_an_etag_is_sent_back_and_a_304_reuses_the_page(
+    upstream: _Upstream, counting: type[_Counting]
+) -> None:
+    upstream.etag = '"page-1"'
+    source = _open(upstream)
+    first = source.read()
+    second = source.read()
+    assert upstream.conditional == [(None, None), ('"page-1"', None)]
+    assert upstream.not_modified == 1 and counting.pages == 1
+    assert _without_stamps(second) == _without_stamps(first)
+    upstream.etag = '"page-2"'
+    upstream.body = upstream.body.replace(b"} 0.", b"} 0.0")
+    source.read()
+    assert counting.pages == 2 and upstream.not_modified == 1
+
+
+def test_last_modified_is_sent_back_as_if_modified_since(upstream: _Upstream) -> None:
+    upstream.last_modified = "Wed, 02 Dec 2026 04:00:00 GMT"
+    source = _open(upstream)
+    source.read()
+    source.read()
+    assert upstream.conditional[-1] == (None, "Wed, 02 Dec 2026 04:00:00 GMT")
+    assert upstream.not_modified == 1
+
+
+def test_a_page_too_big_to_keep_is_parsed_every_time(upstream: _Upstream, counting: type[_Counting]) -> None:
+    page = (PAGES / "legacy-h100-no-pods.txt").read_bytes()
+    filler = b"# " + b"x" * 1000 + b"\n"
+    upstream.body = page + filler * (MAX_REMEMBERED_BYTES // len(filler) + 1)
+    source = _open(upstream)
+    first = source.read()
+    second = source.read()
+    assert counting.pages == 2
+    assert _without_stamps(second) == _without_stamps(first)
+
+
+def test_lines_of_families_not_read_skip_the_decoder(counting: type[_Counting]) -> None:
+    """dcgm-exporter's default counters carry ~40 families per GPU; Ridgeline reads 20. A line of
+    an unread family for a GPU already known is dropped on its `NAME{` prefix, undecoded."""
+    page = (PAGES / "legacy-h100-pods.txt").read_text()
+    gpu_lines = [line for line in page.splitlines() if line.startswith("DCGM_FI_")]
+    unread = [f"DCGM_FI_DEV_NOT_READ_{n}{{" + line.split("{", 1)[1] for n in range(10) for line in gpu_lines]
+    plain = _Counting(0.0)
+    plain.feed(page.encode())
+    expected = plain.finish()
+    baseline = counting.decoded
+    counting.decoded = 0
+    reader = _Counting(0.0)
+    reader.feed((page + "\n".join(unread) + "\n").encode())
+    assert _without_stamps(reader.finish()) == _without_stamps(expected)
+    # of the 10 unread families, one line each is decoded (to learn what it is), no other
+    assert counting.decoded == baseline + 10
+    assert len(unread) > 10 * 2
+
+
+def test_an_unread_line_bringing_a_pod_is_still_read() -> None:
+    page = (
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3"} 50\n'
+        'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3"} 1\n'
+        'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3",'
+        'namespace="ml",pod="train-0"} 1\n'
+    )
+    (sample,) = parse_page(page, 0.0)
+    assert sample.attribution is not None and sample.attribution.pod == "train-0"
+
+
+def test_the_connection_is_kept_alive_between_reads(upstream: _Upstream) -> None:
+    source = _open(upstream)
+    for _ in range(5):
+        source.read()
+    assert upstream.gets == 5 and upstream.connections == 1
+    source.close()
+    source.read()
+    assert upstream.connections == 2
+
+
+def test_an_upstream_that_closed_the_kept_connection_is_read_on_a_new_one(upstream: _Upstream) -> None:
+    """The server closes after each answer without saying so (no `Connection: close`): the next
+    GET finds the kept socket dead and is sent again on a fresh one, with no error."""
+    upstream.close_after_each = True
+    source = _open(upstream)
+    first = source.read()
+    for _ in range(3):
+        assert _without_stamps(source.read()) == _without_stamps(first)
+    assert upstream.gets == 4 and upstream.connections == 4
+
+
+# -- the upstream's cadence ---------------------------------------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _reads(cadence: _Cadence, clock: _Clock, *, period: float, interval: float, seconds: float) -> int:
+    """GETs over `seconds` of reads every `interval`, the page changing every `period`."""
+    gets = 0
+    last_version = -1
+    start = clock.now
+    while clock.now - start < seconds:
+        if not cadence.may_skip():
+            gets += 1
+            version = int((clock.now - start) // period)
+            cadence.saw(changed=last_version >= 0 and version != last_version)
+            last_version = version
+        clock.now += interval
+    return gets
+
+
+def test_following_the_upstream_gets_the_page_about_when_it_changes() -> None:
+    clock = _Clock()
+    cadence = _Cadence(True, 1.0, clock)
+    _reads(cadence, clock, period=30.0, interval=1.0, seconds=95.0)  # learns the cadence
+    assert cadence.period is not None and 29.0 <= cadence.period <= 31.0
+    gets = _reads(cadence, clock, period=30.0, interval=1.0, seconds=300.0)
+    assert gets <= 300 / 30 * (4 + 300 / MAX_SKIP_SECONDS / 10 + 1)
+    assert gets < 300 / 3  # against 300 GETs at every read
+
+
+def test_following_the_upstream_sees_every_change_within_a_few_reads() -> None:
+    clock = _Clock()
+    cadence = _Cadence(True, 1.0, clock)
+    start = clock.now
+    seen_at: list[float] = []
+    last = -1
+    while clock.now - start < 400:
+        if not cadence.may_skip():
+            version = int((clock.now - start - 0.5) // 30)
+            cadence.saw(changed=last >= 0 and version != last)
+            if last >= 0 and version != last:
+                seen_at.append(clock.now - start - 0.5 - version * 30)
+            last = version
+        clock.now += 1.0
+    assert len(seen_at) >= 12 and max(seen_at) <= 1.0  # each change seen at the next read
+
+
+def test_without_following_every_read_gets_the_page() -> None:
+    clock = _Clock()
+    cadence = _Cadence(False, 1.0, clock)
+    assert _reads(cadence, clock, period=30.0, interval=1.0, seconds=100.0) == 100
+
+
+def test_an_upstream_that_changes_every_read_or_two_is_read_every_time() -> None:
+    clock = _Clock()
+    cadence = _Cadence(True, 1.0, clock)
+    assert _reads(cadence, clock, period=2.0, interval=1.0, seconds=100.0) == 100
+
+
+def test_no_get_is_skipped_for_longer_than_the_cap() -> None:
+    clock = _Clock()
+    cadence = _Cadence(True, 1.0, clock)
+    _reads(cadence, clock, period=60.0, interval=1.0, seconds=200.0)
+    last_get = clock.now
+    longest = 0.0
+    for _ in range(300):
+        if not cadence.may_skip():
+            cadence.saw(changed=False)
+            longest = max(longest, clock.now - last_get)
+            last_get = clock.now
+        clock.now += 1.0
+    assert 0 < longest <= MAX_SKIP_SECONDS
+
+
+def test_the_source_skips_the_get_while_the_page_is_not_due(upstream: _Upstream) -> None:
+    source = _open(upstream, **{FOLLOW_UPSTREAM: True})
+    clock = _Clock()
+    source._cadence = _Cadence(True, 1.0, clock)
+    body = upstream.body
+    for version in range(3):  # three changes, 30 s apart
+        upstream.body = body.replace(b"} 0.", f"}} 0.{version}".encode())
+        source.read()
+        clock.now += 30.0
+    gets = upstream.gets
+    clock.now -= 25.0  # 5 s after the last change: the next is 25 s away
+    skipped = source.read()
+    assert upstream.gets == gets and skipped
+    clock.now += 24.5  # due: read
+    source.read()
+    assert upstream.gets == gets + 1
+
+
+def test_interval_given_tells_a_given_interval_from_the_default() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(INTERVAL.flag, **INTERVAL.argparse_kwargs())
+    default = parser.parse_args([])
+    assert not interval_given(default) and default.interval == 1.0
+    assert interval_given(parser.parse_args(["--interval", "1"]))
+    assert interval_given(parser.parse_args(["--interval", "0.1"]))
+
+
+@pytest.mark.parametrize(
+    ("argv", "variable", "follows"),
+    [([], None, True), (["--interval", "1"], None, False), ([], "1", False)],
+)
+def test_serve_follows_the_upstream_unless_an_interval_is_given(
+    argv: list[str], variable: str | None, follows: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.cli import build_parser
+    from exporter.sources import source_options
+
+    if variable is not None:
+        monkeypatch.setenv("RIDGELINE_SERVE_INTERVAL", variable)
+    values = build_parser().parse_args(
+        ["serve", "--source", "scrape", "--scrape-url", "http://127.0.0.1:9400/metrics", *argv]
+    )
+    options = source_options("scrape", values)
+    assert options.interval_seconds == 1.0
+    assert options.settings[FOLLOW_UPSTREAM] is follows
+    assert ScrapeSource(options)._cadence.follow is follows
+
+
+def test_a_label_set_seen_before_is_read_without_a_decode(counting: type[_Counting]) -> None:
+    """After its first line, a GPU's label set is settled: the lines of the other read families
+    with it take their value from the bytes, and the page reads as the full path reads it."""
+    page = (PAGES / "legacy-h100-pods.txt").read_text()
+    gpu_lines = [line for line in page.splitlines() if line.startswith("DCGM_FI_")]
+    label_sets = {line.split("{", 1)[1].rsplit("}", 1)[0] for line in gpu_lines}
+    families = {line.split("{", 1)[0] for line in gpu_lines}
+    samples = parse_page(page, 0.0)
+    assert len(samples) == len(label_sets) and len(gpu_lines) == len(label_sets) * len(families)
+    # each label set's first line, then each further family's first line: nothing else
+    assert counting.decoded == len(label_sets) + len(families) - 1
+    full = _Counting(0.0)
+    full._settle = lambda *args: None  # type: ignore[method-assign]
+    full.feed(page.encode())
+    assert full.finish() == samples
+
+
+def test_a_bad_job_label_is_counted_on_every_line_that_has_it() -> None:
+    bad = 'gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3",hpc_job="a b"'
+    good = 'gpu="1",UUID="GPU-b",modelName="NVIDIA H100 80GB HBM3",hpc_job="42"'
+    page = "".join(
+        f"{name}{{{labels}}} 0.5\n"
+        for name, labels in (
+            ("DCGM_FI_PROF_DRAM_ACTIVE", bad),
+            ("DCGM_FI_PROF_DRAM_ACTIVE", good),
+            ("DCGM_FI_PROF_SM_ACTIVE", good),
+            ("DCGM_FI_PROF_SM_ACTIVE", bad),  # a family and a label set both seen before
+        )
+    )
+    reader = PageReader(0.0)
+    reader.feed(page.encode())
+    samples = reader.finish()
+    assert reader.skipped == {"bad_hpc_job": 2}
+    assert [s.hpc_job for s in samples] == [None, "42"]
+    assert samples[0].values[fields.SM_ACTIVE] == 0.5
