@@ -5,6 +5,8 @@ they were when each request built its own."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from exporter.web.answers import Same, SnapshotAnswers
 from exporter.web.app import create_app
 from exporter.web.live_routes import build_live_router, classify_answer, classify_gpus_json, gpu_verdict
 from exporter.web.responses import json_bytes
+from exporter.web.server import GIL_SWITCH_SECONDS, ConnectionGuard, ConnectionLimits, serve
 from exporter.web.view_routes import ViewBuilder, view_router
 
 CATALOG = load_catalog()
@@ -227,3 +230,21 @@ def test_healthz_is_answered_while_a_metrics_body_is_being_built() -> None:
         scrape.join(WAIT)
     answers.close()
     assert held == [True] and scraped == [200]
+
+
+def test_serving_shortens_the_thread_switch_interval_and_gives_it_back() -> None:
+    """While a worker builds, the event loop waits this long for the GIL on every turn."""
+    seen: list[float] = []
+
+    class Recording:
+        started = True
+
+        def run(self, sockets: list[socket.socket]) -> None:
+            seen.append(sys.getswitchinterval())
+
+    before = sys.getswitchinterval()
+    guard = ConnectionGuard(ConnectionLimits())
+    with socket.socket() as sock:
+        assert serve(Recording(), sock, guard)
+    assert seen == [min(before, GIL_SWITCH_SECONDS)] and GIL_SWITCH_SECONDS < 0.005
+    assert sys.getswitchinterval() == before
