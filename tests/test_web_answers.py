@@ -53,7 +53,7 @@ def batch(ts: float, gpus: int = 3) -> list[Sample]:
 
 
 def test_concurrent_askers_share_one_build_and_a_newer_snapshot_drops_the_old() -> None:
-    answers = SnapshotAnswers()
+    answers = SnapshotAnswers(inline_entities=-1)
     release = threading.Event()
     first, second = snapshot(1), snapshot(2)
 
@@ -76,7 +76,7 @@ def test_concurrent_askers_share_one_build_and_a_newer_snapshot_drops_the_old() 
 
 
 def test_answers_kept_per_snapshot_are_bounded() -> None:
-    answers = SnapshotAnswers(max_answers=2)
+    answers = SnapshotAnswers(max_answers=2, inline_entities=-1)
     now = snapshot(1)
     for key in range(5):
         answers.future(now, (key,), lambda key=key: key).result(WAIT)  # type: ignore[misc]
@@ -94,7 +94,7 @@ def test_same_matches_by_identity_only() -> None:
 
 def test_the_build_runs_off_the_event_loop() -> None:
     """The build waits for the loop to run a coroutine: built on the loop, it never would."""
-    answers = SnapshotAnswers()
+    answers = SnapshotAnswers(inline_entities=-1)
     loop_ran = threading.Event()
     builder_thread: list[threading.Thread] = []
 
@@ -114,12 +114,12 @@ def test_the_build_runs_off_the_event_loop() -> None:
 
 
 def test_a_request_that_goes_away_leaves_the_build_to_the_others() -> None:
-    answers = SnapshotAnswers()
+    answers = SnapshotAnswers(inline_entities=-1)
     release = threading.Event()
 
     async def main() -> str:
         now = snapshot(1)
-        busy = asyncio.ensure_future(answers.run(lambda: release.wait(WAIT)))  # the worker is taken
+        busy = asyncio.ensure_future(answers.run(lambda: release.wait(WAIT), 1))  # the worker is taken
         leaving = asyncio.ensure_future(answers.get(now, ("x",), lambda: "built"))  # so this waits
         staying = asyncio.ensure_future(answers.get(now, ("x",), lambda: "another build"))
         await asyncio.sleep(0)
@@ -164,7 +164,7 @@ def served() -> Iterator[Served]:
     trails = Trails(points=5, step_seconds=1.0)
     sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig(smoothing_seconds=0),
                       observers=(trails.observe,))  # fmt: skip
-    live_answers, view_answers = SnapshotAnswers(), SnapshotAnswers()
+    live_answers, view_answers = SnapshotAnswers(inline_entities=-1), SnapshotAnswers(inline_entities=-1)
     live = build_live_router(lambda: sampler.snapshot, answers=live_answers)
     live.include_router(view_router(lambda: sampler.snapshot, CATALOG, trails.current, answers=view_answers))
     with TestClient(create_app(CATALOG, live_router=live)) as client:
@@ -213,12 +213,12 @@ def test_healthz_is_answered_while_a_metrics_body_is_being_built() -> None:
     held: list[bool] = []
 
     def provider() -> Snapshot:
-        if threading.current_thread() is not threading.main_thread() and not held:
+        if threading.current_thread().name.startswith("ridgeline-answers") and not held:
             entered.set()
             held.append(release.wait(WAIT))
         return sampler.snapshot
 
-    answers = SnapshotAnswers()
+    answers = SnapshotAnswers(inline_entities=-1)
     app = create_app(CATALOG, live_router=build_live_router(provider, answers=answers))
     with TestClient(app) as client:
         scraped: list[int] = []
@@ -248,3 +248,23 @@ def test_serving_shortens_the_thread_switch_interval_and_gives_it_back() -> None
         assert serve(Recording(), sock, guard)
     assert seen == [min(before, GIL_SWITCH_SECONDS)] and GIL_SWITCH_SECONDS < 0.005
     assert sys.getswitchinterval() == before
+
+
+def test_a_small_snapshot_is_built_where_it_is_asked() -> None:
+    """A few whole GPUs: built on the asking thread (no wake-ups), kept all the same."""
+    answers = SnapshotAnswers(inline_entities=4)
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig(smoothing_seconds=0))
+    sampler.ingest(batch(1000.0, gpus=4))
+    threads: list[threading.Thread] = []
+
+    def build() -> str:
+        threads.append(threading.current_thread())
+        return "built"
+
+    made = answers.future(sampler.snapshot, ("x",), build)
+    assert made.done() and made.result() == "built" and threads == [threading.current_thread()]
+    assert answers.future(sampler.snapshot, ("x",), build) is made and answers.builds == 1
+    sampler.ingest(batch(1001.0, gpus=5))
+    answers.future(sampler.snapshot, ("x",), build).result(WAIT)
+    assert threads[-1] is not threading.current_thread()  # five: the worker's
+    answers.close()

@@ -5,7 +5,9 @@ entities (hundreds of milliseconds at 1,024); built on the event loop it held ev
 request, `/healthz` included, for as long. `SnapshotAnswers` builds each answer in one worker
 thread and keeps it for the snapshot it was built from: requests that ask while it is being
 built wait for that one build, later ones read it, and a newer snapshot drops them all, so only
-the current snapshot's answers are held (at most `max_answers` of them).
+the current snapshot's answers are held (at most `max_answers` of them). A snapshot of a few
+whole GPUs is built where it is asked (`inline_entities`): a millisecond or two on the loop costs
+less than the two thread wake-ups a worker's build takes on a busy node.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from exporter.state import Snapshot
 
 T = TypeVar("T")
 
+INLINE_ENTITIES = 16
+"""Snapshots of at most this many entities are built on the asking thread (a node of whole GPUs:
+a build of a few milliseconds); larger ones (MIG nodes, replays of many) in the worker."""
 MAX_ANSWERS = 256
 """Answers kept per snapshot at most; past it an answer is still built off the loop, not kept
 (a key a client chooses, such as the Host a caption names, cannot grow memory)."""
@@ -44,8 +49,11 @@ class Same:
 class SnapshotAnswers:
     """A per-snapshot memo of derived answers, built in one worker thread."""
 
-    def __init__(self, max_answers: int = MAX_ANSWERS) -> None:
+    def __init__(self, max_answers: int = MAX_ANSWERS, inline_entities: int = INLINE_ENTITIES) -> None:
+        """`inline_entities`: snapshots of at most this many are built on the asking thread
+        (-1: none, every build in the worker)."""
         self._max = max_answers
+        self.inline_entities = inline_entities
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._answers: dict[Hashable, Future[Any]] = {}
@@ -57,6 +65,18 @@ class SnapshotAnswers:
         if self._executor is None:  # under self._lock
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ridgeline-answers")
         return self._executor
+
+    def _start(self, snapshot: Snapshot, build: Callable[[], T]) -> Future[T]:
+        """`build` in the worker, or done here for a small snapshot (under self._lock)."""
+        if len(snapshot.gpus) > self.inline_entities:
+            return self._worker().submit(self._counted(build))
+        done: Future[T] = Future()
+        self.builds += 1
+        try:
+            done.set_result(build())
+        except Exception as exc:  # handed to every asker, as the worker's Future would
+            done.set_exception(exc)
+        return done
 
     def _counted(self, build: Callable[[], T]) -> Callable[[], T]:
         def run() -> T:
@@ -74,12 +94,12 @@ class SnapshotAnswers:
             current = self._snapshot
             if snapshot is not current:
                 if current is not None and snapshot.generation < current.generation:
-                    return self._worker().submit(self._counted(build))
+                    return self._start(snapshot, build)
                 self._snapshot, self._answers = snapshot, {}
             known = self._answers.get(key)
             if known is not None:
                 return known
-            made = self._worker().submit(self._counted(build))
+            made = self._start(snapshot, build)
             if len(self._answers) < self._max:
                 self._answers[key] = made
             return made
@@ -92,8 +112,11 @@ class SnapshotAnswers:
             return made.result()
         return await asyncio.shield(asyncio.wrap_future(made))
 
-    async def run(self, work: Callable[[], T]) -> T:
-        """`work` in the worker thread, kept nowhere (an answer with a per-request part)."""
+    async def run(self, work: Callable[[], T], entities: int) -> T:
+        """`work` over a snapshot of `entities`, kept nowhere (an answer with a per-request part):
+        in the worker thread, or here for a small snapshot."""
+        if entities <= self.inline_entities:
+            return work()
         with self._lock:
             made = self._worker().submit(work)
         return await asyncio.shield(asyncio.wrap_future(made))

@@ -229,7 +229,8 @@ def build_live_router(
         accept = request.headers.get("accept")
         # MetricsEndpoint keeps each snapshot's bytes; the process metrics are read per scrape.
         # One worker thread: a second scrape of a new snapshot waits for the first one's bytes.
-        body, content_type = await memo.run(lambda: metrics.render(accept))
+        entities = len(state_provider().gpus)
+        body, content_type = await memo.run(lambda: metrics.render(accept), entities)
         return Response(body, media_type=None, headers={"Content-Type": content_type})
 
     @router.get(
