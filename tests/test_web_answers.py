@@ -5,6 +5,7 @@ they were when each request built its own."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import sys
 import threading
@@ -232,15 +233,18 @@ def test_healthz_is_answered_while_a_metrics_body_is_being_built() -> None:
     assert held == [True] and scraped == [200]
 
 
-def test_serving_shortens_the_thread_switch_interval_and_gives_it_back() -> None:
-    """While a worker builds, the event loop waits this long for the GIL on every turn."""
+def test_serving_shortens_the_thread_switch_interval_and_freezes_start_up() -> None:
+    """While a worker builds, the event loop waits this long for the GIL on every turn, and a full
+    collection walks only what was made since start-up."""
     seen: list[float] = []
+    frozen: list[int] = []
 
     class Recording:
         started = True
 
         def run(self, sockets: list[socket.socket]) -> None:
             seen.append(sys.getswitchinterval())
+            frozen.append(gc.get_freeze_count())
 
     before = sys.getswitchinterval()
     guard = ConnectionGuard(ConnectionLimits())
@@ -248,6 +252,7 @@ def test_serving_shortens_the_thread_switch_interval_and_gives_it_back() -> None
         assert serve(Recording(), sock, guard)
     assert seen == [min(before, GIL_SWITCH_SECONDS)] and GIL_SWITCH_SECONDS < 0.005
     assert sys.getswitchinterval() == before
+    assert frozen[0] > 0 and gc.get_freeze_count() == 0  # start-up's objects, out of collections
 
 
 def test_a_small_snapshot_is_built_where_it_is_asked() -> None:
