@@ -36,19 +36,39 @@ CATALOG = load_catalog()
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-def batch(ts: float, gpus: int) -> list[Sample]:
+def batch(ts: float, gpus: int, idle: bool = False) -> list[Sample]:
     return [
         Sample(
             ts,
             Entity(g, f"GPU-{g}", H100),
             {
-                fields.DRAM_ACTIVE: 0.2 + (g % 7) / 10,
-                fields.PIPE_TENSOR_ACTIVE: 0.1 + (g % 5) / 6,
-                fields.GR_ENGINE_ACTIVE: 0.95,
+                fields.DRAM_ACTIVE: 0.0 if idle else 0.2 + (g % 7) / 10,
+                fields.PIPE_TENSOR_ACTIVE: 0.0 if idle else 0.1 + (g % 5) / 6,
+                fields.GR_ENGINE_ACTIVE: 0.0 if idle else 0.95,
             },
         )
         for g in range(gpus)
     ]
+
+
+def idle_publish(gpus: int, repeat: int) -> tuple[float, float]:
+    """Trails.observe on a snapshot of idle GPUs (no trail, so no step to wait for: every publish
+    asks each GPU), as it runs and with every Estimate derived as it was before `nothing_to_plot`,
+    in the same run: seconds per publish."""
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    sampler.ingest(batch(1000.0, gpus, idle=True))
+    idle = sampler.snapshot
+    fresh = [shifted(idle, -10 - i, i + 1.0) for i in range(1000)]
+    t_skip = best(repeat, 1000, lambda i: Trails().observe(fresh[i]))
+    t_make = best(repeat, 1000, lambda i: Trails())
+
+    def derive_all(i: int) -> None:
+        Trails().observe(fresh[i])
+        for gpu in fresh[i].gpus:
+            _ = gpu.inference.estimate  # what observe derived of each idle GPU before (unmemoised)
+
+    t_derive = best(repeat, 1000, derive_all)
+    return max(0.0, t_skip - t_make), max(0.0, t_derive - t_make)
 
 
 def best(repeat: int, runs: int, work: Callable[[int], object]) -> float:
@@ -90,6 +110,11 @@ def measure(gpus: int, repeat: int) -> None:
         f"  (a) Trails.observe: {t_add * 1e6:.1f} us when every trail takes a point (once per 5 s of "
         f"samples), {max(0.0, t_none - t_make) * 1e6:.1f} us otherwise, {t_seen * 1e6:.2f} us for a "
         f"snapshot already seen; one Sampler.ingest, for scale: {t_ingest * 1e6:.0f} us"
+    )
+    t_idle, t_idle_derived = idle_publish(gpus, repeat)
+    print(
+        f"  (a) with every GPU idle: {t_idle * 1e6:.1f} us per publish; deriving their Estimates "
+        f"as before nothing_to_plot: {t_idle_derived * 1e6:.1f} us"
     )
     current = [sampler.snapshot]
     builder = ViewBuilder(lambda: current[0], CATALOG, trails.current)

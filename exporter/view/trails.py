@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from exporter.state import Snapshot
+from exporter.roofline import DRAM_EPSILON, PIPES
+from exporter.state import GpuState, Snapshot
 from exporter.view.node_view import trail_key
 from exporter.view.roofline_chart import TrailPoint
 
@@ -30,6 +31,25 @@ class _Entry(NamedTuple):
 
 
 _EMPTY: Mapping[str, tuple[TrailPoint, ...]] = MappingProxyType({})
+_PIPE_NAMES: tuple[str, ...] = tuple(f"{pipe}_active" for pipe in PIPES)
+
+
+def nothing_to_plot(gpu: GpuState) -> bool:
+    """True when `gpu`'s Estimate, were it derived, could place no point: no reading, no roof (an
+    unknown card, a MIG instance without a profile), DRAM at rest (intensity undefined below
+    DRAM_EPSILON: an idle GPU) or no compute pipe busy (no FLOP/s). Read from the smoothed inputs
+    and the card profile, which cost a lookup; False says only that the Estimate must be read."""
+    inference = gpu.inference
+    smoothing, profile = inference.smoothing, inference.profile
+    if smoothing is None or profile is None or inference.call is None or inference.raw_regime is None:
+        return True  # EntityInference.estimate is None
+    if profile.roof is None:  # no roof: intensity and FLOP/s are None (CardProfile.roof_for)
+        return True
+    values = smoothing.values
+    dram = values.get("dram_active")
+    if dram is None or dram < DRAM_EPSILON:  # counter_position leaves the intensity undefined
+        return True
+    return not any(values.get(name) for name in _PIPE_NAMES)  # every pipe at 0 or absent: F = 0
 
 
 class Trails:
@@ -63,6 +83,8 @@ class Trails:
             entry = entries.get(key)
             if entry is not None and 0 <= timestamp - entry.last_timestamp < self._step:
                 continue  # before the step is due: the Estimate (derived on read) is not built
+            if nothing_to_plot(gpu):
+                continue  # idle, no roof, no reading: nor is it built for nothing to place
             estimate = gpu.estimate
             if estimate is None:
                 continue

@@ -1,13 +1,16 @@
 """Routes that read the sampler's live state: `/metrics`, `/readyz`, `GET /classify[/{gpu}]`.
 
 Every handler reads the current immutable snapshot and nothing else, so a scrape never waits on
-a GPU library or on the sampler (docs/design.md, "HTTP API"). The handlers are `async` and do no I/O:
-they run on the event loop without a thread-pool hop, and cannot block it.
+a GPU library or on the sampler (docs/design.md, "HTTP API"). What grows with the entities (the
+/metrics body, the verdicts' JSON) is built in a worker thread, once per snapshot
+(exporter/web/answers.py): the event loop only hands over bytes, so `/healthz` and `/readyz`
+are answered while a 1,024-entity snapshot is being encoded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -25,7 +28,8 @@ from exporter.verdict import (
     VerdictTotals,
 )
 from exporter.view.ridge import own_ridge, ridge_note
-from exporter.web.responses import error_body, json_response
+from exporter.web.answers import SnapshotAnswers
+from exporter.web.responses import error_body, json_body_response, json_bytes, json_response
 
 _OWN_FIELDS = frozenset({"card", "unknown_because", "link_utilization"})
 """LiveVerdict fields an Estimate also has that the verdict takes elsewhere: the card from the
@@ -155,13 +159,59 @@ def reduced_clock_of(estimate: Estimate | None) -> VerdictReducedClock | None:
     )
 
 
+def classify_gpus_json(snapshot: Snapshot) -> bytes:
+    """The `gpus` list of GET /classify as JSON: every GPU's verdict (the slow part, kept per
+    snapshot; readiness, which ages with the wall clock, is put around it per request)."""
+    return json_bytes([gpu_verdict(g, snapshot).to_json() for g in snapshot.gpus])
+
+
+def classify_answer(snapshot: Snapshot, gpus_json: bytes) -> bytes:
+    """GET /classify's answer: `gpus_json` (classify_gpus_json) inside the snapshot's readiness,
+    byte for byte what json_bytes writes of the whole object."""
+    ready, reason = snapshot.readiness()
+    head = json_bytes(
+        {
+            "source": snapshot.source.name,
+            "source_up": snapshot.source.up,
+            "ready": ready,
+            "reason": reason,
+            "gpus": None,
+        }
+    )
+    return head.removesuffix(b"null}") + gpus_json + b"}"
+
+
+def classify_found_json(found: list[GpuState], snapshot: Snapshot, key: str) -> bytes:
+    """GET /classify/{key}'s answer for the GPUs `key` found: one verdict, or a MIG GPU's
+    instances."""
+    if len(found) == 1:
+        return json_bytes(gpu_verdict(found[0], snapshot).to_json())
+    return json_bytes({"gpu": key, "instances": [gpu_verdict(g, snapshot).to_json() for g in found]})
+
+
+def present_gpus(snapshot: Snapshot) -> str:
+    """The GPUs on this node as a 404 names them: "0 (GPU-…), 0/1 (GPU-…)"; "none yet"."""
+    present = [
+        f"{g.entity.gpu}"
+        + (f"/{g.entity.gpu_instance}" if g.entity.gpu_instance is not None else "")
+        + f" ({g.entity.uuid})"
+        for g in snapshot.gpus
+    ]
+    return ", ".join(present) if present else "none yet"
+
+
 def build_live_router(
-    state_provider: Callable[[], Snapshot], *, collectors: Collection[str] = DEFAULT_COLLECTORS
+    state_provider: Callable[[], Snapshot],
+    *,
+    collectors: Collection[str] = DEFAULT_COLLECTORS,
+    answers: SnapshotAnswers | None = None,
 ) -> APIRouter:
     """The live routes over `state_provider` (normally `lambda: sampler.snapshot`); /metrics writes
-    the families of `collectors` (exporter/collectors.py)."""
+    the families of `collectors` (exporter/collectors.py). `answers` builds and keeps what is
+    derived per snapshot (a worker thread of its own when not given)."""
     router = APIRouter()
     metrics = MetricsEndpoint(state_provider, collectors=collectors)
+    memo = answers if answers is not None else SnapshotAnswers()
 
     @router.get(
         "/metrics",
@@ -176,7 +226,11 @@ def build_live_router(
         },
     )
     async def get_metrics(request: Request) -> Response:
-        body, content_type = metrics.render(request.headers.get("accept"))
+        accept = request.headers.get("accept")
+        # MetricsEndpoint keeps each snapshot's bytes; the process metrics are read per scrape.
+        # One worker thread: a second scrape of a new snapshot waits for the first one's bytes.
+        entities = len(state_provider().gpus)
+        body, content_type = await memo.run(lambda: metrics.render(accept), entities)
         return Response(body, media_type=None, headers={"Content-Type": content_type})
 
     @router.get(
@@ -202,16 +256,8 @@ def build_live_router(
     @router.get("/classify", summary="The live verdict of every GPU on this node")
     async def get_classify() -> Response:
         snapshot = state_provider()
-        ready, reason = snapshot.readiness()
-        return json_response(
-            {
-                "source": snapshot.source.name,
-                "source_up": snapshot.source.up,
-                "ready": ready,
-                "reason": reason,
-                "gpus": [gpu_verdict(g, snapshot).to_json() for g in snapshot.gpus],
-            }
-        )
+        gpus_json = await memo.get(snapshot, ("classify",), lambda: classify_gpus_json(snapshot))
+        return json_body_response(classify_answer(snapshot, gpus_json))
 
     @router.get(
         "/classify/{gpu}",
@@ -222,18 +268,15 @@ def build_live_router(
         snapshot = state_provider()
         found = snapshot.find(gpu)
         if not found:
-            present = [
-                f"{g.entity.gpu}"
-                + (f"/{g.entity.gpu_instance}" if g.entity.gpu_instance is not None else "")
-                + f" ({g.entity.uuid})"
-                for g in snapshot.gpus
-            ]
-            listing = ", ".join(present) if present else "none yet"
+            listing = await memo.get(snapshot, ("present",), lambda: present_gpus(snapshot))
             detail = f"no GPU {gpu!r} on this node; present: {listing}"
             return json_response(error_body(detail, "gpu"), status_code=404)
-        if len(found) == 1:
-            return json_response(gpu_verdict(found[0], snapshot).to_json())
-        # A MIG-partitioned GPU by index: every instance on it.
-        return json_response({"gpu": gpu, "instances": [gpu_verdict(g, snapshot).to_json() for g in found]})
+        # Keyed by what was found, not by the text asked ("0", "00" and " 0" find the same GPU),
+        # so the answers kept are bounded by the entities; a MIG GPU's answer names the text.
+        key: tuple[Any, ...] = ("one", *((g.entity.uuid, g.entity.gpu_instance) for g in found))
+        if len(found) > 1:
+            key = (*key, gpu)
+        body = await memo.get(snapshot, key, lambda: classify_found_json(found, snapshot, gpu))
+        return json_body_response(body)
 
     return router

@@ -10,14 +10,20 @@ from fastapi.responses import Response
 JSON_MEDIA_TYPE = "application/json"
 
 
-def json_response(payload: Any, status_code: int = 200) -> Response:
+def json_bytes(payload: Any) -> bytes:
     """Plain json.dumps, ASCII-escaped: every answer is str/float/int/None already, and
     allow_nan=False makes sure no NaN or Infinity (not JSON) can leave."""
-    return Response(
-        json.dumps(payload, allow_nan=False).encode("ascii"),
-        status_code=status_code,
-        media_type=JSON_MEDIA_TYPE,
-    )
+    return json.dumps(payload, allow_nan=False).encode("ascii")
+
+
+def json_response(payload: Any, status_code: int = 200) -> Response:
+    """`payload` as the JSON answer (json_bytes)."""
+    return json_body_response(json_bytes(payload), status_code)
+
+
+def json_body_response(body: bytes, status_code: int = 200) -> Response:
+    """An answer whose JSON is written already (json_bytes), e.g. one kept per snapshot."""
+    return Response(body, status_code=status_code, media_type=JSON_MEDIA_TYPE)
 
 
 def error_body(

@@ -52,11 +52,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import logging
 import math
 import resource
 import socket
 import ssl
+import sys
 import threading
 import time
 from asyncio import sslproto
@@ -101,6 +103,13 @@ ACCEPT_BATCH = 16
 backlog it was given in one callback (1,024 here) before anything else runs; under a flood of
 reconnecting clients each such turn took seconds of a loaded machine's share, and a scrape
 waited for every one (`QuietServer.startup` gives asyncio this and the kernel the backlog)."""
+
+
+GIL_SWITCH_SECONDS = 0.001
+"""The interpreter's thread switch interval while serving (Python's default: 5 ms). A thread
+waiting for the GIL gets it after this long; the event loop waits for it on every turn while a
+worker builds a snapshot's answers (exporter/web/answers.py) or the sampler folds a batch, and
+a request takes several turns, so at 5 ms a probe waited tens of milliseconds behind a build."""
 
 
 class ListenError(Exception):
@@ -753,9 +762,17 @@ def serve(server: Any, sock: socket.socket, guard: ConnectionGuard) -> bool:
     loggers = [logging.getLogger("uvicorn.error"), logging.getLogger("asyncio")]
     for logger in loggers:
         logger.addFilter(fault_filter)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, GIL_SWITCH_SECONDS))
+    # What start-up made (modules, the app, the catalog) lives as long as the process: out of the
+    # collector's sight, a full collection walks only the snapshots' objects. Each one holds the
+    # GIL; over start-up's objects they held a 1,024-entity node's event loop for tens of ms.
+    gc.freeze()
     try:
         server.run(sockets=[sock])
     finally:
+        gc.unfreeze()
+        sys.setswitchinterval(switch)
         for logger in loggers:
             logger.removeFilter(fault_filter)
         guard.faults.close()

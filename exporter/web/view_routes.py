@@ -5,8 +5,9 @@ exporter/web/static/ once — so every app serves `/`. `view_router` reads the s
 snapshot, like the live routes: `/live.json` is `GET /classify`'s answer (built by the same
 `gpu_verdict`) plus one roofline SVG per card, which the page polls; `/roofline.svg` is the
 same chart standalone. The charts come from exporter/view (geometry, no web code); this module
-only serves them. Answers are cached per snapshot generation and trail update, so any number of
-open pages costs one build per sample, and none on the scrape path.
+only serves them. Answers are built in a worker thread and kept per snapshot and trail update
+(exporter/web/answers.py), so any number of open pages costs one build per sample, none on the
+scrape path, and none on the event loop.
 
 Everything the page loads comes from this server: a Content-Security-Policy of `'self'` makes
 the browser refuse anything else, so the page works air-gapped and behind `--web-config`.
@@ -33,6 +34,7 @@ from exporter.view.chart_svg import describe, render_svg, render_svg_document
 from exporter.view.node_view import Unplaced, charts_from_verdicts, point_key
 from exporter.view.roofline_chart import ChartSpec, TrailPoint, layout
 from exporter.view.units import REGIME_LOOKS, REGIME_ORDER, regime_glyph, regime_look, regime_word
+from exporter.web.answers import Same, SnapshotAnswers
 from exporter.web.live_routes import gpu_verdict
 from exporter.web.responses import JSON_MEDIA_TYPE, json_response
 
@@ -186,11 +188,32 @@ class ViewBuilder:
         if cached is not None and cached[0] == snapshot.generation and cached[1] is trails:
             body = cached[2]
         else:
-            body = self._build(snapshot, trails)
+            body = self.live_body(snapshot, trails)
             self._cached = (snapshot.generation, trails, body)
-        ready, reason = snapshot.readiness()
-        head = json.dumps({"ready": ready, "reason": reason}, allow_nan=False).encode("ascii")
-        return head[:-1] + b", " + body[1:]
+        return with_readiness(snapshot, body)
+
+    def live_body(self, snapshot: Snapshot, trails: Mapping[str, tuple[TrailPoint, ...]]) -> bytes:
+        """/live.json without readiness: the part built once per (snapshot, trails)."""
+        return self._build(snapshot, trails)
+
+    def svg(
+        self,
+        snapshot: Snapshot,
+        gpus: tuple[GpuState, ...] | None,
+        caption: str,
+        legend: bool,
+        trails: Mapping[str, tuple[TrailPoint, ...]] | None = None,
+    ) -> bytes:
+        """/roofline.svg of `gpus` (default: all) with this caption ("" for none) and legend."""
+        specs, unplaced, _ = self.charts(snapshot, gpus, trails)
+        note = "; ".join(f"GPU {u.key}: {u.reason}" for u in unplaced)
+        document = render_svg_document(
+            [layout(spec) for spec in specs],
+            note=note,
+            caption=caption,
+            legend=LEGEND_REGIMES if legend else (),
+        )
+        return document.encode("utf-8")
 
     def _build(self, snapshot: Snapshot, trails: Mapping[str, tuple[TrailPoint, ...]]) -> bytes:
         specs, unplaced, verdicts = self.charts(snapshot, trails=trails)
@@ -221,14 +244,26 @@ class ViewBuilder:
         return json.dumps(body, allow_nan=False).encode("ascii")
 
 
+def with_readiness(snapshot: Snapshot, body: bytes) -> bytes:
+    """/live.json: the snapshot's readiness now, in front of the `body` kept for it."""
+    ready, reason = snapshot.readiness()
+    head = json.dumps({"ready": ready, "reason": reason}, allow_nan=False).encode("ascii")
+    return head[:-1] + b", " + body[1:]
+
+
 def view_router(
     state_provider: Callable[[], Snapshot],
     catalog: Catalog,
     trails_provider: Callable[[], Mapping[str, tuple[TrailPoint, ...]]] | None = None,
+    *,
+    answers: SnapshotAnswers | None = None,
 ) -> APIRouter:
-    """`GET /live.json` and `GET /roofline.svg` over the live state."""
+    """`GET /live.json` and `GET /roofline.svg` over the live state; `answers` builds and keeps
+    them per snapshot (a worker thread of its own when not given)."""
     router = APIRouter()
     builder = ViewBuilder(state_provider, catalog, trails_provider)
+    trails_of = trails_provider or (lambda: {})
+    memo = answers if answers is not None else SnapshotAnswers()
 
     @router.get(
         "/live.json",
@@ -236,8 +271,10 @@ def view_router(
         summary="What the live page shows: GET /classify's answer plus a roofline SVG per card",
     )
     async def get_live() -> Response:
+        snapshot, trails = state_provider(), trails_of()
+        body = await memo.get(snapshot, ("live", Same(trails)), lambda: builder.live_body(snapshot, trails))
         return Response(
-            builder.live_json(), media_type=JSON_MEDIA_TYPE, headers={"Cache-Control": "no-store"}
+            with_readiness(snapshot, body), media_type=JSON_MEDIA_TYPE, headers={"Cache-Control": "no-store"}
         )
 
     @router.get(
@@ -274,16 +311,15 @@ def view_router(
                     404,
                 )
             chosen = tuple(found)
-        specs, unplaced, _ = builder.charts(snapshot, chosen)
-        note = "; ".join(f"GPU {u.key}: {u.reason}" for u in unplaced)
-        svg = render_svg_document(
-            [layout(spec) for spec in specs],
-            note=note,
-            caption=svg_caption(request.headers.get("host"), snapshot) if caption else "",
-            legend=LEGEND_REGIMES if legend else (),
-        )
+        text = svg_caption(request.headers.get("host"), snapshot) if caption else ""
+        # Keyed by the GPUs found (bounded by the entities) and the caption's text (the Host a
+        # client names: SnapshotAnswers keeps a bounded number of answers per snapshot).
+        which = None if chosen is None else tuple((g.entity.uuid, g.entity.gpu_instance) for g in chosen)
+        trails = trails_of()
+        key = ("svg", which, text, legend, Same(trails))
+        svg = await memo.get(snapshot, key, lambda: builder.svg(snapshot, chosen, text, legend, trails))
         return Response(
-            svg.encode("utf-8"),
+            svg,
             media_type="image/svg+xml",
             headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
         )
