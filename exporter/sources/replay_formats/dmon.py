@@ -1,27 +1,9 @@
 """`dcgmi dmon` text as NVIDIA prints it, captured with `dcgmi dmon -e ... > file`.
 
-What dcgmi prints (NVIDIA DCGM dcgmi/DeviceMonitor.cpp):
-
-    #Entity   GRACT     SMACT     DRAMA               <- DCGM 3.x+: "#Entity", columns left-aligned
-    ID                                                <- the units line (" W", " C", "KB/s", "#")
-    GPU 3     0.871     0.802     N/A                 <- one row per entity, in a fixed order
-    GPU-I 25  0.420     0.398     0.212               <- MIG: a GPU instance, after its GPU
-    GPU-CI 3  0.400     0.390     N/A                    (compute instances are not replayed)
-    ...                                               <- header again every 14 samples
-    dmon was stopped due to receiving a signal.       <- after Ctrl-C (wording varies, below)
-
-Older DCGM (2.x) prints "# Entity" and "Id", right-aligned. Blanks are N/A; values wider than
-their column end in "...". There is no timestamp: a sample is the block of rows until an entity
-repeats (or the header is printed again), spaced by the -d delay (--interval). The order of the
-rows is fixed but need not be sorted: DCGM 2.4-3.3 print the GPUs in the order of an unordered
-map, so the next sample starts where an entity comes again, never where the index falls.
-
-A GPU-I row belongs to the GPU row before it, and keeps that parent for the rest of the file;
-`--mig-profile GPU:GI=PROFILE` names the parent (and profile) where the order cannot (a capture
-that prints every GPU first, then every instance).
-
-Liberal in what we accept: tabs, CRLF, blank lines, a leading "dcgmi dmon ..." echo, "#"
-comments, a leading epoch timestamp per row, unit suffixes, columns named by field id.
+The layout is NVIDIA DCGM's dcgmi/DeviceMonitor.cpp, in both the DCGM 2.x and 3.x+ shapes. There
+is no timestamp: a sample is the block of rows until an entity repeats or the header is printed
+again, spaced by --interval; a GPU-I row belongs to the GPU row before it unless `--mig-profile`
+names its parent. What is accepted and why: docs/replay-formats.md, "`dcgmi dmon` text".
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""Ridgeline's JSON Lines replay format: one sample per line, fields keyed by DCGM id or name.
+"""Ridgeline JSON Lines replay format: one sample per line, fields keyed by DCGM id or name.
 
-    {"ts": 1764432000.0, "gpu": 0, "uuid": "GPU-8e5c...", "model": "NVIDIA H100 80GB HBM3",
-     "gpu_instance": null, "fields": {"1005": 0.71, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.93},
-     "namespace": "llm", "pod": "decode-7f9", "container": "server"}
-
-`ts` (or `timestamp`) and `gpu` are required; `uuid`, `model` (else --model), `gpu_instance`,
-`gpu_instance_profile`, `gpu_instance_sm_count` (the SMs a live source read for the instance)
-and the pod labels are optional; null is a blank. This is also what
-`ridgeline record` writes (`sample_to_json`, the one writer).
-
-A line is what ends in "\\n" (exporter/sources/replay_formats/lines.py), decoded with the
-standard library's json: U+2028 or U+0085 inside a string is part of the line, and a bad line
-is one skip with its own line number. A replay needs about 80 samples a second (8 GPUs at
-10 Hz); benchmarks/bench_replay.py prints what this reader does.
+This is also what `ridgeline record` writes (`sample_to_json`, the one writer). Each line
+(exporter/sources/replay_formats/lines.py) is decoded with the standard library's json, and a bad
+line is one skip with its own line number. The keys: docs/replay-formats.md, "Ridgeline JSON
+Lines".
 """
 
 from __future__ import annotations
