@@ -1,16 +1,10 @@
 """The collectors `ridgeline serve` exports: each declares its families and reads them off a snapshot.
 
-node_exporter's shape: a collector has a name, a default, the families it writes (name, type,
-help, label names) and a `collect` over one snapshot; `--collector.NAME` / `--no-collector.NAME`
-(and `--collector.disable-defaults`) are derived from COLLECTORS, and /metrics says per collector
-whether it succeeded and how long it took (`ridgeline_scrape_collector_*`, written by
-exporter/exposition.py, the encoder). docs/rules-and-dashboards.md, "Series budget", says which
-alert or panel reads each collector. The source-health collector is always on: the health alerts
-need it.
-
-No third-party library, and at run time no Ridgeline module but roofline (state and inference
-are imported for mypy only), so that parsing `serve`'s flags imports neither prometheus_client
-nor the catalog.
+node_exporter's shape: a name, a default, the families it writes and a `collect` over one
+snapshot; `serve`'s `--collector.NAME` flags are derived from COLLECTORS (docs/design.md §4; what
+reads each: docs/rules-and-dashboards.md, "Series budget"). At run time no Ridgeline module but
+roofline is imported (state and inference for mypy only), so parsing `serve`'s flags imports
+neither prometheus_client nor the catalog.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """Prometheus exposition: the encoder that walks the enabled collectors, once per snapshot.
 
-Each collector (exporter/collectors.py) reads fresh families off the snapshot it is handed
-(client_python's custom-collector pattern), so a GPU that disappeared is simply not yielded again:
-no stale series, no module-level Gauge objects. The encoder times each collector and writes
-ridgeline_scrape_collector_success and _duration_seconds (node_exporter's scrape_collector_*).
-Because a snapshot is immutable, its encoding is too: the bytes are cached per (snapshot, content
-type), and a scrape between two batches costs a dictionary lookup. Process metrics (CPU, RSS,
-fds) are encoded fresh and appended.
-
-Labels: per-GPU series carry gpu, uuid, model, card; namespace/pod/container only when the GPU is
-attributed to a pod, gpu_instance only for MIG instances, hpc_job only while a Slurm (HPC) job
-mapping names exactly one job on the GPU (exporter/attribution/hpc.py). A GPU several jobs share
-is counted once, without hpc_job, and ridgeline_hpc_job_info has one series per job on it: every
-sum over per-GPU series counts each GPU once (docs/deployment.md, "Slurm and other HPC
-schedulers"). Series of one family may therefore have different label names, which both the
-text format and OpenMetrics allow; nothing is padded with empty values.
-
-    # HELP ridgeline_dram_active_ratio Smoothed DCGM DRAM_ACTIVE: fraction of cycles ...
-    # TYPE ridgeline_dram_active_ratio gauge
-    ridgeline_dram_active_ratio{card="h100-sxm",gpu="0",model="NVIDIA H100 80GB HBM3",uuid="GPU-..."} 0.71
+Each collector (exporter/collectors.py) reads fresh families off the snapshot it is handed; the
+encoder times each one (ridgeline_scrape_collector_*), caches the bytes per (snapshot, content
+type) and appends the process metrics, encoded fresh. Labels, formats and the cache:
+docs/daemon.md, "Exposition"; `hpc_job` on a GPU several jobs share: docs/deployment.md, "Slurm
+and other HPC schedulers".
 """
 
 from __future__ import annotations
@@ -152,11 +138,11 @@ def _escape_label_value(value: str) -> str:
 def encode(family_list: list[Family], *, openmetrics: bool) -> bytes:
     """Text format 0.0.4 or OpenMetrics 1.0.0, byte for byte what prometheus_client writes.
 
-    prometheus_client re-validates and re-escapes every label name of every sample (about
-    18 µs per sample here, 23 ms for 64 MIG entities). Ridgeline's label names are fixed and
-    legal, and every series of one GPU shares one label dict, so its escaped label block is built
-    once per GPU per snapshot. Values are escaped as the formats require (backslash, newline,
-    double quote) and numbers are written with prometheus_client's own float formatter.
+    prometheus_client re-validates and re-escapes every label name of every sample (its cost:
+    docs/daemon.md, "Figures"). Ridgeline's label names are fixed and legal, and every series of
+    one GPU shares one label dict, so its escaped label block is built once per GPU per snapshot.
+    Values are escaped as the formats require (backslash, newline, double quote) and numbers are
+    written with prometheus_client's own float formatter.
     tests/test_exposition.py checks the output equals prometheus_client's, in both formats.
     """
     blocks: dict[tuple[int, tuple[tuple[str, str], ...]], str] = {}

@@ -1,25 +1,9 @@
 """Inference: one GPU's samples into smoothed ratios, a debounced regime and integrated totals.
 
 Pure (roofline, catalog types, fields and the sample record only), so every rule here is tested
-with synthetic samples and explicit timestamps — no clock, no thread, no GPU library.
-
-Per sample (docs/design.md, "The daemon's inference"; docs/model.md for each rule's source):
-
-* The raw reading is whatever DCGM profiling ratios the source has (DRAM_ACTIVE, the tensor and
-  FP pipes, GR_ENGINE_ACTIVE, SM_ACTIVE, ...). A sample with none of the activity fields is no
-  reading: the GPU gets no derived values at all (never a 0), only the list of fields it lacks.
-  A partial reading gets the verdict its fields can give (`roofline.judge_counters`).
-* Inputs are smoothed exponentially with time constant tau: alpha = 1 - exp(-dt / tau), which is
-  exact for uneven dt (a sample 3 s after the last weighs as three 1 s samples would).
-* The exported regime is debounced: the regime of the smoothed reading must hold continuously for
-  `dwell_seconds` before it replaces the exported one (the first reading sets it at once).
-* Time in regime, FLOPs and DRAM bytes integrate the *raw* per-sample values over each sample's
-  own interval (DCGM counters are averages over the interval that ends at the sample), so their
-  fractions are exact: regime seconds += dt, FLOPs += Σ u·P·dt, bytes += d·B·dt. The counters
-  are born at 0 with the GPU's first reading; intervals that do not describe one contiguous
-  measurement are not integrated (see `integration_cap`).
-
-Each step is a small function below; the rules themselves are roofline's.
+with synthetic samples and explicit timestamps: no clock, no thread, no GPU library. The rules
+(readings, smoothing, dwell, integration and its cap) are docs/daemon.md's "What a verdict is
+made of" and "Counters and integration"; each step is a small function below.
 """
 
 from __future__ import annotations
@@ -120,10 +104,8 @@ _NO_REGIME_SECONDS: Mapping[str, float] = MappingProxyType(dict.fromkeys(REGIMES
 """Totals' default: read-only, so every fresh Totals can share it."""
 
 
-# The per-sample results below are NamedTuples, not frozen dataclasses: `step` builds several
-# per GPU per sample, and a NamedTuple is built with one tuple allocation, where a frozen
-# dataclass's __init__ pays an object.__setattr__ per field. They are just as immutable;
-# `_replace` makes a changed copy.
+# The per-sample results below are NamedTuples (`step` builds several per GPU per sample; why,
+# exporter/sample.py): just as immutable, and `_replace` makes a changed copy.
 
 
 class Totals(NamedTuple):

@@ -642,6 +642,18 @@ def precision_lever(
         return LEVER_BALANCED_FP64 if fp64 else lever
     if regime != "compute_bound" or pipe not in (None, "tensor") or precision is None:
         return lever
+    return _compute_precision_lever(lever, pipe, precision, precisions, fp64_tensor_faster=fp64_tensor_faster)
+
+
+def _compute_precision_lever(
+    lever: str,
+    pipe: Pipe | None,
+    precision: str,
+    precisions: Collection[str],
+    *,
+    fp64_tensor_faster: bool,
+) -> str:
+    """precision_lever for compute-bound work on the tensor pipe or a precision's own peak."""
     if precision == "fp64_tensor":
         return LEVER_COMPUTE_FP64_TENSOR
     if pipe is None and precision == "fp64":  # a CUDA-core peak is the roof
@@ -650,6 +662,11 @@ def precision_lever(
         return LEVER_FP32_PIPE
     if not precisions:
         return lever
+    return _next_precision_down_lever(lever, precision, precisions)
+
+
+def _next_precision_down_lever(lever: str, precision: str, precisions: Collection[str]) -> str:
+    """The tensor lever naming the next precision down, where the card (`precisions`) has it."""
     if precision == "tf32":
         return LEVER_COMPUTE_TF32
     if precision in ("bf16", "fp16"):

@@ -2,24 +2,10 @@
 
 One thread does all GPU-library work (open, read, close, reopen), feeds each sample through
 inference and swaps in a new immutable `Snapshot`; readers only ever load the current reference.
-It is a composition of exporter/sampling/: the source supervisor (open, read, reopen, errors,
-expiry while down), the entity tracker (per-GPU state, fold, departures), the publisher
-(snapshots and their observers) and the enrichers (a GPU's pod and job).
-
-Failure handling, as an SRE would expect of an exporter:
-
-* A source error (`SourceError`) marks the source down with its reason, counts it in
-  `ridgeline_sample_errors_total{reason}`, closes the source and reopens it with exponential
-  backoff (1 s doubling to 30 s). The scrape keeps succeeding throughout.
-* A GPU missing from more than `grace_batches` consecutive batches is dropped: its series vanish.
-  The same happens to every GPU once the source has been down for `grace_batches` intervals.
-  Its counters are kept per (uuid, GPU instance), so when it returns they continue from where
-  they were and never go backwards; the interval spanning the dropout is not integrated.
-* End of a non-looping replay: the last state is kept, the source reads as down with reason
-  "end_of_replay", and the thread idles until stopped.
-* A sample whose timestamp cannot be believed (exporter/sample_checks.py) is skipped and counted
-  under its reason; one that goes back restarts its GPU's timeline. The counters of GPUs that
-  left are kept for their return within a retention (DEPARTED_RETENTION_SECONDS, MAX_DEPARTED).
+It composes exporter/sampling/: the source supervisor (open, read, reopen, errors), the entity
+tracker (per-GPU state, departures), the publisher (snapshots and their observers) and the
+enrichers (a GPU's pod and job). Errors, dropouts, unbelievable timestamps and the end of a
+replay: docs/daemon.md, "Dropouts, errors and health".
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """The daemon's in-memory state: immutable snapshots the sampler publishes and scrapes read.
 
 The sampler thread builds a new `Snapshot` after every batch, or about once a second for batches
-due faster (at most every 20 ms for a replay at --speed max), and swaps one reference; a scrape,
-`GET /classify` or `GET /readyz` reads whichever snapshot is current and never waits on a GPU
-library or on a lock held during sampling (docs/design.md, "HTTP API"). Everything here is
-immutable, so a reader can hold a snapshot as long as it likes. The records are NamedTuples
-rather than frozen dataclasses because the sampler builds snapshots often: a NamedTuple is one
-tuple allocation, a frozen dataclass's __init__ pays an object.__setattr__ per field. `_replace`
-makes a changed copy.
+due faster (at --speed max, at most every sampler.PUBLISH_EVERY_SECONDS), and swaps one
+reference; a scrape, `GET /classify` or `GET /readyz` reads whichever snapshot is current and
+never waits on a GPU library or on a lock held during sampling (docs/design.md, "HTTP API").
+Everything here is immutable, so a reader can hold a snapshot as long as it likes. The records
+are NamedTuples for the reason exporter/sample.py gives; `_replace` makes a changed copy.
 """
 
 from __future__ import annotations

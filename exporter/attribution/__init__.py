@@ -1,7 +1,8 @@
 """Who holds each GPU: Kubernetes pods (kubelet.py, devices.py) and HPC jobs (hpc.py).
 
-No re-exports: importing kubelet.py loads grpc and protobuf (about 12 MiB of RSS), so only
-`serve` with a kubelet socket imports it (exporter/commands/serve.py), and hpc.py does not.
+No re-exports: importing kubelet.py loads grpc and protobuf (their RSS: docs/deployment.md,
+"Pod attribution"), so only `serve` with a kubelet socket imports it (exporter/commands/serve.py),
+and hpc.py does not.
 Generated stubs: podresources_pb2.py, podresources_pb2.pyi, podresources_pb2_grpc.py
 (regenerate with regenerate.sh).
 """

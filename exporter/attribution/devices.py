@@ -1,21 +1,9 @@
 """Turns device-plugin device ids from the kubelet into (GPU UUID, GPU instance id) keys.
 
-The NVIDIA k8s-device-plugin hands the kubelet one id per schedulable device, and the kubelet's
-PodResources API reports those ids back per container. Their shapes (NVIDIA/k8s-device-plugin,
-internal/rm/devices.go; NVIDIA GPU Operator MIG docs):
-
-- whole GPU (``nvidia.com/gpu``, default ``deviceIDStrategy: uuid``): the GPU UUID, ``GPU-<uuid>``;
-- time-slicing / MPS replicas (``nvidia.com/gpu.shared``, or ``nvidia.com/gpu`` when
-  ``renameByDefault`` is false): the id annotated with its replica, ``NewAnnotatedID`` =
-  ``"%s::%d"``, e.g. ``GPU-<uuid>::3`` — the part before ``::`` is the GPU;
-- MIG (``nvidia.com/mig-1g.10gb`` with the mixed strategy, ``nvidia.com/gpu`` with the single
-  strategy): the MIG device UUID. Drivers before R470 printed it as
-  ``MIG-GPU-<gpu uuid>/<gpu instance>/<compute instance>``, which names the GPU and the GPU
-  instance directly; R470 and newer print an opaque ``MIG-<uuid>`` that only NVML/DCGM can map
-  back to its parent GPU and GPU instance, so those go to a resolver the sampling source supplies.
-
-Any other shape (``deviceIDStrategy: index`` gives ``"0"`` or ``"0:1"``) also goes to the
-resolver; without one it stays unresolved rather than guessed.
+The shapes are the NVIDIA k8s-device-plugin's (docs/deployment.md, "Pod attribution", has the
+table): ``GPU-<uuid>``, a replica ``GPU-<uuid>::<n>``, a pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>``.
+Anything else (an R470+ ``MIG-<uuid>``, an index id) goes to the resolver the sampling source
+supplies; without one it stays unresolved rather than guessed.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """HPC job attribution: dcgm-exporter's job-mapping directory becomes the `hpc_job` label.
 
-The convention is dcgm-exporter's (`--hpc-job-mapping-dir`, env DCGM_HPC_JOB_MAPPING_DIR;
-NVIDIA/dcgm-exporter internal/pkg/transformation/hpc.go and hpc_test.go): a directory holding one
-file per GPU, named by the GPU's index (`0`, `1`, ...), or per MIG instance, named
-`<gpu>.<instance>` by the GPU index and the GPU-instance id (`3.0`); each line of a file is the id
-of a job using that GPU. A MIG instance reads its `<gpu>.<instance>` file only, the GPU's own
-series its `<gpu>` file, as dcgm-exporter keys them. A Slurm prolog writes the files when a job
-starts and the epilog removes them when it ends (deploy/slurm, docs/deployment.md).
-
-One file may list several jobs (Slurm `shard` GRES, MPS, oversubscription): the map keeps them
-all, joined by commas (sample.join_hpc_jobs); exposition.py turns them into one series per job
-(docs/deployment.md, "Slurm and other HPC schedulers", says how that differs from
-dcgm-exporter and why).
-
-The directory is read on a background thread every `refresh_seconds`, never on the scrape path
-or in the sampler's round (a slow or hung filesystem must not stall sampling), and at bounded
-cost: at most MAX_FILES entries, MAX_FILE_BYTES per file and MAX_JOBS_PER_GPU ids per GPU. An
-entry that is not a mapping file (a name that is not a GPU index, a directory, a file that
-cannot be read, lines that are not job ids) is skipped with a note, and each note is logged
-once while it lasts, at most MAX_NOTES_LOGGED a refresh; hidden names (`.lock`) are the writers'
-own and skipped silently. A missing or unreadable directory is one log line (and another when
-it comes back), not a crash: the first prolog may create it.
+The directory (one file per GPU index or `<gpu>.<instance>`, one job id a line) is read on a
+background thread every `refresh_seconds`, never on the scrape path or in the sampler's round,
+and at bounded cost (MAX_FILES, MAX_FILE_BYTES, MAX_JOBS_PER_GPU). Several jobs on one GPU are
+kept, joined by commas (sample.join_hpc_jobs). The layout, shared GPUs and what is skipped:
+docs/deployment.md, "Slurm and other HPC schedulers".
 """
 
 from __future__ import annotations

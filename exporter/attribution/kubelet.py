@@ -1,20 +1,10 @@
 """Attributes GPUs to Kubernetes pods from the kubelet's PodResources API, off the scrape path.
 
 A background thread calls ``v1.PodResourcesLister/List`` on the kubelet's unix socket every
-``refresh_seconds`` and swaps in an immutable map (GPU UUID, GPU instance) -> holders. A sample
-or a scrape only reads that map: dcgm-exporter once called the kubelet on every scrape and took
-nodes to 10 cores, which this design rules out (docs/design.md, "The daemon's inference").
-
-Kubelet restarts: the kubelet removes and recreates its socket. A failed refresh closes the gRPC
-channel and the next one opens a fresh channel, so the attributor follows the new socket. While
-the kubelet is away, the last good map is kept for ``keep_last_seconds`` (default two refresh
-periods) after the last good refresh: pods rarely change across a kubelet restart, and dropping
-labels for a few seconds would split every series. Past that the map is dropped, because stale
-attribution (a GPU reported as held by a pod that is gone) is worse than none.
-
-Shared GPUs (time-slicing, MPS): DCGM counters describe the whole GPU, so when several
-containers hold replicas of one GPU no single pod can be credited; ``lookup`` returns None and
-``holders`` lists them all.
+``refresh_seconds`` and swaps in an immutable map (GPU UUID, GPU instance) -> holders; a sample
+or a scrape only reads that map. A failed refresh reopens the channel next time, the last good
+map is kept for ``keep_last_seconds``, and a GPU several containers share is credited to none
+(``lookup`` returns None, ``holders`` lists them): docs/deployment.md, "Pod attribution".
 """
 
 from __future__ import annotations

@@ -93,17 +93,7 @@ class ReplaySource:
         if the file cannot play."""
         options = self._options
         speed = options.speed
-        if speed is not None and not (speed > 0 and speed != float("inf")):
-            raise SourceUnavailable("bad_speed", f"--speed must be a positive number or 'max', not {speed}")
-        if options.replay_format is not None and options.replay_format not in FORMATS:
-            raise SourceUnavailable(
-                "bad_format",
-                f"unknown --replay-format {options.replay_format!r}; choose one of: {', '.join(FORMATS)}",
-            )
-        if options.interval_seconds <= 0:
-            raise SourceUnavailable(
-                "bad_interval", f"--interval must be positive, not {options.interval_seconds}"
-            )
+        _check_options(options)
         name, opener = self._locate()
         self.display_name = name
         head, too_long = _head(opener, name)
@@ -133,14 +123,7 @@ class ReplaySource:
             ctx.finish_logging()
             if detected is not None and detected != chosen:
                 raise SourceUnavailable("replay_format", mismatch) from None
-            reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(ctx.skipped.items()))
-            hint = "; pass --model with the GPU's NVML name" if "no_model" in ctx.skipped else ""
-            raise SourceUnavailable(
-                "replay_no_samples",
-                f"no valid sample in {name} ({ctx.lines_read} lines read"
-                + (f"; skipped {reasons})" if reasons else ")")
-                + hint,
-            ) from None
+            raise _no_samples(name, ctx) from None
         except ReplayFormatError as exc:
             if detected is not None and detected != chosen:
                 raise SourceUnavailable("replay_format", mismatch) from None
@@ -342,6 +325,34 @@ class ReplaySource:
                 "replay_unreadable", f"cannot read replay file {replay}: {reason}"
             ) from None
         return replay, lambda: open(path, "rb")
+
+
+def _check_options(options: SourceOptions) -> None:
+    """SourceUnavailable for a --speed, --replay-format or --interval no replay can use."""
+    speed = options.speed
+    if speed is not None and not (speed > 0 and speed != float("inf")):
+        raise SourceUnavailable("bad_speed", f"--speed must be a positive number or 'max', not {speed}")
+    if options.replay_format is not None and options.replay_format not in FORMATS:
+        raise SourceUnavailable(
+            "bad_format",
+            f"unknown --replay-format {options.replay_format!r}; choose one of: {', '.join(FORMATS)}",
+        )
+    if options.interval_seconds <= 0:
+        raise SourceUnavailable(
+            "bad_interval", f"--interval must be positive, not {options.interval_seconds}"
+        )
+
+
+def _no_samples(name: str, ctx: ParseContext) -> SourceUnavailable:
+    """The error for a file that held no valid sample: lines read and what was skipped, why."""
+    reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(ctx.skipped.items()))
+    hint = "; pass --model with the GPU's NVML name" if "no_model" in ctx.skipped else ""
+    return SourceUnavailable(
+        "replay_no_samples",
+        f"no valid sample in {name} ({ctx.lines_read} lines read"
+        + (f"; skipped {reasons})" if reasons else ")")
+        + hint,
+    )
 
 
 def _head(opener: Opener, name: str) -> tuple[list[str], int]:

@@ -1,27 +1,9 @@
 """`dcgmi dmon` text as NVIDIA prints it, captured with `dcgmi dmon -e ... > file`.
 
-What dcgmi prints (NVIDIA DCGM dcgmi/DeviceMonitor.cpp):
-
-    #Entity   GRACT     SMACT     DRAMA               <- DCGM 3.x+: "#Entity", columns left-aligned
-    ID                                                <- the units line (" W", " C", "KB/s", "#")
-    GPU 3     0.871     0.802     N/A                 <- one row per entity, in a fixed order
-    GPU-I 25  0.420     0.398     0.212               <- MIG: a GPU instance, after its GPU
-    GPU-CI 3  0.400     0.390     N/A                    (compute instances are not replayed)
-    ...                                               <- header again every 14 samples
-    dmon was stopped due to receiving a signal.       <- after Ctrl-C (wording varies, below)
-
-Older DCGM (2.x) prints "# Entity" and "Id", right-aligned. Blanks are N/A; values wider than
-their column end in "...". There is no timestamp: a sample is the block of rows until an entity
-repeats (or the header is printed again), spaced by the -d delay (--interval). The order of the
-rows is fixed but need not be sorted: DCGM 2.4-3.3 print the GPUs in the order of an unordered
-map, so the next sample starts where an entity comes again, never where the index falls.
-
-A GPU-I row belongs to the GPU row before it, and keeps that parent for the rest of the file;
-`--mig-profile GPU:GI=PROFILE` names the parent (and profile) where the order cannot (a capture
-that prints every GPU first, then every instance).
-
-Liberal in what we accept: tabs, CRLF, blank lines, a leading "dcgmi dmon ..." echo, "#"
-comments, a leading epoch timestamp per row, unit suffixes, columns named by field id.
+The layout is NVIDIA DCGM's dcgmi/DeviceMonitor.cpp, in both the DCGM 2.x and 3.x+ shapes. There
+is no timestamp: a sample is the block of rows until an entity repeats or the header is printed
+again, spaced by --interval; a GPU-I row belongs to the GPU row before it unless `--mig-profile`
+names its parent. What is accepted and why: docs/replay-formats.md, "`dcgmi dmon` text".
 """
 
 from __future__ import annotations
@@ -115,28 +97,14 @@ class _DmonReader:
         if not text:
             return None
         if is_header(text):
-            self.columns = [ctx.column(tag) for tag in text.lstrip("#").split()[1:]]
-            self.header_text = line
-            self.seen_header = True
-            self.expect_units = True
-            self.last_gpu = None
-            return self.batcher.close()
+            return self._header(line, text)
         if self.expect_units:
             self.expect_units = False
             if text.split()[0].lower() == "id":
                 return None
         if text.startswith("#") or TRAILERS.search(text):
             return None
-        tokens = text.split()
-        row_time: float | None = None
-        if len(tokens) > 2 and tokens[0].upper() not in ENTITY_KINDS and tokens[1].upper() in ENTITY_KINDS:
-            # A row prefixed with its time (`dcgmi dmon | ts`, a logging wrapper): epoch seconds
-            # or ISO 8601 set the batch time; any other prefix (a time of day) is dropped.
-            try:
-                row_time = parse_timestamp(tokens[0])
-            except ValueError:
-                row_time = None
-            tokens = tokens[1:]
+        row_time, tokens = _split_row_time(text.split())
         kind = tokens[0].upper()
         if kind not in ENTITY_KINDS:
             if self.seen_header:
@@ -147,32 +115,11 @@ class _DmonReader:
         if self.columns is None:
             ctx.skip(number, "no_header", "row before any #Entity header")
             return None
-        id_text = tokens[1] if len(tokens) > 1 else ""
-        if not (id_text.isascii() and id_text.isdigit() and len(id_text) <= _MAX_ID_DIGITS):
-            ctx.skip(number, "bad_entity", f"entity {' '.join(tokens[:2])[:40]!r} has no numeric id")
+        entity_id = self._entity_id(number, kind, tokens)
+        if entity_id is None:
             return None
-        entity_id = int(id_text)
-        if kind == "GPU-CI":
-            ctx.skip(number, "compute_instance", "GPU-CI rows are not replayed (one sample per instance)")
-            return None
-        if kind not in ("GPU", "GPU-I"):
-            ctx.skip(number, "unsupported_entity", f"{tokens[0]} rows are not GPUs")
-            return None
-        cells = tokens[2:]
-        if len(cells) != len(self.columns):
-            realigned = _realign(cells, line, self.header_text, len(self.columns))
-            if realigned is None:
-                ctx.skip(
-                    number,
-                    "column_count",
-                    f"{len(cells)} values where the header has {len(self.columns)} columns",
-                )
-                return None
-            cells = realigned
-        try:
-            values = _values(cells, self.columns)
-        except BadValue as exc:
-            ctx.skip(number, "bad_value", str(exc))
+        values = self._row_values(number, tokens[2:], line, self.columns)
+        if values is None:
             return None
         if kind == "GPU":
             self.last_gpu = entity_id
@@ -182,6 +129,51 @@ class _DmonReader:
         uuid = f"GPU-dmon-{gpu}" if instance is None else f"MIG-dmon-{gpu}-{instance}"
         entity = ctx.entity(gpu, uuid, self.model, instance)
         return self.batcher.add(number, entity, values, row_time=row_time)
+
+    def _header(self, line: str, text: str) -> Batch | None:
+        """Take a (repeated) #Entity header's columns; it closes the open sample."""
+        self.columns = [self.ctx.column(tag) for tag in text.lstrip("#").split()[1:]]
+        self.header_text = line
+        self.seen_header = True
+        self.expect_units = True
+        self.last_gpu = None
+        return self.batcher.close()
+
+    def _entity_id(self, number: int, kind: str, tokens: list[str]) -> int | None:
+        """A GPU or GPU-I row's numeric entity id; None (the row skipped) for anything else."""
+        ctx = self.ctx
+        id_text = tokens[1] if len(tokens) > 1 else ""
+        if not (id_text.isascii() and id_text.isdigit() and len(id_text) <= _MAX_ID_DIGITS):
+            ctx.skip(number, "bad_entity", f"entity {' '.join(tokens[:2])[:40]!r} has no numeric id")
+            return None
+        if kind == "GPU-CI":
+            ctx.skip(number, "compute_instance", "GPU-CI rows are not replayed (one sample per instance)")
+            return None
+        if kind not in ("GPU", "GPU-I"):
+            ctx.skip(number, "unsupported_entity", f"{tokens[0]} rows are not GPUs")
+            return None
+        return int(id_text)
+
+    def _row_values(
+        self, number: int, cells: list[str], line: str, columns: list[Column | None]
+    ) -> dict[int, float | None] | None:
+        """The row's field values, realigned to the header if need be; None (skipped) if bad."""
+        ctx = self.ctx
+        if len(cells) != len(columns):
+            realigned = _realign(cells, line, self.header_text, len(columns))
+            if realigned is None:
+                ctx.skip(
+                    number,
+                    "column_count",
+                    f"{len(cells)} values where the header has {len(columns)} columns",
+                )
+                return None
+            cells = realigned
+        try:
+            return _values(cells, columns)
+        except BadValue as exc:
+            ctx.skip(number, "bad_value", str(exc))
+            return None
 
     def _parent(self, number: int, instance: int) -> int:
         """A GPU-I row's GPU: named by --mig-profile, else the one it was first seen under, else
@@ -203,6 +195,19 @@ class _DmonReader:
         if len(self.parents) < 4096:
             self.parents[instance] = parent
         return parent
+
+
+def _split_row_time(tokens: list[str]) -> tuple[float | None, list[str]]:
+    """A row's leading time, if it has one, and the row without it."""
+    if len(tokens) > 2 and tokens[0].upper() not in ENTITY_KINDS and tokens[1].upper() in ENTITY_KINDS:
+        # A row prefixed with its time (`dcgmi dmon | ts`, a logging wrapper): epoch seconds
+        # or ISO 8601 set the batch time; any other prefix (a time of day) is dropped.
+        try:
+            row_time: float | None = parse_timestamp(tokens[0])
+        except ValueError:
+            row_time = None
+        return row_time, tokens[1:]
+    return None, tokens
 
 
 def _values(cells: list[str], columns: list[Column | None]) -> dict[int, float | None]:

@@ -1,18 +1,9 @@
-"""Ridgeline's JSON Lines replay format: one sample per line, fields keyed by DCGM id or name.
+"""Ridgeline JSON Lines replay format: one sample per line, fields keyed by DCGM id or name.
 
-    {"ts": 1764432000.0, "gpu": 0, "uuid": "GPU-8e5c...", "model": "NVIDIA H100 80GB HBM3",
-     "gpu_instance": null, "fields": {"1005": 0.71, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.93},
-     "namespace": "llm", "pod": "decode-7f9", "container": "server"}
-
-`ts` (or `timestamp`) and `gpu` are required; `uuid`, `model` (else --model), `gpu_instance`,
-`gpu_instance_profile`, `gpu_instance_sm_count` (the SMs a live source read for the instance)
-and the pod labels are optional; null is a blank. This is also what
-`ridgeline record` writes (`sample_to_json`, the one writer).
-
-A line is what ends in "\\n" (exporter/sources/replay_formats/lines.py), decoded with the
-standard library's json: U+2028 or U+0085 inside a string is part of the line, and a bad line
-is one skip with its own line number. A replay needs about 80 samples a second (8 GPUs at
-10 Hz); benchmarks/bench_replay.py prints what this reader does.
+This is also what `ridgeline record` writes (`sample_to_json`, the one writer). Each line
+(exporter/sources/replay_formats/lines.py) is decoded with the standard library's json, and a bad
+line is one skip with its own line number. The keys: docs/replay-formats.md, "Ridgeline JSON
+Lines".
 """
 
 from __future__ import annotations
@@ -141,73 +132,17 @@ def _text(obj: dict[str, object], key: str) -> str | None:
 
 def sample_from_object(obj: dict[str, object], ctx: ParseContext) -> Sample:
     """One line's object as a Sample; LineError or BadValue says what is wrong with it."""
-    raw_fields = obj.get("fields")
-    if raw_fields is None:
-        raw_fields = {}
-    elif not isinstance(raw_fields, dict):
-        raise LineError("bad_fields", f"'fields' must be an object, not {type(raw_fields).__name__}")
-    values: dict[int, float | None] = {}
-    for key, raw in raw_fields.items():
-        column = ctx.column(key)
-        if column is not None:
-            _keep(values, column, raw)
-    for key in obj.keys() - ENTITY_KEYS:  # field values at the top level, by a known name
-        column = ctx.column(key)
-        if column is None:
-            raise LineError("unknown_key", f"unknown key {key[:40]!r}")
-        _keep(values, column, obj[key])
-
-    raw_ts = obj["ts"] if "ts" in obj else obj.get("timestamp")
-    if raw_ts is None:
-        raise LineError("bad_timestamp", "no 'ts' (timestamp)")
-    try:
-        timestamp = parse_timestamp(raw_ts)
-    except ValueError as exc:
-        raise LineError("bad_timestamp", str(exc)) from None
-
-    if obj.get("gpu") is None:
-        raise LineError("bad_gpu", "no 'gpu' index")
-    try:
-        gpu = parse_index(obj["gpu"], "gpu")
-    except ValueError as exc:
-        raise LineError("bad_gpu", str(exc)) from None
-
-    model = _text(obj, "model")
-    if model is None:
-        model = ctx.default_model
-        if model is None:
-            raise LineError(
-                "no_model",
-                f"line for GPU {gpu} has no 'model' and no --model was given; pass --model with "
-                "the GPU's NVML name (e.g. 'NVIDIA H100 80GB HBM3')",
-            )
-    elif not model:
-        raise LineError("bad_entity", "'model' must be a non-empty string")
-
+    values = _field_values(obj, ctx)
+    timestamp = _timestamp(obj)
+    gpu = _gpu(obj)
+    model = _model(obj, ctx, gpu)
     uuid = _text(obj, "uuid")
-    gpu_instance = None
-    raw_instance = obj.get("gpu_instance")
-    if raw_instance is not None:
-        if isinstance(raw_instance, bool) or not isinstance(raw_instance, int):
-            raise LineError(
-                "bad_entity", f"'gpu_instance' must be a non-negative integer, not {str(raw_instance)[:20]!r}"
-            )
-        try:
-            gpu_instance = parse_index(raw_instance, "gpu_instance")
-        except ValueError as exc:
-            raise LineError("bad_entity", str(exc)) from None
+    gpu_instance = _gpu_instance(obj)
     try:
         profile = profile_text(obj.get("gpu_instance_profile"))
     except ValueError as exc:
         raise LineError("bad_entity", str(exc)) from None
-    sm_count = obj.get("gpu_instance_sm_count")
-    if sm_count is not None and (
-        isinstance(sm_count, bool) or not isinstance(sm_count, int) or not 0 < sm_count <= MAX_SM_COUNT
-    ):
-        raise LineError(
-            "bad_entity",
-            f"'gpu_instance_sm_count' must be an integer in 1..{MAX_SM_COUNT}, not {str(sm_count)[:20]!r}",
-        )
+    sm_count = _sm_count(obj)
 
     attribution = None
     namespace, pod, container = _text(obj, "namespace"), _text(obj, "pod"), _text(obj, "container")
@@ -229,6 +164,91 @@ def sample_from_object(obj: dict[str, object], ctx: ParseContext) -> Sample:
         attribution=attribution,
         hpc_job=_text(obj, "hpc_job"),
     )
+
+
+def _field_values(obj: dict[str, object], ctx: ParseContext) -> dict[int, float | None]:
+    """The line's field values: its `fields` object, then known field names at the top level."""
+    raw_fields = obj.get("fields")
+    if raw_fields is None:
+        raw_fields = {}
+    elif not isinstance(raw_fields, dict):
+        raise LineError("bad_fields", f"'fields' must be an object, not {type(raw_fields).__name__}")
+    values: dict[int, float | None] = {}
+    for key, raw in raw_fields.items():
+        column = ctx.column(key)
+        if column is not None:
+            _keep(values, column, raw)
+    for key in obj.keys() - ENTITY_KEYS:  # field values at the top level, by a known name
+        column = ctx.column(key)
+        if column is None:
+            raise LineError("unknown_key", f"unknown key {key[:40]!r}")
+        _keep(values, column, obj[key])
+    return values
+
+
+def _timestamp(obj: dict[str, object]) -> float:
+    """`ts`, else `timestamp`: required."""
+    raw_ts = obj["ts"] if "ts" in obj else obj.get("timestamp")
+    if raw_ts is None:
+        raise LineError("bad_timestamp", "no 'ts' (timestamp)")
+    try:
+        return parse_timestamp(raw_ts)
+    except ValueError as exc:
+        raise LineError("bad_timestamp", str(exc)) from None
+
+
+def _gpu(obj: dict[str, object]) -> int:
+    """The GPU index: required."""
+    if obj.get("gpu") is None:
+        raise LineError("bad_gpu", "no 'gpu' index")
+    try:
+        return parse_index(obj["gpu"], "gpu")
+    except ValueError as exc:
+        raise LineError("bad_gpu", str(exc)) from None
+
+
+def _model(obj: dict[str, object], ctx: ParseContext, gpu: int) -> str:
+    """The line's `model`, else --model; a line with neither names the flag."""
+    model = _text(obj, "model")
+    if model is None:
+        model = ctx.default_model
+        if model is None:
+            raise LineError(
+                "no_model",
+                f"line for GPU {gpu} has no 'model' and no --model was given; pass --model with "
+                "the GPU's NVML name (e.g. 'NVIDIA H100 80GB HBM3')",
+            )
+    elif not model:
+        raise LineError("bad_entity", "'model' must be a non-empty string")
+    return model
+
+
+def _gpu_instance(obj: dict[str, object]) -> int | None:
+    """The MIG GPU-instance id, a JSON integer; None for a whole GPU."""
+    raw_instance = obj.get("gpu_instance")
+    if raw_instance is None:
+        return None
+    if isinstance(raw_instance, bool) or not isinstance(raw_instance, int):
+        raise LineError(
+            "bad_entity", f"'gpu_instance' must be a non-negative integer, not {str(raw_instance)[:20]!r}"
+        )
+    try:
+        return parse_index(raw_instance, "gpu_instance")
+    except ValueError as exc:
+        raise LineError("bad_entity", str(exc)) from None
+
+
+def _sm_count(obj: dict[str, object]) -> int | None:
+    """The SMs a live source read for the instance, if the line has them."""
+    sm_count = obj.get("gpu_instance_sm_count")
+    if sm_count is not None and (
+        isinstance(sm_count, bool) or not isinstance(sm_count, int) or not 0 < sm_count <= MAX_SM_COUNT
+    ):
+        raise LineError(
+            "bad_entity",
+            f"'gpu_instance_sm_count' must be an integer in 1..{MAX_SM_COUNT}, not {str(sm_count)[:20]!r}",
+        )
+    return sm_count
 
 
 def _keep(values: dict[int, float | None], column: Column, raw: object) -> None:
