@@ -95,7 +95,9 @@ class Demo:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     tmp = tmp_path_factory.mktemp("dashboards-demo")
     with running_stack(tmp) as stack:
-        address = stack.start_ridgeline("demo", "--replay", "demo", "--loop", "--speed", "1")
+        address = stack.start_ridgeline(  # as scripts/demo serves it: the links panel filled
+            "demo", "--replay", "demo", "--loop", "--speed", "1", "--collector.links"
+        )
         stack.start_prometheus(
             [{"targets": [address], "labels": {"cluster": CLUSTER, "node": NODE}}], job=JOB
         )

@@ -42,7 +42,9 @@ def serve_args(layout: Path, *args: str, **env: str) -> list[str]:
 
 
 def test_the_demo_listens_on_localhost_by_default(layout: Path) -> None:
-    assert serve_args(layout) == ["serve", "--listen", "127.0.0.1:10295", "--replay", "demo", "--loop"]
+    assert serve_args(layout) == [
+        "serve", "--listen", "127.0.0.1:10295", "--replay", "demo", "--loop", "--collector.links"
+    ]  # fmt: skip
     assert serve_args(layout, "--source", "auto")[:3] == ["serve", "--listen", "127.0.0.1:10295"]
 
 
@@ -52,4 +54,6 @@ def test_the_address_can_be_overridden(layout: Path) -> None:
     own = serve_args(layout, "--replay", "demo", "--listen", "0.0.0.0:9999")
     assert own == ["serve", "--replay", "demo", "--listen", "0.0.0.0:9999"]
     assert serve_args(layout, "--listen=[::1]:10295") == ["serve", "--listen=[::1]:10295"]
-    assert serve_args(layout, RIDGELINE_SERVE_LISTEN="0.0.0.0:1") == ["serve", "--replay", "demo", "--loop"]
+    assert serve_args(layout, RIDGELINE_SERVE_LISTEN="0.0.0.0:1") == [
+        "serve", "--replay", "demo", "--loop", "--collector.links"
+    ]  # fmt: skip
