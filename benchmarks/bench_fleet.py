@@ -787,11 +787,14 @@ def measure_round(prometheus: Prometheus, variant: str, cycles: int, after: floa
 def alternate_rounds(
     prometheus: Prometheus, variants: dict[str, list[Path]], rounds: int, cycles: int
 ) -> list[Round]:
-    """`rounds` rounds of each variant, alternating (A B A B ...), so both see the same load."""
+    """`rounds` rounds of each variant, alternating in mirrored pairs (A B B A A B ...), so both see
+    the same load: a load or a warm-up that drifts through the run (the first rounds after the
+    start are the slowest) favours neither variant, as A B A B would favour B."""
     out: list[Round] = []
     loaded: str | None = None
-    for _ in range(rounds):
-        for variant, files in variants.items():
+    order = list(variants.items())
+    for number in range(rounds):
+        for variant, files in order if number % 2 == 0 else order[::-1]:
             if loaded != variant:
                 if loaded is not None or len(variants) > 1:
                     prometheus.load_rules(files)
