@@ -259,48 +259,17 @@ def test_each_recording_level_reads_only_the_level_below() -> None:
             assert _level(used) in READS[level], f"{rule['record']} ({level}) reads {used}"
 
 
-HALF = re.compile(r'instance(=~|!~)"([^"]+)"(, )?')
-"""The matcher that gives a per-GPU reader one half of the instances (docs/rules-and-dashboards.md,
-"Recording rules"): `=~` in one group, `!~` with the same pattern in its twin."""
-
-
-def _half(expr: str) -> tuple[str, str]:
-    """(the expression without its instance-half matchers, which half: "=~", "!~" or "")."""
-    found = {(op, pattern) for op, pattern, _ in HALF.findall(expr)}
-    assert len(found) <= 1, f"mixed instance halves in {expr}"
-    bare = re.sub(r"\{\}", "", HALF.sub("", expr))
-    return bare, next(iter(found))[0] if found else ""
-
-
-def test_instance_halves_are_twins_that_cover_every_instance() -> None:
-    """Each half-reader has a twin with the complementary matcher (same pattern) and otherwise the
-    same expression and record, so the two record disjoint label sets whose union is the whole."""
-    halves: dict[tuple[str, str], set[str]] = {}
-    patterns = set()
-    for rule in _rules("record") + _rules("alert"):
-        bare, op = _half(rule["expr"])
-        patterns |= {pattern for _, pattern, _ in HALF.findall(rule["expr"])}
-        if op:
-            key = (rule.get("record") or rule["alert"], bare + str(rule.get("labels")))
-            halves.setdefault(key, set()).add(op)
-    assert halves, "no rule reads half of the instances"
-    assert len(patterns) == 1, patterns
-    for key, ops in halves.items():
-        assert ops == {"=~", "!~"}, f"{key[0]}: only {ops}"
-
-
 def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
     """A rule that reads a per-GPU family scans every GPU of the fleet: each family has one reader,
     or one per regime (each matching one `regime`, all of them together: the family read once in
-    parts, each part in a group of its own), in each half of the instances, and only instance_gpu
-    and instance_workload rules and the frozen-counter alert read per-GPU series at all."""
-    readers: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    parts, each part in a group of its own), and only instance_gpu and instance_workload rules and
+    the frozen-counter alert read per-GPU series at all."""
+    readers: dict[str, list[dict[str, Any]]] = {}
     for rule in _rules("record") + _rules("alert"):
-        bare, half = _half(rule["expr"])
         for used in _names_read(rule["expr"]) & PER_GPU_FAMILIES:
-            readers.setdefault((used, half), []).append({**rule, "expr": bare})
+            readers.setdefault(used, []).append(rule)
     assert readers, "no rule reads a per-GPU family?"
-    for (family, _), rules in readers.items():
+    for family, rules in readers.items():
         if len(rules) == 1:
             continue
         selectors = [re.findall(rf'{family}\{{(regime="(\w+)"[^}}]*)\}}', r["expr"]) for r in rules]
