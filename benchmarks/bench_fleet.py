@@ -787,11 +787,14 @@ def measure_round(prometheus: Prometheus, variant: str, cycles: int, after: floa
 def alternate_rounds(
     prometheus: Prometheus, variants: dict[str, list[Path]], rounds: int, cycles: int
 ) -> list[Round]:
-    """`rounds` rounds of each variant, alternating (A B A B ...), so both see the same load."""
+    """`rounds` rounds of each variant, alternating in mirrored pairs (A B B A A B ...), so both see
+    the same load: a load or a warm-up that drifts through the run (the first rounds after the
+    start are the slowest) favours neither variant, as A B A B would favour B."""
     out: list[Round] = []
     loaded: str | None = None
-    for _ in range(rounds):
-        for variant, files in variants.items():
+    order = list(variants.items())
+    for number in range(rounds):
+        for variant, files in order if number % 2 == 0 else order[::-1]:
             if loaded != variant:
                 if loaded is not None or len(variants) > 1:
                     prometheus.load_rules(files)
@@ -1103,20 +1106,24 @@ BUDGET_MS = 100.0
 
 
 def report_groups(rounds: list[Round]) -> None:
-    """Each group's median and max evaluation time per variant, with the load and Prometheus CPU."""
+    """Each group's median and max evaluation time per variant, its share of the variant's sum of
+    medians (what ranks the groups when the load makes absolute figures mean little), with the load
+    and Prometheus CPU."""
     variants = list(dict.fromkeys(r.variant for r in rounds))
     figures = {v: group_figures(rounds, v) for v in variants}
+    sums = {v: sum(g.median_ms for g in f.values()) or 1.0 for v, f in figures.items()}
     names = sorted({name for f in figures.values() for name in f})
-    head = "".join(f" | {v[:22]:>22} {'max':>6} {'load':>5} {'cores':>5}" for v in variants)
+    head = "".join(f" | {v[:22]:>22} {'max':>6} {'share':>6} {'load':>5} {'cores':>5}" for v in variants)
     print(f"\n{'rule group':58}{head}")
     for name in names:
         cells = ""
         for v in variants:
             g = figures[v].get(name)
             cells += (
-                f" | {g.median_ms:22.1f} {g.max_ms:6.0f} {g.load:5.2f} {g.cores:5.2f}"
+                f" | {g.median_ms:22.1f} {g.max_ms:6.0f} {100 * g.median_ms / sums[v]:5.1f}%"
+                f" {g.load:5.2f} {g.cores:5.2f}"
                 if g
-                else f" | {'-':>22} {'':6} {'':5} {'':5}"
+                else f" | {'-':>22} {'':6} {'':6} {'':5} {'':5}"
             )
         print(f"{name[:58]:58}{cells}")
     for v in variants:
