@@ -308,17 +308,7 @@ def render_svg_document(
     at the bottom, so it still says what it shows pasted into a ticket. Without caption and
     legend one chart is the bare chart."""
     if not scenes:
-        text = note or "no GPU with a known card on this node yet"
-        lines = [t for t in (caption, text) if t]
-        height = 24 + 22 * len(lines)
-        texts = "".join(
-            f'<text x="16" y="{34 + 22 * i}" fill="{INK}">{_esc(line)}</text>' for i, line in enumerate(lines)
-        )
-        return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="{height}" '
-            f'viewBox="0 0 640 {height}" role="img" font-family="system-ui, sans-serif" font-size="13">'
-            f'<title>Roofline</title><rect width="640" height="{height}" fill="#ffffff"/>{texts}</svg>'
-        )
+        return _empty_document(note or "no GPU with a known card on this node yet", caption)
     if len(scenes) == 1 and not caption and not legend:
         return render_svg(scenes[0], standalone=True)
     headed = bool(caption) or len(scenes) > 1
@@ -340,6 +330,29 @@ def render_svg_document(
     if caption:
         parts.append(f'<text class="rl-caption" x="8" y="{_f(y + 16)}" fill="{MUTED}">{_esc(caption)}</text>')
         y += CAPTION_HEIGHT
+    y = _stack_charts(parts, scenes, y, headed=headed)
+    if legend:
+        parts.append(legend_svg(legend, y + LEGEND_HEIGHT / 2, width))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _empty_document(text: str, caption: str) -> str:
+    """A standalone SVG saying there is no chart to draw (and the caption, when there is one)."""
+    lines = [t for t in (caption, text) if t]
+    height = 24 + 22 * len(lines)
+    texts = "".join(
+        f'<text x="16" y="{34 + 22 * i}" fill="{INK}">{_esc(line)}</text>' for i, line in enumerate(lines)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="{height}" '
+        f'viewBox="0 0 640 {height}" role="img" font-family="system-ui, sans-serif" font-size="13">'
+        f'<title>Roofline</title><rect width="640" height="{height}" fill="#ffffff"/>{texts}</svg>'
+    )
+
+
+def _stack_charts(parts: list[str], scenes: Sequence[Scene], y: float, *, headed: bool) -> float:
+    """Append each chart from `y` down (under its title when `headed`); the y below the last."""
     for scene in scenes:
         if headed:
             parts.append(
@@ -349,7 +362,4 @@ def render_svg_document(
             y += HEADING_HEIGHT
         parts.append(render_svg(scene, id_prefix=f"rl{int(y)}", at=(0.0, y)))
         y += scene.height
-    if legend:
-        parts.append(legend_svg(legend, y + LEGEND_HEIGHT / 2, width))
-    parts.append("</svg>")
-    return "".join(parts)
+    return y
