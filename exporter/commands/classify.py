@@ -225,76 +225,12 @@ def tbps(value: float) -> str:
 
 def render(answer: dict[str, Any]) -> str:
     """The answer as a short reply: the roof, the two times (or the counters), verdict, lever."""
-    lines = []
-    precision_note = {
-        "default": " (default)",
-        "default_substitute": " (default precision's stand-in on this card)",
-        "tensor_pipes": " (from the busiest tensor pipe)",
-    }.get(answer["precision_source"], "")
-    lines.append(
-        f"{answer['card']} ({answer['card_name']}), {answer['precision']}{precision_note}: "
-        f"peak {tflops(answer['peak_flop_per_second'])}, {tbps(answer['bandwidth_bytes_per_second'])}, "
-        f"ridge {answer['ridge_flop_per_byte']:.3g} FLOP/byte"
-    )
+    lines = [_roof_line(answer)]
     regime = REGIME_WORDS.get(answer["regime"], answer["regime"])
     if answer["form"] in ("kernel", "operation"):
-        operation = answer.get("operation")
-        if operation is not None:
-            sizes = {k: v for k, v in operation.items() if k not in ("op", "dtype", "element_bytes")}
-            shown = ", ".join(f"{k}={v:g}" for k, v in sizes.items())
-            lines.append(f"{operation['op']} ({shown}) in {operation['dtype']}:")
-        lines.append(
-            f"work: {si(answer['flops'], 'FLOP')} over {si(answer['bytes'], 'B')} -> intensity "
-            f"{answer['intensity_flop_per_byte']:.3g} FLOP/byte"
-        )
-        lines.append(
-            f"memory time {seconds(answer['memory_time_seconds'])}, compute time "
-            f"{seconds(answer['compute_time_seconds'])}: "
-            f"no faster than {seconds(answer['floor_time_seconds'])}"
-        )
-        relation = {"memory_bound": "<", "compute_bound": ">"}.get(answer["regime"], "≈")
-        lines.append(
-            f"verdict: {regime} (intensity {answer['intensity_flop_per_byte']:.3g} {relation} ridge "
-            f"{answer['ridge_flop_per_byte']:.3g}); attainable {tflops(answer['attainable_flop_per_second'])}"
-            f" = {percent(answer['fraction_of_peak'])} of peak"
-        )
+        lines += _work_lines(answer, regime)
     else:
-        flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
-        pipe = f" on the {answer['pipe']} pipe" if answer["pipe"] not in (None, "tensor") else ""
-        achieved = "no compute pipe reported" if flops is None else f"achieved {tflops(flops)}{pipe}"
-        uncounted = ", ".join(answer["uncounted_pipes"])
-        if flops is None and uncounted and answer["flop_utilization"] is not None:
-            achieved = f"achieved FLOP/s unknown (the counted pipes read 0; not counted: {uncounted})"
-        elif answer["flops_lower_bound"]:
-            achieved += f" at least (not counted: {uncounted})"
-        utilization = answer["flop_utilization"]
-        if utilization is not None:
-            k = answer["clock_ratio"]
-            clock = "clock ratio unknown" if k is None else f"clock ratio {k:.2f}"
-            achieved += f" (flop utilization {percent(utilization)}, {clock})"
-        moved = "no DRAM_ACTIVE reported" if bytes_ is None else tbps(bytes_)
-        lines.append(f"{achieved} over {moved}")
-        intensity = answer["intensity_flop_per_byte"]
-        if intensity is None:
-            if flops is not None and bytes_ is not None:
-                lines.append("intensity: undefined (DRAM_ACTIVE ≈ 0)")
-        else:
-            side = "memory" if answer["position"] < 1 else "compute"
-            lines.append(
-                f"intensity {intensity:.3g} FLOP/byte, {answer['position']:.2f}x the ridge ({side} side); "
-                f"attainable there {tflops(answer['attainable_flop_per_second'])}"
-            )
-        if answer["gr_engine_contradicted"]:
-            lines.append("GR_ENGINE_ACTIVE reads idle while other counters say work runs: set aside")
-        loads = answer["link_utilization"]
-        if loads:
-            shown = ", ".join(f"{link} {percent(value)}" for link, value in loads.items())
-            lines.append(f"links: {shown} of the per-direction bandwidth (busier direction)")
-        efficiency = answer["roofline_efficiency"]
-        tail = f", roofline efficiency {percent(efficiency)}" if efficiency is not None else ""
-        missing = answer["missing"]
-        tail += f"; needs {', '.join(missing)} to say more" if missing else ""
-        lines.append(f"verdict: {regime}{tail}")
+        lines += _counter_lines(answer, regime)
     lines.append(f"lever: {answer['lever']}")
     if answer["form"] == "counters":
         lines.append(f"note: {answer['note']}")
@@ -302,6 +238,93 @@ def render(answer: dict[str, Any]) -> str:
         lines.append("")
         lines.extend(render_compare(answer))
     return "\n".join(lines) + "\n"
+
+
+def _roof_line(answer: dict[str, Any]) -> str:
+    """The card, precision (and where it came from), peak, bandwidth and ridge."""
+    precision_note = {
+        "default": " (default)",
+        "default_substitute": " (default precision's stand-in on this card)",
+        "tensor_pipes": " (from the busiest tensor pipe)",
+    }.get(answer["precision_source"], "")
+    return (
+        f"{answer['card']} ({answer['card_name']}), {answer['precision']}{precision_note}: "
+        f"peak {tflops(answer['peak_flop_per_second'])}, {tbps(answer['bandwidth_bytes_per_second'])}, "
+        f"ridge {answer['ridge_flop_per_byte']:.3g} FLOP/byte"
+    )
+
+
+def _work_lines(answer: dict[str, Any], regime: str) -> list[str]:
+    """A kernel's or operation's work, its two times and the verdict they give."""
+    lines = []
+    operation = answer.get("operation")
+    if operation is not None:
+        sizes = {k: v for k, v in operation.items() if k not in ("op", "dtype", "element_bytes")}
+        shown = ", ".join(f"{k}={v:g}" for k, v in sizes.items())
+        lines.append(f"{operation['op']} ({shown}) in {operation['dtype']}:")
+    lines.append(
+        f"work: {si(answer['flops'], 'FLOP')} over {si(answer['bytes'], 'B')} -> intensity "
+        f"{answer['intensity_flop_per_byte']:.3g} FLOP/byte"
+    )
+    lines.append(
+        f"memory time {seconds(answer['memory_time_seconds'])}, compute time "
+        f"{seconds(answer['compute_time_seconds'])}: "
+        f"no faster than {seconds(answer['floor_time_seconds'])}"
+    )
+    relation = {"memory_bound": "<", "compute_bound": ">"}.get(answer["regime"], "≈")
+    lines.append(
+        f"verdict: {regime} (intensity {answer['intensity_flop_per_byte']:.3g} {relation} ridge "
+        f"{answer['ridge_flop_per_byte']:.3g}); attainable {tflops(answer['attainable_flop_per_second'])}"
+        f" = {percent(answer['fraction_of_peak'])} of peak"
+    )
+    return lines
+
+
+def _counter_lines(answer: dict[str, Any], regime: str) -> list[str]:
+    """What the counters say was achieved, the intensity, caveats, links and the verdict."""
+    lines = [_achieved_line(answer)]
+    flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
+    intensity = answer["intensity_flop_per_byte"]
+    if intensity is None:
+        if flops is not None and bytes_ is not None:
+            lines.append("intensity: undefined (DRAM_ACTIVE ≈ 0)")
+    else:
+        side = "memory" if answer["position"] < 1 else "compute"
+        lines.append(
+            f"intensity {intensity:.3g} FLOP/byte, {answer['position']:.2f}x the ridge ({side} side); "
+            f"attainable there {tflops(answer['attainable_flop_per_second'])}"
+        )
+    if answer["gr_engine_contradicted"]:
+        lines.append("GR_ENGINE_ACTIVE reads idle while other counters say work runs: set aside")
+    loads = answer["link_utilization"]
+    if loads:
+        shown = ", ".join(f"{link} {percent(value)}" for link, value in loads.items())
+        lines.append(f"links: {shown} of the per-direction bandwidth (busier direction)")
+    efficiency = answer["roofline_efficiency"]
+    tail = f", roofline efficiency {percent(efficiency)}" if efficiency is not None else ""
+    missing = answer["missing"]
+    tail += f"; needs {', '.join(missing)} to say more" if missing else ""
+    lines.append(f"verdict: {regime}{tail}")
+    return lines
+
+
+def _achieved_line(answer: dict[str, Any]) -> str:
+    """The achieved FLOP/s (on which pipe, how sure, at what utilization) over the DRAM traffic."""
+    flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
+    pipe = f" on the {answer['pipe']} pipe" if answer["pipe"] not in (None, "tensor") else ""
+    achieved = "no compute pipe reported" if flops is None else f"achieved {tflops(flops)}{pipe}"
+    uncounted = ", ".join(answer["uncounted_pipes"])
+    if flops is None and uncounted and answer["flop_utilization"] is not None:
+        achieved = f"achieved FLOP/s unknown (the counted pipes read 0; not counted: {uncounted})"
+    elif answer["flops_lower_bound"]:
+        achieved += f" at least (not counted: {uncounted})"
+    utilization = answer["flop_utilization"]
+    if utilization is not None:
+        k = answer["clock_ratio"]
+        clock = "clock ratio unknown" if k is None else f"clock ratio {k:.2f}"
+        achieved += f" (flop utilization {percent(utilization)}, {clock})"
+    moved = "no DRAM_ACTIVE reported" if bytes_ is None else tbps(bytes_)
+    return f"{achieved} over {moved}"
 
 
 def render_compare(answer: dict[str, Any]) -> list[str]:

@@ -147,41 +147,14 @@ class NvmlSource:
             ) from exc
 
     def _open_targets(self, nvml: ModuleType) -> None:
-        missing = [name for name, _, _ in GPM_METRICS if not hasattr(nvml, name)]
-        if missing or not hasattr(nvml, "nvmlGpmMetricsGet"):
-            raise SourceUnavailable(
-                "gpm_unsupported",
-                f"this nvidia-ml-py has no GPM API ({', '.join(missing) or 'nvmlGpmMetricsGet'} "
-                "missing); upgrade nvidia-ml-py, or use --source dcgm or --source scrape",
-            )
-        self._metric_ids = [(int(getattr(nvml, name)), fid, factor) for name, fid, factor in GPM_METRICS]
+        self._metric_ids = _gpm_metric_ids(nvml)
         unsupported: list[str] = []
         count = int(nvml.nvmlDeviceGetCount())
         for index in range(count):
             if self._options.gpus is not None and index not in self._options.gpus:
                 continue
             try:
-                handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                entity = Entity(
-                    gpu=index,
-                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                    model=_text(nvml.nvmlDeviceGetName(handle)),
-                )
-                if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
-                    unsupported.append(f"GPU {index} ({entity.model})")
-                    continue
-                targets = [self._target(nvml, handle, entity)]
-                for gi in self._gpu_instances(nvml, handle):
-                    profile, sms = self._instance_profile(nvml, handle, gi)
-                    mig_entity = Entity(
-                        gpu=index,
-                        uuid=entity.uuid,
-                        model=entity.model,
-                        gpu_instance=gi,
-                        profile=profile,
-                        sm_count=sms,
-                    )
-                    targets.append(self._target(nvml, handle, mig_entity))
+                targets = self._gpu_targets(nvml, index, unsupported)
             except nvml.NVMLError as exc:
                 if exc.value != nvml.NVML_ERROR_GPU_IS_LOST:
                     raise SourceUnavailable("nvml_error", f"NVML failed on GPU {index}: {exc}") from exc
@@ -193,6 +166,36 @@ class NvmlSource:
             self._targets.extend(targets)
         if unsupported:
             log.warning("NVML GPM is not supported on %s; those GPUs are not sampled", ", ".join(unsupported))
+        self._check_any_target(unsupported)
+
+    def _gpu_targets(self, nvml: ModuleType, index: int, unsupported: list[str]) -> list[_Target]:
+        """GPU `index`'s targets: the whole GPU, then each of its MIG GPU instances; none (and the
+        GPU named in `unsupported`) where GPM does not support it."""
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        entity = Entity(
+            gpu=index,
+            uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+            model=_text(nvml.nvmlDeviceGetName(handle)),
+        )
+        if not nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+            unsupported.append(f"GPU {index} ({entity.model})")
+            return []
+        targets = [self._target(nvml, handle, entity)]
+        for gi in self._gpu_instances(nvml, handle):
+            profile, sms = self._instance_profile(nvml, handle, gi)
+            mig_entity = Entity(
+                gpu=index,
+                uuid=entity.uuid,
+                model=entity.model,
+                gpu_instance=gi,
+                profile=profile,
+                sm_count=sms,
+            )
+            targets.append(self._target(nvml, handle, mig_entity))
+        return targets
+
+    def _check_any_target(self, unsupported: list[str]) -> None:
+        """Refuse to open with nothing to sample, saying whether GPUs were lost or unsupported."""
         if not self._targets and self.dropped and not unsupported:
             lost = "; ".join(f"GPU {g}: {why}" for g, why in sorted(self.dropped.items()))
             raise SourceUnavailable("gpu_lost", f"no GPU left to sample ({lost})")
@@ -333,3 +336,16 @@ def _text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return str(value)
+
+
+def _gpm_metric_ids(nvml: ModuleType) -> list[tuple[int, int, float]]:
+    """(NVML GPM metric id, field, factor) of each GPM_METRICS entry; refused where this
+    nvidia-ml-py has no GPM API."""
+    missing = [name for name, _, _ in GPM_METRICS if not hasattr(nvml, name)]
+    if missing or not hasattr(nvml, "nvmlGpmMetricsGet"):
+        raise SourceUnavailable(
+            "gpm_unsupported",
+            f"this nvidia-ml-py has no GPM API ({', '.join(missing) or 'nvmlGpmMetricsGet'} "
+            "missing); upgrade nvidia-ml-py, or use --source dcgm or --source scrape",
+        )
+    return [(int(getattr(nvml, name)), fid, factor) for name, fid, factor in GPM_METRICS]

@@ -232,6 +232,11 @@ class PageReader:
                 return  # a family Ridgeline does not read, for a GPU already known: a prefix check
             if settled is not None and self._fast_value(raw, brace_at, close_at, settled):
                 return
+        self._full_line(raw, brace_at)
+
+    def _full_line(self, raw: bytes, brace_at: int) -> None:
+        """A DCGM_FI_* line the byte checks could not read: decoded, its labels parsed (or its
+        entity found), its value taken; whatever is wrong with it counted as skipped."""
         if len(self._series) >= MAX_ENTITIES and not self._names_a_known_entity(raw):
             self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
             return
@@ -253,35 +258,50 @@ class PageReader:
         family = self._family(name.strip())
         entry = self._known_entry(labels_text)
         if entry is None:
-            labels = self._labels_of(labels_text)
-            if labels.problem is not None:
-                self._skip(labels.reason, f"line {self._line_number}: {labels.problem}: {text[:120]!r}")
-                return
-            entity = labels.entity
-            if entity is None:
-                return  # a node-level series (no gpu label): nothing to attribute it to
-            key = entity.key
-            entry = self._series.get(key)
+            entry = self._entry_of(raw, brace_at, name, labels_text, text)
             if entry is None:
-                if len(self._series) >= MAX_ENTITIES:
-                    self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
-                    return
-                entry = _Series(entity=entity, attribution=labels.attribution, timestamp=None)
-                self._series[key] = entry
-            elif entry.attribution is None and labels.attribution is not None:
-                entry.attribution = labels.attribution
-            if labels.hpc_job is None:  # a job label is checked on every line (bad_hpc_job counts)
-                self._settle(raw, brace_at, name, entry)
-            if labels.hpc_job and labels.hpc_job not in entry.hpc_jobs:
-                if JOB_ID.fullmatch(labels.hpc_job):
-                    entry.hpc_jobs.append(labels.hpc_job)
-                else:  # "12,34" would be read back as two jobs: no job, the readings are kept
-                    value = labels.hpc_job[:40]
-                    self._skip("bad_hpc_job", f"line {self._line_number}: hpc_job={value!a} is not a job id")
+                return
         if family is None:
             if brace >= 0 and len(self._unread) < 4096:
                 self._unread.add(raw[: raw.find(b"{") + 1])
             return  # a DCGM field Ridgeline does not read: the GPU is known, that is all
+        self._take_value(entry, family, rest, text)
+
+    def _entry_of(self, raw: bytes, brace_at: int, name: str, labels_text: str, text: str) -> _Series | None:
+        """The entity's record from the line's parsed labels, made when new (pod and job noted);
+        None where the line names no GPU or is skipped."""
+        labels = self._labels_of(labels_text)
+        if labels.problem is not None:
+            self._skip(labels.reason, f"line {self._line_number}: {labels.problem}: {text[:120]!r}")
+            return None
+        entity = labels.entity
+        if entity is None:
+            return None  # a node-level series (no gpu label): nothing to attribute it to
+        key = entity.key
+        entry = self._series.get(key)
+        if entry is None:
+            if len(self._series) >= MAX_ENTITIES:
+                self._skip("too_many_entities", f"line {self._line_number}: over {MAX_ENTITIES} GPUs")
+                return None
+            entry = _Series(entity=entity, attribution=labels.attribution, timestamp=None)
+            self._series[key] = entry
+        elif entry.attribution is None and labels.attribution is not None:
+            entry.attribution = labels.attribution
+        if labels.hpc_job is None:  # a job label is checked on every line (bad_hpc_job counts)
+            self._settle(raw, brace_at, name, entry)
+        if labels.hpc_job and labels.hpc_job not in entry.hpc_jobs:
+            self._note_job(entry, labels.hpc_job)
+        return entry
+
+    def _note_job(self, entry: _Series, job: str) -> None:
+        """Add an HPC job id to the entity's jobs; a label that is not one job id is counted."""
+        if JOB_ID.fullmatch(job):
+            entry.hpc_jobs.append(job)
+        else:  # "12,34" would be read back as two jobs: no job, the readings are kept
+            self._skip("bad_hpc_job", f"line {self._line_number}: hpc_job={job[:40]!a} is not a job id")
+
+    def _take_value(self, entry: _Series, family: tuple[int, float] | str, rest: str, text: str) -> None:
+        """The value (and any timestamp) after a line's labels, kept where the entity has none."""
         parts = rest.split()
         if not 1 <= len(parts) <= 2:
             self._skip("bad_line", f"line {self._line_number}: expected a value: {text[:120]!r}")

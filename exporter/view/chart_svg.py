@@ -86,11 +86,24 @@ def render_svg(
     `at` places it, at its own size, at (x, y) inside another SVG.
     Classes (rl-*) let the page's stylesheet restyle it, e.g. for a dark theme.
     """
+    out = _svg_head(scene, id_prefix=id_prefix, standalone=standalone, at=at)
+    out += _grid_svg(scene)
+    out += _axis_text_svg(scene)
+    out += _roofs_svg(scene)
+    out += _bandwidth_svg(scene)
+    out += _ridges_svg(scene)
+    out += _trails_svg(scene)  # trails, then dots on top
+    out += _dots_svg(scene)
+    out += _dot_labels_svg(scene)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _svg_head(scene: Scene, *, id_prefix: str, standalone: bool, at: tuple[float, float] | None) -> list[str]:
+    """The <svg> start tag, <title> and <desc> (and a white background when standalone)."""
     spec = scene.spec
-    axes = scene.axes
     ident = "".join(c if c.isalnum() or c in "-_" else "-" for c in f"{id_prefix}-{spec.key}")
     title_id, desc_id = f"{ident}-title", f"{ident}-desc"
-    out: list[str] = []
     attrs = (
         f'class="rl-chart" viewBox="0 0 {_f(scene.width)} {_f(scene.height)}" role="img" '
         f'aria-labelledby="{title_id} {desc_id}" font-family="system-ui, -apple-system, Segoe UI, '
@@ -105,15 +118,22 @@ def render_svg(
         attrs = (
             f'x="{_f(at[0])}" y="{_f(at[1])}" width="{_f(scene.width)}" height="{_f(scene.height)}" ' + attrs
         )
-    out.append(f"<svg {attrs}>")
-    out.append(f'<title id="{title_id}">Roofline: {_esc(spec.title)}</title>')
-    out.append(f'<desc id="{desc_id}">{_esc(describe(scene))}</desc>')
+    out = [
+        f"<svg {attrs}>",
+        f'<title id="{title_id}">Roofline: {_esc(spec.title)}</title>',
+        f'<desc id="{desc_id}">{_esc(describe(scene))}</desc>',
+    ]
     if standalone:
         out.append(f'<rect width="{_f(scene.width)}" height="{_f(scene.height)}" fill="#ffffff"/>')
+    return out
+
+
+def _grid_svg(scene: Scene) -> list[str]:
+    """The grid lines at each tick."""
+    axes = scene.axes
     left, top = axes.left, axes.top
     right, bottom = axes.left + axes.width, axes.top + axes.height
-    # grid and ticks
-    out.append('<g class="rl-grid" stroke="' + GRID + '" stroke-width="1">')
+    out = ['<g class="rl-grid" stroke="' + GRID + '" stroke-width="1">']
     for tick in scene.x_ticks:
         out.append(
             f'<line class="rl-tick-x" data-value="{tick.value:g}" x1="{_f(tick.position)}" '
@@ -125,7 +145,15 @@ def render_svg(
             f'x2="{_f(right)}" y2="{_f(tick.position)}"/>'
         )
     out.append("</g>")
-    out.append(f'<g class="rl-axis-text" fill="{MUTED}">')
+    return out
+
+
+def _axis_text_svg(scene: Scene) -> list[str]:
+    """The tick labels, the axis titles and the plot's frame."""
+    axes = scene.axes
+    left, top = axes.left, axes.top
+    bottom = axes.top + axes.height
+    out = [f'<g class="rl-axis-text" fill="{MUTED}">']
     for tick in scene.x_ticks:
         x = _f(tick.position)
         out.append(f'<text x="{x}" y="{_f(bottom + 14)}" text-anchor="middle">{_esc(tick.text)}</text>')
@@ -147,7 +175,13 @@ def render_svg(
         f'<rect class="rl-frame" x="{_f(left)}" y="{_f(top)}" width="{_f(axes.width)}" '
         f'height="{_f(axes.height)}" fill="none" stroke="{MUTED}" stroke-width="1"/>'
     )
-    # roofs
+    return out
+
+
+def _roofs_svg(scene: Scene) -> list[str]:
+    """Each compute roof's line (solid when in use, dashed otherwise) and its label."""
+    right = scene.axes.left + scene.axes.width
+    out: list[str] = []
     for line in scene.roof_lines:
         s = line.segment
         roof = line.roof
@@ -167,19 +201,30 @@ def render_svg(
             f'fill="{INK if roof.in_use else MUTED}"{weight}>'
             f"{_esc(roof.label)} {_esc(si(roof.flop_per_second))}</text>"
         )
-    if scene.bandwidth_roof is not None:
-        s = scene.bandwidth_roof
-        out.append(
-            f'<line class="rl-roof rl-roof-bandwidth" data-bandwidth="{spec.bandwidth_bytes_per_second:g}" '
-            f'stroke="{INK}" stroke-width="2.5" x1="{_f(s.x1)}" y1="{_f(s.y1)}" '
-            f'x2="{_f(s.x2)}" y2="{_f(s.y2)}"/>'
-        )
-        bx, by, angle = scene.bandwidth_label
-        out.append(
-            f'<text class="rl-roof-label" fill="{INK}" x="{_f(bx)}" y="{_f(by)}" '
-            f'transform="rotate({_f(angle)} {_f(bx)} {_f(by)})">'
-            f"{_esc(si(spec.bandwidth_bytes_per_second, 'B/s'))}</text>"
-        )
+    return out
+
+
+def _bandwidth_svg(scene: Scene) -> list[str]:
+    """The bandwidth roof and its slanted label, when it shows on the chart."""
+    if scene.bandwidth_roof is None:
+        return []
+    spec = scene.spec
+    s = scene.bandwidth_roof
+    bx, by, angle = scene.bandwidth_label
+    return [
+        f'<line class="rl-roof rl-roof-bandwidth" data-bandwidth="{spec.bandwidth_bytes_per_second:g}" '
+        f'stroke="{INK}" stroke-width="2.5" x1="{_f(s.x1)}" y1="{_f(s.y1)}" '
+        f'x2="{_f(s.x2)}" y2="{_f(s.y2)}"/>',
+        f'<text class="rl-roof-label" fill="{INK}" x="{_f(bx)}" y="{_f(by)}" '
+        f'transform="rotate({_f(angle)} {_f(bx)} {_f(by)})">'
+        f"{_esc(si(spec.bandwidth_bytes_per_second, 'B/s'))}</text>",
+    ]
+
+
+def _ridges_svg(scene: Scene) -> list[str]:
+    """Each ridge's dotted drop to the x axis and its label."""
+    bottom = scene.axes.top + scene.axes.height
+    out: list[str] = []
     for ridge in scene.ridges:
         out.append(
             f'<line class="rl-ridge" data-intensity="{ridge.intensity:g}" stroke="{MUTED}" '
@@ -190,7 +235,12 @@ def render_svg(
             f'<text class="rl-ridge-label" fill="{INK}" x="{_f(ridge.x + 4)}" y="{_f(bottom - 6)}">'
             f"{_esc(ridge.text)}</text>"
         )
-    # trails, then dots on top
+    return out
+
+
+def _trails_svg(scene: Scene) -> list[str]:
+    """A polyline through each dot's older positions to where it is now."""
+    out: list[str] = []
     for dot in scene.dots:
         if len(dot.trail) >= 1:
             points = " ".join(f"{_f(x)},{_f(y)}" for x, y in (*dot.trail, (dot.x, dot.y)))
@@ -199,6 +249,12 @@ def render_svg(
                 f'stroke="{regime_colour(dot.point.regime)}" stroke-opacity="0.45" stroke-width="1.5" '
                 f'points="{points}"/>'
             )
+    return out
+
+
+def _dots_svg(scene: Scene) -> list[str]:
+    """Each GPU's marker with a tooltip, its numbers in data-* attributes."""
+    out: list[str] = []
     for dot in scene.dots:
         p = dot.point
         tip = f"{p.label}{' (' + p.detail + ')' if p.detail else ''}: {regime_word(p.regime)}, " + (
@@ -212,13 +268,16 @@ def render_svg(
             + marker_svg(regime_shape(p.regime), dot.x, dot.y, regime_colour(p.regime))
             + "</g>"
         )
-    for label in scene.dot_labels:
-        out.append(
-            f'<text class="rl-dot-label" fill="{INK}" x="{_f(label.x)}" y="{_f(label.y)}" '
-            f'text-anchor="{label.anchor}">{_esc(label.text)}</text>'
-        )
-    out.append("</svg>")
-    return "".join(out)
+    return out
+
+
+def _dot_labels_svg(scene: Scene) -> list[str]:
+    """The GPU keys beside each cluster of dots."""
+    return [
+        f'<text class="rl-dot-label" fill="{INK}" x="{_f(label.x)}" y="{_f(label.y)}" '
+        f'text-anchor="{label.anchor}">{_esc(label.text)}</text>'
+        for label in scene.dot_labels
+    ]
 
 
 LEGEND_HEIGHT = 26.0
@@ -249,17 +308,7 @@ def render_svg_document(
     at the bottom, so it still says what it shows pasted into a ticket. Without caption and
     legend one chart is the bare chart."""
     if not scenes:
-        text = note or "no GPU with a known card on this node yet"
-        lines = [t for t in (caption, text) if t]
-        height = 24 + 22 * len(lines)
-        texts = "".join(
-            f'<text x="16" y="{34 + 22 * i}" fill="{INK}">{_esc(line)}</text>' for i, line in enumerate(lines)
-        )
-        return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="{height}" '
-            f'viewBox="0 0 640 {height}" role="img" font-family="system-ui, sans-serif" font-size="13">'
-            f'<title>Roofline</title><rect width="640" height="{height}" fill="#ffffff"/>{texts}</svg>'
-        )
+        return _empty_document(note or "no GPU with a known card on this node yet", caption)
     if len(scenes) == 1 and not caption and not legend:
         return render_svg(scenes[0], standalone=True)
     headed = bool(caption) or len(scenes) > 1
@@ -281,6 +330,29 @@ def render_svg_document(
     if caption:
         parts.append(f'<text class="rl-caption" x="8" y="{_f(y + 16)}" fill="{MUTED}">{_esc(caption)}</text>')
         y += CAPTION_HEIGHT
+    y = _stack_charts(parts, scenes, y, headed=headed)
+    if legend:
+        parts.append(legend_svg(legend, y + LEGEND_HEIGHT / 2, width))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _empty_document(text: str, caption: str) -> str:
+    """A standalone SVG saying there is no chart to draw (and the caption, when there is one)."""
+    lines = [t for t in (caption, text) if t]
+    height = 24 + 22 * len(lines)
+    texts = "".join(
+        f'<text x="16" y="{34 + 22 * i}" fill="{INK}">{_esc(line)}</text>' for i, line in enumerate(lines)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="{height}" '
+        f'viewBox="0 0 640 {height}" role="img" font-family="system-ui, sans-serif" font-size="13">'
+        f'<title>Roofline</title><rect width="640" height="{height}" fill="#ffffff"/>{texts}</svg>'
+    )
+
+
+def _stack_charts(parts: list[str], scenes: Sequence[Scene], y: float, *, headed: bool) -> float:
+    """Append each chart from `y` down (under its title when `headed`); the y below the last."""
     for scene in scenes:
         if headed:
             parts.append(
@@ -290,7 +362,4 @@ def render_svg_document(
             y += HEADING_HEIGHT
         parts.append(render_svg(scene, id_prefix=f"rl{int(y)}", at=(0.0, y)))
         y += scene.height
-    if legend:
-        parts.append(legend_svg(legend, y + LEGEND_HEIGHT / 2, width))
-    parts.append("</svg>")
-    return "".join(parts)
+    return y

@@ -95,46 +95,21 @@ def charts_from_verdicts(
     groups: dict[tuple[str, float, float], list[LiveVerdict]] = {}
     unplaced: list[Unplaced] = []
     for verdict in verdicts:
-        key = point_key(verdict.gpu, verdict.gpu_instance)
-        card_key = verdict.card
-        bandwidth = _number(verdict.bandwidth_bytes_per_second)
-        peak = _number(verdict.peak_flop_per_second)
-        if verdict.mig_parent:
-            unplaced.append(Unplaced(key, "MIG-partitioned: its instances are drawn on their own roofs"))
+        why = _why_unplaced(verdict)
+        if why is not None:
+            unplaced.append(Unplaced(point_key(verdict.gpu, verdict.gpu_instance), why))
             continue
-        if card_key is None or card_key == "unknown":
-            model = verdict.model or "its model"
-            unplaced.append(Unplaced(key, f"{model} is not in the card catalog: no roof to draw"))
-            continue
-        if bandwidth is None or peak is None or bandwidth <= 0 or peak <= 0:
-            unplaced.append(Unplaced(key, "no reading yet"))
-            continue
-        card = catalog.get(card_key) if catalog is not None else None
-        precision = verdict.precision
-        full_peak = (
-            card.peak_flop_per_second(precision)
-            if card is not None and precision is not None and precision in card.peak_tflops
-            else peak
-        )
-        compute_fraction = round(peak / full_peak, 6)
-        memory_fraction = round(bandwidth / card.bandwidth_bytes_per_second, 6) if card is not None else 1.0
-        groups.setdefault((card_key, compute_fraction, memory_fraction), []).append(verdict)
+        groups.setdefault(_roof_group(verdict, catalog), []).append(verdict)
     charts: list[ChartSpec] = []
     used_keys: set[str] = set()
     for (card_key, compute_fraction, memory_fraction), members in groups.items():
         card = catalog.get(card_key) if catalog is not None else None
-        first = members[0]
-        bandwidth = _number(first.bandwidth_bytes_per_second)
+        bandwidth = _number(members[0].bandwidth_bytes_per_second)
         assert bandwidth is not None
         instance = any(m.gpu_instance is not None for m in members)
-        chart_key = card_key if not instance else f"{card_key}-instance"
-        n = 2
-        while chart_key in used_keys:
-            chart_key, n = f"{card_key}-{n}", n + 1
-        used_keys.add(chart_key)
         charts.append(
             ChartSpec(
-                key=chart_key,
+                key=_chart_key(card_key, instance, used_keys),
                 title=_title(card_key, card, instance, compute_fraction, memory_fraction),
                 bandwidth_bytes_per_second=bandwidth,
                 roofs=tuple(_roofs(card, compute_fraction, members)),
@@ -142,6 +117,50 @@ def charts_from_verdicts(
             )
         )
     return charts, unplaced
+
+
+def _why_unplaced(verdict: LiveVerdict) -> str | None:
+    """Why a verdict's GPU has no roofline to be drawn on; None when it has one."""
+    if verdict.mig_parent:
+        return "MIG-partitioned: its instances are drawn on their own roofs"
+    if verdict.card is None or verdict.card == "unknown":
+        model = verdict.model or "its model"
+        return f"{model} is not in the card catalog: no roof to draw"
+    bandwidth = _number(verdict.bandwidth_bytes_per_second)
+    peak = _number(verdict.peak_flop_per_second)
+    if bandwidth is None or peak is None or bandwidth <= 0 or peak <= 0:
+        return "no reading yet"
+    return None
+
+
+def _roof_group(verdict: LiveVerdict, catalog: Catalog | None) -> tuple[str, float, float]:
+    """(card, compute fraction, memory fraction) of a placeable verdict: the GPUs sharing one
+    chart (a whole card, or MIG instances of one profile)."""
+    card_key = verdict.card
+    bandwidth = _number(verdict.bandwidth_bytes_per_second)
+    peak = _number(verdict.peak_flop_per_second)
+    assert card_key is not None and bandwidth is not None and peak is not None
+    card = catalog.get(card_key) if catalog is not None else None
+    precision = verdict.precision
+    full_peak = (
+        card.peak_flop_per_second(precision)
+        if card is not None and precision is not None and precision in card.peak_tflops
+        else peak
+    )
+    compute_fraction = round(peak / full_peak, 6)
+    memory_fraction = round(bandwidth / card.bandwidth_bytes_per_second, 6) if card is not None else 1.0
+    return card_key, compute_fraction, memory_fraction
+
+
+def _chart_key(card_key: str, instance: bool, used_keys: set[str]) -> str:
+    """A chart key unique on the node (the card, "-instance" for MIG, "-2", "-3" after); noted
+    in `used_keys`."""
+    chart_key = card_key if not instance else f"{card_key}-instance"
+    n = 2
+    while chart_key in used_keys:
+        chart_key, n = f"{card_key}-{n}", n + 1
+    used_keys.add(chart_key)
+    return chart_key
 
 
 def _title(card_key: str, card: Card | None, instance: bool, compute: float, memory: float) -> str:

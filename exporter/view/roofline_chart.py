@@ -409,35 +409,18 @@ def _crosses_roof(left: float, right: float, baseline: float, roofs: Sequence[Se
 def _dot_labels(axes: LogAxes, dots: Sequence[Dot], roofs: Sequence[Segment] = ()) -> tuple[DotLabel, ...]:
     """One label per cluster of nearby dots: the keys, beside the cluster's first dot, above it
     unless a flat roof runs there (a compute-bound GPU sits just under its roof), then below."""
-    clusters: list[list[Dot]] = []
-    for dot in dots:
-        for cluster in clusters:
-            if any(math.hypot(dot.x - d.x, dot.y - d.y) < CLUSTER_DISTANCE for d in cluster):
-                cluster.append(dot)
-                break
-        else:
-            clusters.append([dot])
     labels: list[DotLabel] = []
     spans: list[tuple[float, float, float]] = []  # (left, right, baseline) of labels placed so far
     right = axes.left + axes.width
-    for cluster in clusters:
+    for cluster in _clusters(dots):
         first = cluster[0]
         text = "GPU " + ", ".join(d.point.key for d in cluster)
         width = LABEL_CHAR_WIDTH * len(text)
         x = first.x + MARK_RADIUS + 3
         anchor_left = x + width > right
         left_edge = (first.x - MARK_RADIUS - 3 - width) if anchor_left else x
-        above = max(axes.top + 10, first.y - MARK_RADIUS - 2)
-        candidates = [above, first.y + 4, first.y + MARK_RADIUS + LABEL_ASCENT + 2]  # above, beside, below
-        candidates += [c for k in range(1, 8) for c in (above - 3 * k, first.y + 4 + 3 * k)]
-        y = next((c for c in candidates if not _crosses_roof(left_edge, left_edge + width, c, roofs)), above)
-        for _ in range(len(spans)):  # step up past any label this one would overprint
-            clash = [
-                b for a, z, b in spans if a < left_edge + width and left_edge < z and abs(b - y) < LABEL_GAP
-            ]
-            if not clash:
-                break
-            y = max(axes.top + 10, min(clash) - LABEL_GAP)
+        y = _clear_of_roofs(axes, first, left_edge, width, roofs)
+        y = _clear_of_labels(axes, spans, left_edge, width, y)
         spans.append((left_edge, left_edge + width, y))
         labels.append(
             DotLabel(
@@ -448,3 +431,39 @@ def _dot_labels(axes: LogAxes, dots: Sequence[Dot], roofs: Sequence[Segment] = (
             )
         )
     return tuple(labels)
+
+
+def _clusters(dots: Sequence[Dot]) -> list[list[Dot]]:
+    """Dots grouped with the first earlier cluster any of whose dots is within CLUSTER_DISTANCE."""
+    clusters: list[list[Dot]] = []
+    for dot in dots:
+        for cluster in clusters:
+            if any(math.hypot(dot.x - d.x, dot.y - d.y) < CLUSTER_DISTANCE for d in cluster):
+                cluster.append(dot)
+                break
+        else:
+            clusters.append([dot])
+    return clusters
+
+
+def _clear_of_roofs(
+    axes: LogAxes, first: Dot, left_edge: float, width: float, roofs: Sequence[Segment]
+) -> float:
+    """The first baseline (above, beside, below the dot, then further out) no flat roof strikes
+    through; above when none is clear."""
+    above = max(axes.top + 10, first.y - MARK_RADIUS - 2)
+    candidates = [above, first.y + 4, first.y + MARK_RADIUS + LABEL_ASCENT + 2]  # above, beside, below
+    candidates += [c for k in range(1, 8) for c in (above - 3 * k, first.y + 4 + 3 * k)]
+    return next((c for c in candidates if not _crosses_roof(left_edge, left_edge + width, c, roofs)), above)
+
+
+def _clear_of_labels(
+    axes: LogAxes, spans: Sequence[tuple[float, float, float]], left_edge: float, width: float, y: float
+) -> float:
+    """`y` stepped up past any label already placed (`spans`) that this one would overprint."""
+    for _ in range(len(spans)):
+        clash = [b for a, z, b in spans if a < left_edge + width and left_edge < z and abs(b - y) < LABEL_GAP]
+        if not clash:
+            break
+        y = max(axes.top + 10, min(clash) - LABEL_GAP)
+    return y
