@@ -532,3 +532,19 @@ def test_the_sampler_folds_every_kept_tick_in_one_read(fake: ModuleType) -> None
     assert snapshot.source.samples_total == 11
     assert [g.inference.timestamp for g in snapshot.gpus] == [_stamp(START + 10 * TICK, i) for i in (0, 1)]
     assert all(sum(g.totals.regime_seconds.values()) == pytest.approx(1.0) for g in snapshot.gpus)
+
+
+def test_a_first_read_caught_mid_sampling_hands_over_the_last_whole_tick(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    _ticks(engine, 0, 30)
+    ts, entities = engine.history[-1]
+    gpu1 = entities.pop((1, 1))
+    (batch,) = source.read_batches()
+    assert [s.entity.gpu for s in batch] == [0, 1]
+    assert _dram([batch]) == pytest.approx([0.028])
+    engine.history.append((ts + 1_000, {(1, 1): gpu1}))
+    (batch,) = source.read_batches()
+    assert [s.entity.gpu for s in batch] == [0, 1]
+    assert _dram([batch]) == pytest.approx([0.029])

@@ -149,7 +149,7 @@ class DcgmSource:
     def read_batches(self) -> list[list[Sample]]:
         """Every watch tick since the last read, oldest first: one sample per entity per tick.
 
-        The first read of a connection hands over the newest tick only: the engine's kept history
+        The first read of a connection hands over the newest whole tick only: the engine's kept history
         (at least 30 s) lies before this connection, over time the sampler already folded or
         reported as down, and folding it at once would count that half-minute as if live. A last
         tick that lacks an entity seen earlier in the read was caught mid-sampling: it is held
@@ -157,12 +157,12 @@ class DcgmSource:
         since = self.read_since()  # first: a reconnect drops the held tick
         samples, self._pending = [*self._pending, *since], []
         batches = ticks_as_batches(samples)
-        if self._fresh:
-            self._fresh = False
-            return batches[-1:]
         seen = {s.entity.key for batch in batches for s in batch}
         if batches and len(batches[-1]) < len(seen):
             self._pending = batches.pop()
+        if self._fresh:
+            self._fresh = False
+            return batches[-1:]
         return batches
 
     def read_since(self) -> list[Sample]:
