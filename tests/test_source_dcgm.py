@@ -86,6 +86,16 @@ def _two_h100(fake: ModuleType) -> Any:
     return engine
 
 
+WATCHED = 20
+"""Fields in the full watch: 1001-1015, 100, 203, 112, 155, 160."""
+
+
+def _stamp(tick_usec: int, entity_index: int, step: int = 3) -> float:
+    """When the fake engine stamps an entity's newest value of a tick (seconds): values are
+    collected one after another, `step` usec apart, entities in group order."""
+    return (tick_usec + ((entity_index + 1) * WATCHED - 1) * step) / 1e6
+
+
 def _source(**overrides: Any) -> DcgmSource:
     return DcgmSource(SourceOptions(dcgm_bindings=FAKE_DIR, **overrides))
 
@@ -306,13 +316,13 @@ def test_read_since_gives_every_sample_the_engine_kept_since_the_last_call(fake:
     samples = source.read_since()
     assert len(samples) == 20
     gpu0 = [s for s in samples if s.entity.gpu == 0]
-    assert [s.timestamp for s in gpu0] == [(start + t * 100_000) / 1e6 for t in range(10)]
+    assert [s.timestamp for s in gpu0] == [_stamp(start + t * 100_000, 0) for t in range(10)]
     assert [s.values[fields.DRAM_ACTIVE] for s in gpu0] == pytest.approx([t / 10 for t in range(10)])
     assert [s.timestamp for s in samples] == sorted(s.timestamp for s in samples)
     assert set(gpu0[0].values) == set(range(1001, 1016)) | {100, 203, 112, 155, 160}
     assert source.read_since() == []  # nothing new since
     engine.collect(start + 1_000_000)
-    assert [s.timestamp for s in source.read_since()] == [(start + 1_000_000) / 1e6] * 2
+    assert [s.timestamp for s in source.read_since()] == [_stamp(start + 1_000_000, i) for i in (0, 1)]
 
 
 def test_read_since_keeps_mig_instances_and_blanks(fake: ModuleType) -> None:
@@ -340,4 +350,201 @@ def test_read_since_after_a_lost_engine_reconnects_and_starts_afresh(fake: Modul
         source.read_since()
     assert caught.value.reason == "dcgm_connection"
     engine.history = [(1_000_000, engine.history[0][1])]  # a new engine: its clock starts lower
-    assert [s.timestamp for s in source.read_since()] == [1.0, 1.0]
+    assert [s.timestamp for s in source.read_since()] == [_stamp(1_000_000, i) for i in (0, 1)]
+
+
+# -- read_batches: the sampler's read (exporter/sources/base.py BatchingSource) --------------------
+
+START = 1_764_633_600_000_000
+TICK = 100_000
+"""A watch at --interval 0.1: one tick every 100 ms (usec)."""
+
+
+def _ticks(engine: Any, first: int, count: int) -> None:
+    """The engine samples `count` ticks from tick `first`; GPU 0's DRAM activity is tick / 1000."""
+    for tick in range(first, first + count):
+        engine.gpus[0].values[fields.DRAM_ACTIVE] = tick / 1000
+        engine.collect(START + tick * TICK)
+
+
+def _opened(engine: Any, **overrides: Any) -> DcgmSource:
+    """An opened source whose first read (the newest tick only) is behind it."""
+    source = _source(**overrides)
+    source.open()
+    _ticks(engine, 0, 1)
+    assert len(source.read_batches()) == 1
+    return source
+
+
+def _dram(batches: list[list[Any]]) -> list[float | None]:
+    return [next(s for s in batch if s.entity.gpu == 0).values[fields.DRAM_ACTIVE] for batch in batches]
+
+
+def test_a_watch_at_100ms_is_read_about_once_a_second_as_ten_batches(fake: ModuleType) -> None:
+    """--interval 0.1: DCGM watches every 100 ms and keeps 30 s; the sampler reads about once a
+    second (FOLD_EVERY_SECONDS) and gets each tick as its own batch, one sample per GPU."""
+    from exporter.sampler import FOLD_EVERY_SECONDS
+
+    engine = _two_h100(fake)
+    source = _opened(engine, interval_seconds=0.1)
+    (watch,) = engine.watches
+    assert (watch[2], watch[3]) == (100_000, 30.0)
+    _ticks(engine, 1, round(FOLD_EVERY_SECONDS / 0.1))
+    batches = source.read_batches()
+    assert len(batches) == 10
+    assert [[s.entity.gpu for s in batch] for batch in batches] == [[0, 1]] * 10
+    assert _dram(batches) == pytest.approx([t / 1000 for t in range(1, 11)])
+    assert [batch[0].timestamp for batch in batches] == [_stamp(START + t * TICK, 0) for t in range(1, 11)]
+    assert set(batches[0][1].values) == set(range(1001, 1016)) | {100, 203, 112, 155, 160}
+    assert source.read_batches() == []  # nothing since
+
+
+def test_batches_do_not_depend_on_the_order_dcgm_hands_values_in(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    engine.field_major = True  # each field's samples, oldest first, one field after another
+    source = _opened(engine)
+    _ticks(engine, 1, 3)
+    batches = source.read_batches()
+    assert [[s.entity.gpu for s in batch] for batch in batches] == [[0, 1]] * 3
+    assert _dram(batches) == pytest.approx([0.001, 0.002, 0.003])
+    assert all(len(s.values) == WATCHED for batch in batches for s in batch)
+
+
+def test_blanks_in_a_batch_read_as_none(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _opened(engine)
+    engine.gpus[1].values[fields.SM_CLOCK] = None  # DCGM_INT64_BLANK
+    engine.collect(START + TICK)
+    (batch,) = source.read_batches()
+    assert batch[1].values[fields.SM_CLOCK] is None
+    assert batch[0].values[fields.SM_CLOCK] == 1755
+
+
+def test_first_read_after_open_hands_over_the_newest_kept_tick_only(fake: ModuleType) -> None:
+    """A remote engine that other clients watch keeps 30 s; folding it would count a stale
+    half-minute as if live."""
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    _ticks(engine, 0, 300)
+    (batch,) = source.read_batches()
+    assert _dram([batch]) == pytest.approx([0.299])
+    _ticks(engine, 300, 2)
+    assert _dram(source.read_batches()) == pytest.approx([0.300, 0.301])
+
+
+def test_first_read_after_a_reconnect_hands_over_the_newest_tick_only(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _opened(engine)
+    _ticks(engine, 1, 5)
+    assert len(source.read_batches()) == 5
+    engine.crash()
+    with pytest.raises(SourceError) as caught:
+        source.read_batches()
+    assert caught.value.reason == "dcgm_connection"
+    _ticks(engine, 6, 300)  # the engine kept sampling: its history covers the outage
+    (batch,) = source.read_batches()  # reconnects
+    assert engine.embedded_starts == 2
+    assert _dram([batch]) == pytest.approx([0.305])
+    _ticks(engine, 306, 3)
+    assert _dram(source.read_batches()) == pytest.approx([0.306, 0.307, 0.308])
+
+
+def test_a_tick_caught_mid_sampling_is_held_for_the_next_read(fake: ModuleType) -> None:
+    """The read came after GPU 0's values of the last tick and before GPU 1's: that tick waits
+    for GPU 1 instead of counting it as missing from a batch."""
+    engine = _two_h100(fake)
+    source = _opened(engine)
+    _ticks(engine, 1, 3)
+    ts, entities = engine.history[-1]
+    gpu1 = entities.pop((1, 1))
+    batches = source.read_batches()
+    assert [[s.entity.gpu for s in batch] for batch in batches] == [[0, 1], [0, 1]]
+    engine.history.append((ts + 1_000, {(1, 1): gpu1}))  # GPU 1's values, stamped after the read
+    _ticks(engine, 4, 1)
+    batches = source.read_batches()
+    assert [[s.entity.gpu for s in batch] for batch in batches] == [[0, 1], [0, 1]]
+    assert _dram(batches) == pytest.approx([0.003, 0.004])
+    assert source.read_batches() == []  # the held tick went out once
+
+
+def test_a_gpu_that_stops_reporting_holds_back_one_read_at_most(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _opened(engine)
+    _ticks(engine, 1, 2)
+    engine.history[-1][1].pop((1, 1))
+    assert len(source.read_batches()) == 1  # the last tick, GPU 0 alone, waits
+    _ticks(engine, 3, 2)
+    for _ts, entities in engine.history[-2:]:
+        entities.pop((1, 1))  # GPU 1 is gone
+    batches = source.read_batches()
+    assert [[s.entity.gpu for s in batch] for batch in batches] == [[0], [0], [0]]
+
+
+def test_values_never_collected_are_left_out(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    engine.stamp_step_usec = 0
+    engine.collect(0)  # stamp 0: DCGM has no sample for these values
+    engine.collect(START)
+    assert [s.timestamp for s in source.read_since()] == [START / 1e6] * 2
+
+
+def test_a_held_tick_of_a_lost_connection_is_dropped(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _opened(engine)
+    _ticks(engine, 1, 2)
+    engine.history[-1][1].pop((1, 1))
+    assert len(source.read_batches()) == 1  # GPU 0's last tick is held
+    engine.crash()
+    with pytest.raises(SourceError):
+        source.read_batches()
+    engine.history = []  # the new engine has sampled nothing yet
+    assert source.read_batches() == []
+
+
+def test_the_sampler_folds_every_kept_tick_in_one_read(fake: ModuleType) -> None:
+    """The sampler takes read_batches over read(): one round folds ten 100 ms ticks, and each GPU
+    integrates the whole second between its first and its last tick."""
+    from exporter.catalog import load_catalog
+    from exporter.inference import InferenceConfig
+    from exporter.sampler import Sampler
+
+    engine = _two_h100(fake)
+    source = _source(interval_seconds=0.1)
+    source.open()
+    options = SourceOptions(dcgm_bindings=FAKE_DIR, interval_seconds=0.1)
+    sampler = Sampler(
+        "dcgm",
+        options,
+        load_catalog(),
+        InferenceConfig(expected_interval_seconds=0.1, smoothing_seconds=0.0, dwell_seconds=0.0),
+        source=source,
+        opener=lambda name, opts: source,
+        wall_clock=lambda: START / 1e6 + 2.0,
+    )
+    _ticks(engine, 0, 1)
+    assert sampler.run_once()  # the first read: tick 0 alone
+    _ticks(engine, 1, 10)
+    assert sampler.run_once()
+    snapshot = sampler.snapshot
+    assert snapshot.source.samples_total == 11
+    assert [g.inference.timestamp for g in snapshot.gpus] == [_stamp(START + 10 * TICK, i) for i in (0, 1)]
+    assert all(sum(g.totals.regime_seconds.values()) == pytest.approx(1.0) for g in snapshot.gpus)
+
+
+def test_a_first_read_caught_mid_sampling_hands_over_the_last_whole_tick(fake: ModuleType) -> None:
+    engine = _two_h100(fake)
+    source = _source()
+    source.open()
+    _ticks(engine, 0, 30)
+    ts, entities = engine.history[-1]
+    gpu1 = entities.pop((1, 1))
+    (batch,) = source.read_batches()
+    assert [s.entity.gpu for s in batch] == [0, 1]
+    assert _dram([batch]) == pytest.approx([0.028])
+    engine.history.append((ts + 1_000, {(1, 1): gpu1}))
+    (batch,) = source.read_batches()
+    assert [s.entity.gpu for s in batch] == [0, 1]
+    assert _dram([batch]) == pytest.approx([0.029])

@@ -3,7 +3,8 @@
 Embedded (the host engine runs inside Ridgeline, DCGM_OPERATION_MODE_AUTO) or remote
 (`--dcgm-address host:port` of an nv-hostengine). Ridgeline creates one GPU group (GPUs and,
 on MIG GPUs, their GPU instances) and one field group (1001-1015, 100, 203), asks DCGM to
-sample them every `--interval`, and reads the latest cached values once per interval.
+sample them every `--interval`, and hands the sampler every watch tick the engine kept since the
+last read (`read_batches`, about once a second), so `--interval 0.1` keeps all ten ticks.
 Profiling support is checked per GPU, not only on GPU 0, so a mixed node keeps the GPUs
 that can be profiled and says why the others were left out.
 """
@@ -80,7 +81,8 @@ def _text(value: object) -> str:
 
 
 class DcgmSource:
-    """Reads DCGM's latest profiling values once per interval (the sampler paces it)."""
+    """Reads DCGM's profiling values: every kept watch tick (`read_batches`, which the sampler
+    prefers), or the latest values alone (`read`)."""
 
     name = "dcgm"
     paced = False
@@ -93,6 +95,10 @@ class DcgmSource:
         self._session: _Session | None = None
         self._since = 0
         """dcgmGetValuesSince_v2's sinceTimestamp for read_since (usec; 0: all the engine kept)."""
+        self._fresh = True
+        """The next read_batches is the first of this connection: it hands over the newest tick only."""
+        self._pending: list[Sample] = []
+        """A trailing tick read while the engine was still sampling it, held for the next read."""
         self.skipped: dict[int, str] = {}
         """GPU index -> why it is not sampled (profiling unsupported, paused, ...)."""
 
@@ -140,26 +146,46 @@ class DcgmSource:
     def close(self) -> None:
         self._drop_session()
 
-    def read_since(self) -> list[Sample]:
-        """Every sample the host engine kept since the last call, oldest first, several per entity
-        (one per watch tick): dcgmGetValuesSince_v2 from the sinceTimestamp it last returned.
+    def read_batches(self) -> list[list[Sample]]:
+        """Every watch tick since the last read, oldest first: one sample per entity per tick.
 
-        Not `read()`: the Source protocol's batch holds one sample per entity (the sampler keeps
-        the first of each), so this waits for a sampler that folds batches of many. A first call
-        after a (re)connect returns what the engine kept (at least 30 s of it)."""
+        The first read of a connection hands over the newest whole tick only: the engine's kept history
+        (at least 30 s) lies before this connection, over time the sampler already folded or
+        reported as down, and folding it at once would count that half-minute as if live. A last
+        tick that lacks an entity seen earlier in the read was caught mid-sampling: it is held
+        back and completed by the next read rather than count that entity as missing."""
+        since = self.read_since()  # first: a reconnect drops the held tick
+        samples, self._pending = [*self._pending, *since], []
+        batches = ticks_as_batches(samples)
+        seen = {s.entity.key for batch in batches for s in batch}
+        if batches and len(batches[-1]) < len(seen):
+            self._pending = batches.pop()
+        if self._fresh:
+            self._fresh = False
+            return batches[-1:]
+        return batches
+
+    def read_since(self) -> list[Sample]:
+        """Every sample the host engine kept since the last call, oldest first, one per entity per
+        watch tick: dcgmGetValuesSince_v2 from the sinceTimestamp it last returned.
+
+        DCGM stamps each field value when it collects it, so one tick's fields of one entity
+        differ by microseconds: an entity's values are taken in stamp order and a new sample
+        starts when a field repeats (`values_as_ticks`). A first call after a (re)connect
+        returns what the engine kept (at least 30 s)."""
         if self._session is None:
             self._connect()
         assert self._session is not None and self._bindings is not None
         b = self._bindings
         session = self._session
         targets = {(t.entity_group, t.entity_id): t.entity for t in session.targets}
-        rows: dict[tuple[int, tuple[int, int]], dict[int, float | None]] = {}
+        rows: dict[tuple[int, int], list[tuple[int, int, float | None]]] = {}
 
         def collect(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
-            key = (int(group), int(entity))
+            kept = rows.setdefault((int(group), int(entity)), [])
             for index in range(int(count)):
                 fv = values[index]  # DCGM reuses the buffer: keep plain values only
-                rows.setdefault((int(fv.ts), key), {})[int(fv.fieldId)] = self._value(fv)
+                kept.append((int(fv.ts), int(fv.fieldId), self._value(fv)))
             return 0
 
         callback = b.dcgm_agent.dcgmFieldValueEntityEnumeration_f(collect)
@@ -169,12 +195,14 @@ class DcgmSource:
             )
         except b.dcgm_structs.DCGMError as exc:
             raise self._error(exc, "reading the values since the last read") from exc
-        order = {key: index for index, key in enumerate(targets)}
-        return [
-            Sample(timestamp=ts / 1e6, entity=targets[key], values=values)
-            for (ts, key), values in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], -1)))
-            if key in targets and ts > 0
+        samples = [
+            Sample(timestamp=stamp / 1e6, entity=targets[key], values=values)
+            for key, kept in rows.items()
+            if key in targets
+            for stamp, values in values_as_ticks(kept)
         ]
+        samples.sort(key=lambda sample: sample.timestamp)
+        return samples
 
     # -- connection ---------------------------------------------------------------------
 
@@ -200,6 +228,8 @@ class DcgmSource:
             raise SourceError("dcgm_connection", f"cannot start or reach {where}: {exc}") from exc
         self._dcgm_handle = handle_obj
         self._since = 0  # a new session: its engine's timestamps start afresh
+        self._fresh = True
+        self._pending = []  # a tick of the lost session is not completed by this one
         handle = handle_obj.handle
         try:
             self._session = self._watch(handle)
@@ -347,6 +377,39 @@ class DcgmSource:
         else:
             return None
         return fields.clean_value(int(fv.fieldId), raw)
+
+
+def values_as_ticks(rows: list[tuple[int, int, float | None]]) -> list[tuple[int, dict[int, float | None]]]:
+    """One entity's (stamp usec, field, value) rows as watch ticks, oldest first: rows in stamp
+    order, a new tick where a field comes again; a tick is stamped with its newest value's stamp.
+    Rows without a stamp (0: never collected) are left out."""
+    ticks: list[tuple[int, dict[int, float | None]]] = []
+    values: dict[int, float | None] = {}
+    stamp = 0
+    for ts, field_id, value in sorted((row for row in rows if row[0] > 0), key=lambda row: row[0]):
+        if field_id in values:
+            ticks.append((stamp, values))
+            values = {}
+        values[field_id] = value
+        stamp = ts
+    if values:
+        ticks.append((stamp, values))
+    return ticks
+
+
+def ticks_as_batches(samples: list[Sample]) -> list[list[Sample]]:
+    """Samples in stamp order as the sampler's batches: a new batch where an entity comes again,
+    so each batch holds one watch tick, one sample per entity."""
+    batches: list[list[Sample]] = []
+    seen: set[tuple[int, int | None]] = set()
+    for sample in samples:
+        key = sample.entity.key
+        if not batches or key in seen:
+            batches.append([])
+            seen = set()
+        batches[-1].append(sample)
+        seen.add(key)
+    return batches
 
 
 def _codes(structs: Any, names: tuple[str, ...]) -> set[int]:

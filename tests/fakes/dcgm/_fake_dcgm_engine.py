@@ -64,6 +64,12 @@ class Engine:
     history: list[tuple[int, dict[tuple[int, int], dict[int, float | None]]]] = field(default_factory=list)
     """What the host engine sampled at its watch rate: (timestamp in usec, entity -> values), oldest
     first, as dcgmGetValuesSince_v2 reads it back. Tests add to it with `collect`."""
+    stamp_step_usec: int = 3
+    """A watch tick collects one value after another, each stamped when collected: the n-th value
+    of a tick (entities in group order, fields in field-group order) is stamped n steps later."""
+    field_major: bool = False
+    """dcgmGetValuesSince_v2 hands an entity's values field by field (each field's samples oldest
+    first) rather than tick by tick; NVIDIA documents neither order."""
 
     def new_handle(self) -> int:
         handle = self.next_handle

@@ -209,29 +209,37 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
     entities = engine.groups[groupId.value]
     field_ids = engine.field_groups[fieldGroupId.value]
     next_since = sinceTimestamp
-    kept = [(ts, values) for ts, values in engine.history if ts >= sinceTimestamp]
+    step = engine.stamp_step_usec
+    stamped = []  # (usec, entity, field id, value): each value stamped when the tick collected it
+    for ts, values in engine.history:
+        position = 0
+        for group, entity in entities:
+            for field_id in field_ids:
+                if (group, entity) in values:
+                    stamped.append((ts + position * step, (group, entity), field_id, values[(group, entity)]))
+                position += 1
+    stamped = [row for row in stamped if row[0] >= sinceTimestamp]
+    if engine.field_major:
+        stamped.sort(key=lambda row: field_ids.index(row[2]))  # stable: each field oldest first
     for group, entity in entities:
-        rows = [(ts, values[(group, entity)]) for ts, values in kept if (group, entity) in values]
+        rows = [row for row in stamped if row[1] == (group, entity)]
         if not rows:
             continue
-        array = (dcgm_structs.c_dcgmFieldValue_v1 * (len(rows) * len(field_ids)))()
-        index = 0
-        for ts, values in rows:
-            for field_id in field_ids:
-                fv = array[index]
-                index += 1
-                fv.version = dcgm_structs.dcgmFieldValue_version1
-                fv.fieldId = field_id
-                fv.status = dcgm_structs.DCGM_ST_OK
-                fv.ts = ts
-                value = values.get(field_id)
-                if field_id in _fake_dcgm_engine.INT64_FIELDS:
-                    fv.fieldType = ord(dcgm_fields.DCGM_FT_INT64)
-                    fv.value.i64 = _fake_dcgm_engine.INT64_BLANK if value is None else int(value)
-                else:
-                    fv.fieldType = ord(dcgm_fields.DCGM_FT_DOUBLE)
-                    fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
+        array = (dcgm_structs.c_dcgmFieldValue_v1 * len(rows))()
+        for index, (ts, _key, field_id, values) in enumerate(rows):
+            fv = array[index]
+            fv.version = dcgm_structs.dcgmFieldValue_version1
+            fv.fieldId = field_id
+            fv.status = dcgm_structs.DCGM_ST_OK
+            fv.ts = ts
+            value = values.get(field_id)
+            if field_id in _fake_dcgm_engine.INT64_FIELDS:
+                fv.fieldType = ord(dcgm_fields.DCGM_FT_INT64)
+                fv.value.i64 = _fake_dcgm_engine.INT64_BLANK if value is None else int(value)
+            else:
+                fv.fieldType = ord(dcgm_fields.DCGM_FT_DOUBLE)
+                fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
             next_since = max(next_since, ts + 1)
         # userData travels as the PyObject pointer the real wrapper passes (py_object(userData))
-        enumCB(group, entity, array, index, c_void_p(id(userData)))
+        enumCB(group, entity, array, len(rows), c_void_p(id(userData)))
     return next_since
