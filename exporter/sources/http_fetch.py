@@ -271,50 +271,16 @@ def get(
     With `validators`, the answer's ETag and Last-Modified are stored in it, and a 304 (to a
     conditional GET whose headers the caller sent) ends the body at once with `not_modified` set.
     """
-    try:
-        sock, response = _open_and_begin(request, deadline, kept)
-    except http.client.HTTPException as exc:
-        raise FetchError("parse_error", f"did not answer HTTP ({type(exc).__name__}: {exc})") from None
-    except (TimeoutError, FetchError):
-        raise
-    except OSError as exc:
-        raise FetchError("connection", f"connection failed: {exc.strerror or exc}") from None
+    sock, response = _opened(request, deadline, kept)
     whole = False
     try:
-        if validators is not None:
-            conditional = any(name.startswith("If-") for name, _ in request.headers)
-            if response.status == 304 and conditional:
-                validators.not_modified = True
-                response.read()  # no body, by definition; the connection may be kept
-                whole = True
-                return
-            validators.not_modified = False
-            validators.etag = response.getheader("ETag")
-            validators.last_modified = response.getheader("Last-Modified")
-        if response.status != 200:
-            hint = " (check the scrape credentials)" if response.status in (401, 403) else ""
-            raise FetchError("http_status", f"answered HTTP {response.status} {response.reason}{hint}")
-        encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
-        if encoding != "identity":
-            raise FetchError("parse_error", f"answered with Content-Encoding {encoding}, not plain text")
-        while True:
-            try:
-                chunk = response.read(CHUNK_BYTES)
-            except http.client.IncompleteRead as exc:
-                raise FetchError("connection", f"the connection closed mid-body ({exc})") from None
-            except http.client.HTTPException as exc:
-                raise FetchError("parse_error", f"sent a malformed body ({type(exc).__name__})") from None
-            if not chunk:
-                missing = response.length
-                if missing:
-                    # http.client ends a Content-Length body short of its length quietly (it says
-                    # so in its source): a page cut mid-number must not pass for a whole one
-                    raise FetchError(
-                        "connection", f"the connection closed {missing} bytes short of the Content-Length"
-                    )
-                whole = True
-                return
-            yield chunk
+        if validators is not None and _not_modified(request, response, validators):
+            response.read()  # no body, by definition; the connection may be kept
+            whole = True
+            return
+        _check_answer(response)
+        yield from _body(response)
+        whole = True
     except TimeoutError:
         raise
     except OSError as exc:  # reset, broken pipe, TLS error mid-read
@@ -324,3 +290,60 @@ def get(
             kept.keep(request, sock)
         else:
             sock.close()
+
+
+def _opened(
+    request: Request, deadline: Deadline, kept: KeptConnection | None
+) -> tuple[socket.socket, http.client.HTTPResponse]:
+    """A connection with the answer's status line and headers read, failures as FetchError."""
+    try:
+        return _open_and_begin(request, deadline, kept)
+    except http.client.HTTPException as exc:
+        raise FetchError("parse_error", f"did not answer HTTP ({type(exc).__name__}: {exc})") from None
+    except (TimeoutError, FetchError):
+        raise
+    except OSError as exc:
+        raise FetchError("connection", f"connection failed: {exc.strerror or exc}") from None
+
+
+def _not_modified(request: Request, response: http.client.HTTPResponse, validators: Validators) -> bool:
+    """Whether the answer is a 304 to a conditional GET; else its validators are stored."""
+    conditional = any(name.startswith("If-") for name, _ in request.headers)
+    if response.status == 304 and conditional:
+        validators.not_modified = True
+        return True
+    validators.not_modified = False
+    validators.etag = response.getheader("ETag")
+    validators.last_modified = response.getheader("Last-Modified")
+    return False
+
+
+def _check_answer(response: http.client.HTTPResponse) -> None:
+    """A 200 with a plain-text body, or the FetchError that says what it was instead."""
+    if response.status != 200:
+        hint = " (check the scrape credentials)" if response.status in (401, 403) else ""
+        raise FetchError("http_status", f"answered HTTP {response.status} {response.reason}{hint}")
+    encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
+    if encoding != "identity":
+        raise FetchError("parse_error", f"answered with Content-Encoding {encoding}, not plain text")
+
+
+def _body(response: http.client.HTTPResponse) -> Iterator[bytes]:
+    """The body chunk by chunk; one cut short of its Content-Length is a `connection` error."""
+    while True:
+        try:
+            chunk = response.read(CHUNK_BYTES)
+        except http.client.IncompleteRead as exc:
+            raise FetchError("connection", f"the connection closed mid-body ({exc})") from None
+        except http.client.HTTPException as exc:
+            raise FetchError("parse_error", f"sent a malformed body ({type(exc).__name__})") from None
+        if not chunk:
+            missing = response.length
+            if missing:
+                # http.client ends a Content-Length body short of its length quietly (it says
+                # so in its source): a page cut mid-number must not pass for a whole one
+                raise FetchError(
+                    "connection", f"the connection closed {missing} bytes short of the Content-Length"
+                )
+            return
+        yield chunk
