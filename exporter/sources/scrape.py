@@ -730,67 +730,18 @@ class ScrapeSource:
         page = self._page
         if page is not None and self._cadence.may_skip():
             return list(page.samples)  # the upstream has no new page yet: no GET at all
-        shown = self.display_name
-        request = self._request
-        try:
-            authorization = self._client.authorization()  # files read again: a rotated secret applies
-        except ClientConfigError as exc:
-            raise SourceError("bad_credentials", str(exc)) from None
-        if authorization is not None:
-            request = replace(request, authorization=authorization)
         validators = Validators()
-        if page is not None and page.validators is not None:
-            request = replace(request, headers=request.headers + page.validators.conditional_headers())
-        deadline = Deadline(self._timeout)
-        chunks: list[bytes] | None = []
-        size = 0
-        reader: PageReader | None = None
-        try:
-            for chunk in get(request, deadline, validators, self._kept):
-                if chunks is not None:
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size <= MAX_REMEMBERED_BYTES:
-                        continue
-                    reader = PageReader(now, self._hints)  # too big to keep: parsed as it streams
-                    for held in chunks:
-                        reader.feed(held)
-                    chunks = None
-                else:
-                    assert reader is not None
-                    reader.feed(chunk)
-                deadline.remaining()  # parsing counts against the deadline too
-            body = b"".join(chunks) if chunks is not None else None
-            if page is not None and (validators.not_modified or (body is not None and body == page.body)):
-                self._cadence.saw(changed=False)
-                self._note_skipped(page.skipped, page.first_skip)  # what a parse would count again
-                return list(page.samples)
-            if reader is None:
-                reader = PageReader(now, self._hints)
-                for held in chunks or ():
-                    reader.feed(held)
-                    deadline.remaining()
-        except TimeoutError:
-            raise SourceError("timeout", f"{shown} did not answer within {self._timeout:g} s") from None
-        except FetchError as exc:
-            if exc.reason == "connection":
-                raise SourceError(exc.reason, f"cannot reach {shown}: {exc.message}") from None
-            raise SourceError(exc.reason, f"{shown} {exc.message}") from None
+        body, reader = self._fetch(self._page_request(page), validators, now, page)
+        if reader is None:  # the same page as last time
+            assert page is not None
+            self._cadence.saw(changed=False)
+            self._note_skipped(page.skipped, page.first_skip)  # what a parse would count again
+            return list(page.samples)
         samples = reader.finish()
         self._note_skipped(reader.skipped, reader.first_skip)
         if not samples:
             self._page = None
-            skipped = ", ".join(f"{r}: {n}" for r, n in sorted(reader.skipped.items()))
-            if not reader.looks_like_exposition:
-                raise SourceError("parse_error", f"{shown} did not return Prometheus text format")
-            if skipped:
-                raise SourceError(
-                    "no_dcgm_metrics", f"{shown}: every DCGM_FI_* GPU series was skipped ({skipped})"
-                )
-            raise SourceError(
-                "no_dcgm_metrics",
-                f"{shown} answered, but with no DCGM_FI_* GPU series: is it dcgm-exporter's /metrics?",
-            )
+            raise self._no_samples(reader)
         self._cadence.saw(changed=page is not None)  # a first page is no change: no cadence yet
         cachable = validators.etag is not None or validators.last_modified is not None
         self._page = _Page(
@@ -801,6 +752,85 @@ class ScrapeSource:
             first_skip=reader.first_skip,
         )
         return samples
+
+    def _page_request(self, page: _Page | None) -> Request:
+        """The GET with its credentials read afresh (a rotated secret applies) and, when the last
+        page came with validators, the conditional headers that let the upstream answer 304."""
+        assert self._request is not None
+        request = self._request
+        try:
+            authorization = self._client.authorization()
+        except ClientConfigError as exc:
+            raise SourceError("bad_credentials", str(exc)) from None
+        if authorization is not None:
+            request = replace(request, authorization=authorization)
+        if page is not None and page.validators is not None:
+            request = replace(request, headers=request.headers + page.validators.conditional_headers())
+        return request
+
+    def _fetch(
+        self, request: Request, validators: Validators, now: float, page: _Page | None
+    ) -> tuple[bytes | None, PageReader | None]:
+        """The page's body (None when too big to keep) and its reader, or no reader when the
+        upstream sent the same page as last time; every failure as a SourceError."""
+        shown = self.display_name
+        deadline = Deadline(self._timeout)
+        try:
+            chunks, reader = self._download(request, deadline, validators, now)
+            body = b"".join(chunks) if chunks is not None else None
+            if page is not None and (validators.not_modified or (body is not None and body == page.body)):
+                return body, None
+            if reader is None:
+                reader = PageReader(now, self._hints)
+                for held in chunks or ():
+                    reader.feed(held)
+                    deadline.remaining()
+            return body, reader
+        except TimeoutError:
+            raise SourceError("timeout", f"{shown} did not answer within {self._timeout:g} s") from None
+        except FetchError as exc:
+            if exc.reason == "connection":
+                raise SourceError(exc.reason, f"cannot reach {shown}: {exc.message}") from None
+            raise SourceError(exc.reason, f"{shown} {exc.message}") from None
+
+    def _download(
+        self, request: Request, deadline: Deadline, validators: Validators, now: float
+    ) -> tuple[list[bytes] | None, PageReader | None]:
+        """The body's chunks while they fit MAX_REMEMBERED_BYTES (kept to compare with the next
+        page); past that, no chunks and a reader that parsed them as they streamed."""
+        chunks: list[bytes] | None = []
+        size = 0
+        reader: PageReader | None = None
+        for chunk in get(request, deadline, validators, self._kept):
+            if chunks is not None:
+                chunks.append(chunk)
+                size += len(chunk)
+                if size <= MAX_REMEMBERED_BYTES:
+                    continue
+                reader = PageReader(now, self._hints)  # too big to keep: parsed as it streams
+                for held in chunks:
+                    reader.feed(held)
+                chunks = None
+            else:
+                assert reader is not None
+                reader.feed(chunk)
+            deadline.remaining()  # parsing counts against the deadline too
+        return chunks, reader
+
+    def _no_samples(self, reader: PageReader) -> SourceError:
+        """Why a page gave no sample: not the text format, every series skipped, or no DCGM series."""
+        shown = self.display_name
+        if not reader.looks_like_exposition:
+            return SourceError("parse_error", f"{shown} did not return Prometheus text format")
+        skipped = ", ".join(f"{r}: {n}" for r, n in sorted(reader.skipped.items()))
+        if skipped:
+            return SourceError(
+                "no_dcgm_metrics", f"{shown}: every DCGM_FI_* GPU series was skipped ({skipped})"
+            )
+        return SourceError(
+            "no_dcgm_metrics",
+            f"{shown} answered, but with no DCGM_FI_* GPU series: is it dcgm-exporter's /metrics?",
+        )
 
     def close(self) -> None:
         """Close the kept-alive connection (safe twice); the last page is kept."""
