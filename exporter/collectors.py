@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from exporter import readings
 from exporter.roofline import REGIMES
 
 if TYPE_CHECKING:
@@ -153,21 +154,26 @@ def _gauge(
 
 _NO_LABELS: Mapping[str, str] = {}
 
+
+def reading_gauge(reading: str, what: str) -> FamilySpec:
+    """A smoothed ratio reading's gauge: name and help's head from its readings-table row."""
+    row = readings.BY_NAME[reading]
+    dcgm = row.dcgm_name.removeprefix("DCGM_FI_PROF_")
+    return FamilySpec(
+        f"ridgeline_{row.name}_ratio",
+        "gauge",
+        f"Smoothed DCGM {dcgm} (field {row.field_id}): {what}",
+        GPU_LABELS,
+    )
+
+
 # -- activity ------------------------------------------------------------------------------
 
-DRAM_ACTIVE = FamilySpec(
-    "ridgeline_dram_active_ratio",
-    "gauge",
-    "Smoothed DCGM DRAM_ACTIVE (field 1005): fraction of cycles the device memory interface "
-    "is busy, 0-1 (about 0.8 is its practical maximum).",
-    GPU_LABELS,
+DRAM_ACTIVE = reading_gauge(
+    "dram_active",
+    "fraction of cycles the device memory interface is busy, 0-1 (about 0.8 is its practical maximum).",
 )
-TENSOR_ACTIVE = FamilySpec(
-    "ridgeline_tensor_active_ratio",
-    "gauge",
-    "Smoothed DCGM PIPE_TENSOR_ACTIVE (field 1004): fraction of cycles the tensor pipes are busy, 0-1.",
-    GPU_LABELS,
-)
+TENSOR_ACTIVE = reading_gauge("tensor_active", "fraction of cycles the tensor pipes are busy, 0-1.")
 FLOP_UTILIZATION = FamilySpec(
     "ridgeline_flop_utilization_ratio",
     "gauge",
@@ -207,12 +213,9 @@ def _read_roofline(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator
 
 # -- engine --------------------------------------------------------------------------------
 
-GR_ENGINE_ACTIVE = FamilySpec(
-    "ridgeline_gr_engine_active_ratio",
-    "gauge",
-    "Smoothed DCGM GR_ENGINE_ACTIVE (field 1001): fraction of time the graphics/compute "
-    "engine is busy, 0-1; present when the source reports it.",
-    GPU_LABELS,
+GR_ENGINE_ACTIVE = reading_gauge(
+    "gr_engine_active",
+    "fraction of time the graphics/compute engine is busy, 0-1; present when the source reports it.",
 )
 GPU_UTILIZATION = FamilySpec(
     "ridgeline_gpu_utilization_ratio",

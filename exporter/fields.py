@@ -1,7 +1,8 @@
-"""DCGM field ids, the names they go by, and how blanks and odd ratios are read.
+"""DCGM field ids, the names whose unit changed, and how blanks and odd ratios are read.
 
-Field ids and names follow NVIDIA's dcgm_fields.h (DCGM_FI_DEV_* and DCGM_FI_PROF_*). Sources
-key every value by numeric id, so the rest of Ridgeline never sees a name.
+Field ids follow NVIDIA's dcgm_fields.h (DCGM_FI_DEV_* and DCGM_FI_PROF_*); the names a field
+goes by are its row's in exporter/readings.py. Sources key every value by numeric id, so the
+rest of Ridgeline never sees a name.
 """
 
 from __future__ import annotations
@@ -36,63 +37,6 @@ SM_CLOCK_HERTZ = 1603
 """DCGM 4.7's SM clock in hertz (go-dcgm pkg/dcgm/base_unit_fields_test.go); read as field 100."""
 GPU_UTIL_RATIO = 1613
 """DCGM 4.7's GPU utilisation as a 0..1 double (dcgm_fields.h); read as field 203 in percent."""
-
-LEGACY_NAMES: dict[int, str] = {
-    SM_CLOCK: "DCGM_FI_DEV_SM_CLOCK",
-    CLOCKS_EVENT_REASONS: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    POWER_USAGE: "DCGM_FI_DEV_POWER_USAGE",
-    POWER_MGMT_LIMIT: "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-    GPU_UTIL: "DCGM_FI_DEV_GPU_UTIL",
-    GR_ENGINE_ACTIVE: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-    SM_ACTIVE: "DCGM_FI_PROF_SM_ACTIVE",
-    SM_OCCUPANCY: "DCGM_FI_PROF_SM_OCCUPANCY",
-    PIPE_TENSOR_ACTIVE: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    DRAM_ACTIVE: "DCGM_FI_PROF_DRAM_ACTIVE",
-    PIPE_FP64_ACTIVE: "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-    PIPE_FP32_ACTIVE: "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-    PIPE_FP16_ACTIVE: "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-    PCIE_TX_BYTES: "DCGM_FI_PROF_PCIE_TX_BYTES",
-    PCIE_RX_BYTES: "DCGM_FI_PROF_PCIE_RX_BYTES",
-    NVLINK_TX_BYTES: "DCGM_FI_PROF_NVLINK_TX_BYTES",
-    NVLINK_RX_BYTES: "DCGM_FI_PROF_NVLINK_RX_BYTES",
-    PIPE_TENSOR_IMMA_ACTIVE: "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE",
-    PIPE_TENSOR_HMMA_ACTIVE: "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE",
-    PIPE_TENSOR_DFMA_ACTIVE: "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE",
-}
-"""The names DCGM has used since profiling fields arrived (DCGM 1.7/2.x) and dcgm-exporter prints."""
-
-RENAMED: dict[str, int] = {
-    # DCGM 4.6 renamed the profiling fields to *_UTIL_RATIO; id, type (double) and unit (ratio
-    # 0..1) are unchanged and the old names stay as deprecated aliases. Source: NVIDIA DCGM
-    # python bindings dcgm_fields.py, `_DEPRECATED_ALIASES` ("renamed per DCGM Field Naming
-    # Standard"), and go-dcgm pkg/dcgm/alias_resolution_test.go
-    # (TestAliasResolution_DCGM46RenamedFieldsResolve: GR_ENGINE 1001, TENSOR 1004).
-    "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO": GR_ENGINE_ACTIVE,
-    "DCGM_FI_PROF_SM_UTIL_RATIO": SM_ACTIVE,
-    "DCGM_FI_PROF_SM_OCCUPANCY_RATIO": SM_OCCUPANCY,
-    "DCGM_FI_PROF_TENSOR_UTIL_RATIO": PIPE_TENSOR_ACTIVE,
-    "DCGM_FI_PROF_DRAM_UTIL_RATIO": DRAM_ACTIVE,
-    "DCGM_FI_PROF_FP64_UTIL_RATIO": PIPE_FP64_ACTIVE,
-    "DCGM_FI_PROF_FP32_UTIL_RATIO": PIPE_FP32_ACTIVE,
-    "DCGM_FI_PROF_FP16_UTIL_RATIO": PIPE_FP16_ACTIVE,
-    "DCGM_FI_PROF_IMMA_UTIL_RATIO": PIPE_TENSOR_IMMA_ACTIVE,
-    "DCGM_FI_PROF_HMMA_UTIL_RATIO": PIPE_TENSOR_HMMA_ACTIVE,
-    "DCGM_FI_PROF_DFMA_UTIL_RATIO": PIPE_TENSOR_DFMA_ACTIVE,
-    # DCGM 3.3 renamed field 112 from *_CLOCK_THROTTLE_REASONS to *_CLOCKS_EVENT_REASONS (NVML's
-    # "throttle reasons" became "clocks event reasons"); same id and bits (go-dcgm const_fields.go:
-    # DCGM_FI_DEV_CLOCKS_EVENT_REASONS Short = 112). dcgm-exporter prints either, by version.
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": CLOCKS_EVENT_REASONS,
-    # 1009-1012 (DCGM_FI_PROF_PCIE_/NVLINK_{TX,RX}_BYTES) and 100 (DCGM_FI_DEV_SM_CLOCK) kept
-    # their names in DCGM 4.6. dcgm-exporter 4.9 prints the profiling rows above under these
-    # DCGM 4.7 names too. Deliberately absent, because the name now means another unit:
-    # DCGM_FI_DEV_GPU_UTIL_RATIO (see GPU_UTIL_RATIO_NAME) and DCGM_FI_DEV_SM_CLOCK_HERTZ
-    # (CONVERTED_NAMES).
-}
-"""Later spellings of the same fields (same id, same unit): DCGM 4.6's *_UTIL_RATIO names.
-
-Kept here so every parser (scrape, replay) shares one table; names whose unit changed with
-the rename are not here (see the comment above and exporter/sources/scrape.py).
-"""
 
 CONVERTED_IDS: dict[int, tuple[int, float]] = {
     SM_CLOCK_HERTZ: (SM_CLOCK, 1e-6),
@@ -129,29 +73,6 @@ def gpu_util_ratio_is_percent(value: float, written_as_integer: bool) -> bool:
         return False
     return written_as_integer
 
-
-SHORT_NAMES: dict[str, int] = {
-    # valueFormat->shortName in NVIDIA DCGM dcgmlib/src/dcgm_fields.cpp; TDFMA follows the
-    # TIMMA/THMMA pattern of the DFMA pipe added later (see docs/replay-formats.md).
-    "SMCLK": SM_CLOCK,
-    "GPUTL": GPU_UTIL,
-    "GRACT": GR_ENGINE_ACTIVE,
-    "SMACT": SM_ACTIVE,
-    "SMOCC": SM_OCCUPANCY,
-    "TENSO": PIPE_TENSOR_ACTIVE,
-    "DRAMA": DRAM_ACTIVE,
-    "FP64A": PIPE_FP64_ACTIVE,
-    "FP32A": PIPE_FP32_ACTIVE,
-    "FP16A": PIPE_FP16_ACTIVE,
-    "PCITX": PCIE_TX_BYTES,
-    "PCIRX": PCIE_RX_BYTES,
-    "NVLTX": NVLINK_TX_BYTES,
-    "NVLRX": NVLINK_RX_BYTES,
-    "TIMMA": PIPE_TENSOR_IMMA_ACTIVE,
-    "THMMA": PIPE_TENSOR_HMMA_ACTIVE,
-    "TDFMA": PIPE_TENSOR_DFMA_ACTIVE,
-}
-"""The short column tags `dcgmi dmon` prints (GRACT, SMACT, DRAMA, ...)."""
 
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x2, "applications_clocks_setting"),
@@ -197,28 +118,6 @@ RATIO_CLAMP_LIMIT = 1.05
 DCGM reports SM_ACTIVE and friends slightly above 1 on some MIG instances (rounding in the
 per-instance scaling); a value well above 1 is a percentage or garbage, and guessing would lie.
 """
-
-
-def _name_table() -> dict[str, int]:
-    table = {name.upper(): fid for fid, name in LEGACY_NAMES.items()}
-    table.update({name.upper(): fid for name, fid in RENAMED.items()})
-    table.update({name.upper(): fid for name, fid in SHORT_NAMES.items()})
-    return table
-
-
-def field_id(name_or_id: str | int) -> int | None:
-    """The DCGM field id for an id (int or digits) or any known name; None when unknown."""
-    if isinstance(name_or_id, int):
-        return name_or_id
-    text = name_or_id.strip()
-    if text.isdigit():
-        return int(text)
-    return _name_table().get(text.upper())
-
-
-def field_name(fid: int) -> str:
-    """The legacy DCGM name of a field id, or the id itself when Ridgeline has no name for it."""
-    return LEGACY_NAMES.get(fid, str(fid))
 
 
 def is_blank(raw: float) -> bool:

@@ -355,14 +355,16 @@ def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | 
 
 
 _PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
-    (fid, fields.field_name(fid)) for fid in PROFILING_FIELDS
+    (fid, readings.field_name(fid)) for fid in PROFILING_FIELDS
 )
 
 
 _LINK_FIELD_NAMES: Mapping[str, tuple[tuple[int, str], ...]] = MappingProxyType(
     {
         link: tuple(
-            (fid, fields.field_name(fid)) for name, fid in LINK_FIELDS.items() if name.startswith(f"{link}_")
+            (fid, readings.field_name(fid))
+            for name, fid in LINK_FIELDS.items()
+            if name.startswith(f"{link}_")
         )
         for link in LINKS
     }
@@ -395,7 +397,7 @@ def missing_profiling_fields(values: Mapping[int, float | None]) -> tuple[str, .
 def dcgm_names(reading_fields: tuple[str, ...]) -> tuple[str, ...]:
     """Reading field names (dram_active, ...) as the DCGM names an SRE puts in a counters file
     (a few distinct tuples ever occur: cached)."""
-    return tuple(fields.field_name(READING_FIELD_IDS[name]) for name in reading_fields)
+    return tuple(readings.field_name(READING_FIELD_IDS[name]) for name in reading_fields)
 
 
 def debounce(

@@ -3,8 +3,8 @@
 One row per reading: its name (the POST /classify key and the daemon's input name), the DCGM
 field behind it, its unit and its `ridgeline classify` flag and help. The roofline's reading
 fields, the daemon's field maps, the CLI's counter flags and docs/readings.md derive from it;
-the counter body's fields are checked against it. A row's dmon, CSV and JSON Lines column names
-are exporter/fields.py's names for its field id, which is what every replay format reads.
+the counter body's fields are checked against it. A row's DCGM name, renames and dmon tag are
+the names every replay format and the scrape source read it by (field_id, field_name).
 Standard library only.
 """
 
@@ -26,13 +26,22 @@ the precision; `clock` scales FLOP/s; `link` is judged against the link walls; `
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """One counter input: name, DCGM field, unit, role and its CLI help (None: no CLI flag)."""
+    """One counter input: name, DCGM field, unit, role, CLI help (None: no CLI flag) and the
+    names the sources read it by: the DCGM name, its later spellings and its dmon tag."""
 
     name: str
     field_id: int
     unit: str
     role: Role
     help: str | None
+    dcgm_name: str
+    """The name DCGM has used since profiling fields arrived (DCGM 1.7/2.x) and dcgm-exporter
+    prints; CSV headers use it too."""
+    renamed: tuple[str, ...] = ()
+    """Later spellings of the same field (same id, same unit); sources above READINGS."""
+    dmon: str | None = None
+    """The column tag `dcgmi dmon` prints (valueFormat->shortName in NVIDIA DCGM
+    dcgmlib/src/dcgm_fields.cpp); None where it has none."""
 
     @property
     def json_key(self) -> str:
@@ -50,19 +59,14 @@ class Reading:
         return self.field_id in fields.RATIO_FIELDS
 
     @property
-    def dcgm_name(self) -> str:
-        """The DCGM name dcgm-exporter prints and CSV headers use (fields.LEGACY_NAMES)."""
-        return fields.field_name(self.field_id)
-
-    @property
     def csv(self) -> str:
-        """The CSV replay column that names it: the DCGM name (any name or the id reads too)."""
+        """The CSV replay column that names it: the DCGM name (csv_names all read)."""
         return self.dcgm_name
 
     @property
-    def dmon(self) -> str | None:
-        """The column tag `dcgmi dmon` prints (fields.SHORT_NAMES); None where it has none."""
-        return _DMON_TAGS.get(self.field_id)
+    def csv_names(self) -> tuple[str, ...]:
+        """Every CSV column or scrape family name that reads as it: the DCGM name, then renames."""
+        return (self.dcgm_name, *self.renamed)
 
     @property
     def jsonl(self) -> str:
@@ -70,25 +74,106 @@ class Reading:
         return str(self.field_id)
 
 
-_DMON_TAGS: Mapping[int, str] = MappingProxyType({fid: tag for tag, fid in fields.SHORT_NAMES.items()})
+# DCGM 4.6 renamed the profiling fields to *_UTIL_RATIO; id, type (double) and unit
+# (ratio 0..1) are unchanged and the old names stay as deprecated aliases (NVIDIA DCGM python
+# bindings dcgm_fields.py, `_DEPRECATED_ALIASES`, "renamed per DCGM Field Naming Standard";
+# go-dcgm pkg/dcgm/alias_resolution_test.go, TestAliasResolution_DCGM46RenamedFieldsResolve).
+# DCGM 3.3 renamed field 112 from *_CLOCK_THROTTLE_REASONS to *_CLOCKS_EVENT_REASONS (go-dcgm
+# const_fields.go); dcgm-exporter prints either, by version. 1009-1012 and 100 kept their names
+# in DCGM 4.6. Names whose unit changed with a rename are not renames: see fields.CONVERTED_NAMES
+# and fields.GPU_UTIL_RATIO_NAME. TDFMA follows the TIMMA/THMMA pattern of the DFMA pipe added
+# later (see docs/replay-formats.md).
 
 READINGS: tuple[Reading, ...] = (
-    Reading("dram_active", fields.DRAM_ACTIVE, "ratio", "activity", "DRAM_ACTIVE ratio in [0, 1]"),
     Reading(
-        "tensor_active", fields.PIPE_TENSOR_ACTIVE, "ratio", "activity", "PIPE_TENSOR_ACTIVE ratio in [0, 1]"
+        "dram_active",
+        fields.DRAM_ACTIVE,
+        "ratio",
+        "activity",
+        "DRAM_ACTIVE ratio in [0, 1]",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        ("DCGM_FI_PROF_DRAM_UTIL_RATIO",),
+        "DRAMA",
     ),
-    Reading("gr_engine_active", fields.GR_ENGINE_ACTIVE, "ratio", "activity", "GR_ENGINE_ACTIVE ratio"),
-    Reading("sm_active", fields.SM_ACTIVE, "ratio", "activity", "SM_ACTIVE ratio"),
-    Reading("sm_occupancy", fields.SM_OCCUPANCY, "ratio", "occupancy", "SM_OCCUPANCY ratio"),
-    Reading("fp64_active", fields.PIPE_FP64_ACTIVE, "ratio", "activity", "PIPE_FP64_ACTIVE ratio"),
-    Reading("fp32_active", fields.PIPE_FP32_ACTIVE, "ratio", "activity", "PIPE_FP32_ACTIVE ratio"),
-    Reading("fp16_active", fields.PIPE_FP16_ACTIVE, "ratio", "activity", "PIPE_FP16_ACTIVE ratio"),
+    Reading(
+        "tensor_active",
+        fields.PIPE_TENSOR_ACTIVE,
+        "ratio",
+        "activity",
+        "PIPE_TENSOR_ACTIVE ratio in [0, 1]",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        ("DCGM_FI_PROF_TENSOR_UTIL_RATIO",),
+        "TENSO",
+    ),
+    Reading(
+        "gr_engine_active",
+        fields.GR_ENGINE_ACTIVE,
+        "ratio",
+        "activity",
+        "GR_ENGINE_ACTIVE ratio",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        ("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO",),
+        "GRACT",
+    ),
+    Reading(
+        "sm_active",
+        fields.SM_ACTIVE,
+        "ratio",
+        "activity",
+        "SM_ACTIVE ratio",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        ("DCGM_FI_PROF_SM_UTIL_RATIO",),
+        "SMACT",
+    ),
+    Reading(
+        "sm_occupancy",
+        fields.SM_OCCUPANCY,
+        "ratio",
+        "occupancy",
+        "SM_OCCUPANCY ratio",
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        ("DCGM_FI_PROF_SM_OCCUPANCY_RATIO",),
+        "SMOCC",
+    ),
+    Reading(
+        "fp64_active",
+        fields.PIPE_FP64_ACTIVE,
+        "ratio",
+        "activity",
+        "PIPE_FP64_ACTIVE ratio",
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        ("DCGM_FI_PROF_FP64_UTIL_RATIO",),
+        "FP64A",
+    ),
+    Reading(
+        "fp32_active",
+        fields.PIPE_FP32_ACTIVE,
+        "ratio",
+        "activity",
+        "PIPE_FP32_ACTIVE ratio",
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        ("DCGM_FI_PROF_FP32_UTIL_RATIO",),
+        "FP32A",
+    ),
+    Reading(
+        "fp16_active",
+        fields.PIPE_FP16_ACTIVE,
+        "ratio",
+        "activity",
+        "PIPE_FP16_ACTIVE ratio",
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        ("DCGM_FI_PROF_FP16_UTIL_RATIO",),
+        "FP16A",
+    ),
     Reading(
         "imma_active",
         fields.PIPE_TENSOR_IMMA_ACTIVE,
         "ratio",
         "tensor_pipe",
         "PIPE_TENSOR_IMMA_ACTIVE ratio (int8 tensor pipe)",
+        "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE",
+        ("DCGM_FI_PROF_IMMA_UTIL_RATIO",),
+        "TIMMA",
     ),
     Reading(
         "hmma_active",
@@ -96,6 +181,9 @@ READINGS: tuple[Reading, ...] = (
         "ratio",
         "tensor_pipe",
         "PIPE_TENSOR_HMMA_ACTIVE ratio (fp16/bf16 tensor pipe)",
+        "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE",
+        ("DCGM_FI_PROF_HMMA_UTIL_RATIO",),
+        "THMMA",
     ),
     Reading(
         "dfma_active",
@@ -103,6 +191,9 @@ READINGS: tuple[Reading, ...] = (
         "ratio",
         "tensor_pipe",
         "PIPE_TENSOR_DFMA_ACTIVE ratio (fp64 tensor pipe)",
+        "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE",
+        ("DCGM_FI_PROF_DFMA_UTIL_RATIO",),
+        "TDFMA",
     ),
     Reading(
         "sm_clock_mhz",
@@ -110,6 +201,8 @@ READINGS: tuple[Reading, ...] = (
         "MHz",
         "clock",
         "SM clock in MHz (scales achieved FLOP/s by clock / max clock)",
+        "DCGM_FI_DEV_SM_CLOCK",
+        dmon="SMCLK",
     ),
     Reading(
         "pcie_tx_bytes_per_second",
@@ -117,17 +210,86 @@ READINGS: tuple[Reading, ...] = (
         "bytes/s",
         "link",
         "PCIe TX bytes/s (judged against the card's PCIe bandwidth)",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        dmon="PCITX",
     ),
-    Reading("pcie_rx_bytes_per_second", fields.PCIE_RX_BYTES, "bytes/s", "link", "PCIe RX bytes/s"),
-    Reading("nvlink_tx_bytes_per_second", fields.NVLINK_TX_BYTES, "bytes/s", "link", "NVLink TX bytes/s"),
-    Reading("nvlink_rx_bytes_per_second", fields.NVLINK_RX_BYTES, "bytes/s", "link", "NVLink RX bytes/s"),
-    Reading("clock_event_reasons", fields.CLOCKS_EVENT_REASONS, "bitmask", "clock_event", None),
-    Reading("power_usage_watts", fields.POWER_USAGE, "W", "power", None),
-    Reading("power_limit_watts", fields.POWER_MGMT_LIMIT, "W", "power", None),
+    Reading(
+        "pcie_rx_bytes_per_second",
+        fields.PCIE_RX_BYTES,
+        "bytes/s",
+        "link",
+        "PCIe RX bytes/s",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        dmon="PCIRX",
+    ),
+    Reading(
+        "nvlink_tx_bytes_per_second",
+        fields.NVLINK_TX_BYTES,
+        "bytes/s",
+        "link",
+        "NVLink TX bytes/s",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        dmon="NVLTX",
+    ),
+    Reading(
+        "nvlink_rx_bytes_per_second",
+        fields.NVLINK_RX_BYTES,
+        "bytes/s",
+        "link",
+        "NVLink RX bytes/s",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        dmon="NVLRX",
+    ),
+    Reading(
+        "clock_event_reasons",
+        fields.CLOCKS_EVENT_REASONS,
+        "bitmask",
+        "clock_event",
+        None,
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",),
+    ),
+    Reading("power_usage_watts", fields.POWER_USAGE, "W", "power", None, "DCGM_FI_DEV_POWER_USAGE"),
+    Reading("power_limit_watts", fields.POWER_MGMT_LIMIT, "W", "power", None, "DCGM_FI_DEV_POWER_MGMT_LIMIT"),
 )
 """Every counter input, in the order the CLI lists its flags and docs/readings.md its rows."""
 
 BY_NAME: Mapping[str, Reading] = MappingProxyType({reading.name: reading for reading in READINGS})
+
+OTHER_FIELDS: tuple[tuple[int, str, str], ...] = ((fields.GPU_UTIL, "DCGM_FI_DEV_GPU_UTIL", "GPUTL"),)
+"""(id, DCGM name, dmon tag) of the fields sources read that are no counter input."""
+
+DCGM_NAMES: Mapping[int, str] = MappingProxyType(
+    {r.field_id: r.dcgm_name for r in READINGS} | {fid: name for fid, name, _ in OTHER_FIELDS}
+)
+"""Field id -> its DCGM name, for every field Ridgeline reads (generated from READINGS)."""
+RENAMED: Mapping[str, int] = MappingProxyType({name: r.field_id for r in READINGS for name in r.renamed})
+"""Later spellings of the same fields (same id, same unit), generated from READINGS."""
+DMON_TAGS: Mapping[str, int] = MappingProxyType(
+    {r.dmon: r.field_id for r in READINGS if r.dmon is not None} | {tag: fid for fid, _, tag in OTHER_FIELDS}
+)
+"""The short column tags `dcgmi dmon` prints (GRACT, SMACT, DRAMA, ...) -> field id."""
+
+_BY_COLUMN_NAME: Mapping[str, int] = MappingProxyType(
+    {name.upper(): fid for fid, name in DCGM_NAMES.items()}
+    | {name.upper(): fid for name, fid in RENAMED.items()}
+    | {tag.upper(): fid for tag, fid in DMON_TAGS.items()}
+)
+
+
+def field_id(name_or_id: str | int) -> int | None:
+    """The DCGM field id for an id (int or digits) or any name above; None when unknown."""
+    if isinstance(name_or_id, int):
+        return name_or_id
+    text = name_or_id.strip()
+    if text.isdigit():
+        return int(text)
+    return _BY_COLUMN_NAME.get(text.upper())
+
+
+def field_name(fid: int) -> str:
+    """The DCGM name of a field id, or the id itself when Ridgeline has no name for it."""
+    return DCGM_NAMES.get(fid, str(fid))
 
 
 def names(*roles: Role) -> tuple[str, ...]:

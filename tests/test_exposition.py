@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from exporter import fields
+from exporter import fields, readings
 from exporter.catalog import load_catalog
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import InferenceConfig
@@ -129,7 +129,7 @@ def test_every_gpu_names_the_profiling_fields_it_lacks(text: str) -> None:
     missing = {uuid: set(names) for uuid, names in listed.items()}
     assert all(len(missing[uuid]) == len(names) for uuid, names in listed.items())
     # 1001-1008, and the link fields 1009-1012: an H100 SXM has NVLink and PCIe figures
-    profiling = {fields.field_name(fid) for fid in range(1001, 1013)}
+    profiling = {readings.field_name(fid) for fid in range(1001, 1013)}
     assert missing[NO_DCP.uuid] == profiling
     assert missing[BLANK.uuid] == profiling - {
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter import fields
+from exporter import fields, readings
 from exporter.catalog import Catalog, load_catalog
 from exporter.inference import (
     UNKNOWN_CARD,
@@ -71,8 +71,8 @@ def test_blank_dram_gives_a_partial_reading_and_never_a_zero() -> None:
     assert state.estimate is not None
     assert state.estimate.dram_active is None  # dropped, never 0
     assert state.estimate.raw_regime == "unknown"  # tensors at 0.54 of their wall: DRAM could bind
-    assert state.estimate.unknown_because == (fields.field_name(fields.DRAM_ACTIVE),)
-    assert fields.field_name(fields.DRAM_ACTIVE) in state.missing_fields
+    assert state.estimate.unknown_because == (readings.field_name(fields.DRAM_ACTIVE),)
+    assert readings.field_name(fields.DRAM_ACTIVE) in state.missing_fields
     # the interval is integrated, into the regime the reading gives; no bytes without DRAM
     assert state.totals.integrated_seconds == 1.0
     assert state.totals.regime_seconds is not None and state.totals.regime_seconds["unknown"] == 1.0

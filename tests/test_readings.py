@@ -69,11 +69,23 @@ def test_the_cli_has_one_flag_per_reading_that_names_one() -> None:
 @pytest.mark.parametrize("reading", READINGS, ids=lambda r: r.name)
 def test_every_replay_format_reads_a_reading_by_its_column_names(reading: Reading) -> None:
     assert (reading.dmon is None) == (reading.role in ("clock_event", "power"))
-    names = [reading.csv, reading.jsonl, *([] if reading.dmon is None else [reading.dmon])]
+    names = [*reading.csv_names, reading.jsonl, *([] if reading.dmon is None else [reading.dmon])]
     for name in names:
         column = column_for(name)
         assert column is not None and (column.fid, column.factor) == (reading.field_id, 1.0), name
     assert reading.dcgm_name.startswith("DCGM_FI_")
+
+
+def test_the_name_tables_are_the_rows_names_and_nothing_else() -> None:
+    for reading in READINGS:
+        assert readings.field_name(reading.field_id) == reading.dcgm_name
+        for name in (*reading.csv_names, *([] if reading.dmon is None else [reading.dmon])):
+            assert readings.field_id(name.lower()) == reading.field_id, name
+    other = {fid for fid, _, _ in readings.OTHER_FIELDS}
+    assert set(readings.DCGM_NAMES) == {r.field_id for r in READINGS} | other
+    assert set(readings.DMON_TAGS.values()) == {r.field_id for r in READINGS if r.dmon} | other
+    assert len(readings.RENAMED) == sum(len(r.renamed) for r in READINGS)
+    assert readings.field_id("DCGM_FI_PROF_NO_SUCH_FIELD") is None
 
 
 def test_the_reading_record_and_the_daemons_maps_follow_the_table() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter import fields
+from exporter import fields, readings
 from exporter.catalog import load_catalog
 from exporter.http_client import HTTPClientConfig
 from exporter.inference import InferenceConfig
@@ -218,7 +218,7 @@ def test_page_without_kubernetes_labels_has_no_attribution(exporter_url: str) ->
 
 def test_fields_that_are_not_roofline_inputs_are_ignored(exporter_url: str) -> None:
     sample = _read(f"{exporter_url}/metrics/legacy-h100-no-pods.txt")[0]
-    assert set(sample.values) <= set(fields.LEGACY_NAMES)
+    assert set(sample.values) <= set(readings.DCGM_NAMES)
     assert 150 not in sample.values  # DCGM_FI_DEV_GPU_TEMP
     assert 251 not in sample.values  # DCGM_FI_DEV_FB_FREE
 

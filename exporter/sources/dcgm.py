@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporter import fields
+from exporter import fields, readings
 from exporter.option_specs import OptionSpec
 from exporter.sample import Entity, Sample
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
@@ -312,7 +312,7 @@ class DcgmSource:
             supported.update(int(info.fieldIds[i]) for i in range(int(info.numFieldIds)))
         missing = REQUIRED_FIELDS - supported
         if missing:
-            names = ", ".join(fields.field_name(f) for f in sorted(missing))
+            names = ", ".join(readings.field_name(f) for f in sorted(missing))
             return f"profiling lacks {names}"
         return None
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter import __version__, fields
+from exporter import __version__, fields, readings
 from exporter.http_client import SCRAPE_FLAGS, ClientConfigError, client_flags, config_from
 from exporter.option_specs import OptionError, OptionSpec, positive_seconds
 from exporter.redaction import misread_credentials, redact_url
@@ -76,8 +76,8 @@ _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 _KNOWN_NAMES = frozenset(
     [
-        *fields.LEGACY_NAMES.values(),
-        *(n.upper() for n in fields.RENAMED),
+        *readings.DCGM_NAMES.values(),
+        *(n.upper() for n in readings.RENAMED),
         *fields.CONVERTED_NAMES,
         fields.GPU_UTIL_RATIO_NAME,
     ]
@@ -98,8 +98,8 @@ def metric_field(name: str) -> tuple[int, float] | None:
         return fields.CONVERTED_NAMES[upper]
     if not upper.startswith("DCGM_FI_") or upper == fields.GPU_UTIL_RATIO_NAME:
         return None
-    fid = fields.field_id(upper)
-    if fid is None or fid not in fields.LEGACY_NAMES:
+    fid = readings.field_id(upper)
+    if fid is None or fid not in readings.DCGM_NAMES:
         return None
     return (fid, 1.0)
 

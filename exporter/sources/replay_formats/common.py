@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from exporter import fields
+from exporter import fields, readings
 from exporter.sample import MAX_ENTITIES, Attribution, Entity, Sample
 from exporter.sources.base import MigProfileHint, hinted_profile
 
@@ -88,7 +88,7 @@ def column_for(name: str) -> Column | None:
     if text.upper() in fields.CONVERTED_NAMES:
         converted, factor = fields.CONVERTED_NAMES[text.upper()]
         return Column(converted, factor)
-    fid = fields.field_id(text)
+    fid = readings.field_id(text)
     if fid is None:
         return None
     if fid in fields.CONVERTED_IDS:
