@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from exporter.sampler import Sampler
     from exporter.sources import open_source
     from exporter.view.trails import Trails
+    from exporter.web.answers import SnapshotAnswers
     from exporter.web.app import AUTH_EXEMPT, create_app
     from exporter.web.live_routes import build_live_router
     from exporter.web.server import (
@@ -194,8 +195,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         # a reader's request wakes the sampler to fold what came since (it never waits for it)
-        live_router = build_live_router(sampler.current, collectors=collectors)
-        live_router.include_router(view_router(sampler.current, catalog, trails.current))
+        answers = SnapshotAnswers()  # one worker and one per-snapshot memo for every route
+        live_router = build_live_router(sampler.current, collectors=collectors, answers=answers)
+        live_router.include_router(view_router(sampler.current, catalog, trails.current, answers=answers))
         app: Any = create_app(
             catalog,
             live_router=live_router,
