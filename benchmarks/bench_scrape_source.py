@@ -23,7 +23,6 @@ Goals (issue 22): 8 GPUs at 10 Hz <= 0.5 % of one core, 56 MIG instances <= 1 %.
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
 import statistics
 import subprocess
@@ -34,11 +33,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from _loopback import free_port, stop
-from bench_metrics import NODE_EXPORTER, wait_http
+from bench_metrics import wait_http
+from bench_steady_state import cpu_seconds, scrape, start_node_exporter
 
 BENCHMARKS = Path(__file__).resolve().parent
 ROOT = BENCHMARKS.parent
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SCRAPE_EVERY_SECONDS = 15.0
 SETTLE_SECONDS = 5.0
 MODEL = "NVIDIA H100 80GB HBM3"
@@ -150,19 +149,6 @@ def serve(port: int, entities: int, collect: float) -> None:
     server.serve_forever()
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / CLOCK_TICKS
-
-
-def scrape(port: int) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("GET", "/metrics")
-    conn.getresponse().read()
-    conn.close()
-
-
 def window(pids: dict[str, tuple[int, int]], seconds: float) -> dict[str, float]:
     """CPU (% of one core) of each (pid, port) over one window, each scraped every 15 s."""
     before = {name: cpu_seconds(pid) for name, (pid, _) in pids.items()}
@@ -235,20 +221,9 @@ def main() -> None:
     if args.serve:
         serve(args.serve[0], args.serve[1], args.collect)
         return
-    node_process = None
-    node = None
-    if os.path.exists(NODE_EXPORTER):
-        node_port = free_port()
-        node_process = subprocess.Popen(
-            [NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{node_port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_http(node_port, "/metrics")
-        scrape(node_port)  # its first scrape initialises its collectors
-        node = (node_process.pid, node_port)
-    else:
-        print(f"{NODE_EXPORTER} not found (scripts/bootstrap --test installs it): no node_exporter figure")
+    node_exporter = start_node_exporter()
+    node_process = node_exporter[0] if node_exporter else None
+    node = (node_exporter[0].pid, node_exporter[1]) if node_exporter else None
     checkouts = [("before", args.base.resolve())] if args.base else []
     checkouts.append(("now", ROOT))
     print(
