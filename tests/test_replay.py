@@ -12,8 +12,11 @@ import pytest
 from replay_lines import play_all, read_samples, replay_source, write_samples
 from source_kit import replay_options
 
+from exporter.catalog import load_catalog
 from exporter.fields import DRAM_ACTIVE, GR_ENGINE_ACTIVE, PIPE_TENSOR_ACTIVE, SM_ACTIVE, SM_CLOCK
+from exporter.inference import InferenceConfig
 from exporter.sample import Attribution, Entity, Sample
+from exporter.sampler import FOLD_EVERY_SECONDS, PUBLISH_EVERY_SECONDS, Sampler
 from exporter.sources import create_source
 from exporter.sources.base import EndOfStream, SourceOptions, SourceUnavailable
 from exporter.sources.replay import ReplaySettings, ReplaySource
@@ -309,6 +312,16 @@ def test_missing_replay_option_and_bad_speed_fail_at_open() -> None:
         ReplaySource(SourceOptions(), ReplaySettings(path=None)).open()
     with pytest.raises(SourceUnavailable, match="--speed"):
         ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=0.0)).open()
+
+
+def test_a_replay_at_speed_max_is_flat_out_and_the_sampler_publishes_at_its_pace() -> None:
+    """The sampler learns --speed max from the source, not from any replay field of its own."""
+    flat_out = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None))
+    paced = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=2.0))
+    assert flat_out.flat_out and not paced.flat_out
+    sampler = Sampler("replay", SourceOptions(interval_seconds=0.1), load_catalog(), InferenceConfig())
+    assert sampler._publish_gap(flat_out) == PUBLISH_EVERY_SECONDS
+    assert sampler._publish_gap(paced) == FOLD_EVERY_SECONDS
 
 
 # -- pacing and looping --------------------------------------------------------------------
