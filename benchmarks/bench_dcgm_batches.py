@@ -31,7 +31,7 @@ import dcgm_structs  # noqa: E402
 
 from exporter import fields  # noqa: E402
 from exporter.sources.base import SourceOptions  # noqa: E402
-from exporter.sources.dcgm import WATCHED_FIELDS, DcgmSource  # noqa: E402
+from exporter.sources.dcgm import WATCHED_FIELDS, DcgmSettings, DcgmSource  # noqa: E402
 
 START = 1_764_633_600_000_000
 REAL = dcgm_agent.dcgmGetValuesSince_v2
@@ -52,7 +52,7 @@ def build(gpus: int, instances: int, interval: float) -> tuple[DcgmSource, int]:
             engine_module.FakeInstance(g * instances + i, i + 1, values()) for i in range(instances)
         ]
         engine.gpus.append(gpu)
-    source = DcgmSource(SourceOptions(dcgm_bindings=FAKE_DIR, interval_seconds=interval))
+    source = DcgmSource(SourceOptions(interval_seconds=interval), DcgmSettings(bindings=FAKE_DIR))
     source.open()
     for tick in range(round(1.0 / interval)):
         engine.collect(START + tick * round(interval * 1e6))

@@ -34,7 +34,7 @@ from exporter.inference import InferenceConfig
 from exporter.sample import Sample
 from exporter.sampler import Sampler
 from exporter.sources.base import EndOfStream, SourceOptions
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 from exporter.sources.replay_formats.jsonl import sample_to_json
 
 GPUS = 8
@@ -61,13 +61,13 @@ def write_trace(path: Path, batches: int) -> int:
     return count
 
 
-def _options(path: Path) -> SourceOptions:
-    return SourceOptions(replay=str(path), replay_format="jsonl", speed=None)
+def _settings(path: Path) -> ReplaySettings:
+    return ReplaySettings(path=str(path), format="jsonl", speed=None)
 
 
 def replay_only(path: Path) -> tuple[int, float, list[list[Sample]]]:
     """(a): samples delivered, seconds, and the batches themselves for (b)."""
-    source = ReplaySource(_options(path))
+    source = ReplaySource(SourceOptions(), _settings(path))
     started = time.perf_counter()
     source.open()
     batches: list[list[Sample]] = []
@@ -84,7 +84,7 @@ def replay_only(path: Path) -> tuple[int, float, list[list[Sample]]]:
 
 def ingest_only(batches: list[list[Sample]], catalog: Catalog) -> tuple[int, float]:
     """(b): every pre-parsed batch through Sampler.ingest (inference and snapshot publish)."""
-    sampler = Sampler("replay", SourceOptions(speed=None), catalog, InferenceConfig())
+    sampler = Sampler("replay", SourceOptions(), catalog, InferenceConfig())
     ingest = sampler.ingest
     started = time.perf_counter()
     for batch in batches:
@@ -100,9 +100,15 @@ def end_to_end(path: Path, catalog: Catalog, *, threaded: bool = True) -> tuple[
     threaded=False drives the same rounds (run_once) from this thread, so cProfile sees them.
     """
     started = time.perf_counter()
-    source = ReplaySource(_options(path))
+    source = ReplaySource(SourceOptions(), _settings(path))
     source.open()
-    sampler = Sampler("replay", _options(path), catalog, InferenceConfig(), source=source)
+    sampler = Sampler(
+        "replay",
+        SourceOptions(settings={"replay": _settings(path)}),
+        catalog,
+        InferenceConfig(),
+        source=source,
+    )
     if threaded:
         sampler.start()
         while not sampler.snapshot.source.finished:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from exporter.sample import Entity, Sample
 from exporter.sources.base import REPLAY_FORMATS, EndOfStream, SourceOptions
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 from exporter.sources.replay_formats import jsonl as jsonl_format
 from exporter.sources.replay_formats.jsonl import sample_to_json
 
@@ -93,7 +93,7 @@ def write_traces(directory: Path, samples: int) -> dict[str, Path]:
 
 def bench(path: Path) -> tuple[int, float]:
     """Samples delivered and seconds taken (open + every read) at speed max."""
-    source = ReplaySource(SourceOptions(replay=str(path), model=MODEL, speed=None))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path=str(path), model=MODEL, speed=None))
     started = time.perf_counter()
     source.open()
     delivered = 0

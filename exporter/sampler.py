@@ -209,7 +209,7 @@ class Sampler:
 
     def _publish_gap(self, source: Source | None) -> float:
         """The least time between two publishes while batches keep coming."""
-        if source is not None and source.paced and self._options.speed is None:
+        if source is not None and source.paced and getattr(source, "flat_out", False):
             return PUBLISH_EVERY_SECONDS
         return FOLD_EVERY_SECONDS if self._options.interval_seconds < FOLD_EVERY_SECONDS else 0.0
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
+
+from source_kit import replay_options
 
 from exporter.sample import Attribution, Entity, Sample
-from exporter.sources import EndOfStream, SourceOptions
+from exporter.sources import EndOfStream
 from exporter.sources.replay import ReplaySource
 from exporter.sources.replay_formats import PARSERS, ParseContext, read_lines
 from exporter.sources.replay_formats.jsonl import sample_to_json
@@ -50,11 +53,11 @@ def write_samples(path: Path, samples: Iterable[Sample]) -> Path:
     return path
 
 
-def replay_source(path: Path | str, **options: object) -> ReplaySource:
-    """A replay of `path` at --speed max (unless `options` say otherwise), its wall clock fixed."""
-    settings: dict[str, object] = {"replay": str(path), "speed": None}
-    settings.update(options)
-    return ReplaySource(SourceOptions(**settings), wall_clock=lambda: 1_000_000.0)  # type: ignore[arg-type]
+def replay_source(path: Path | str, **given: Any) -> ReplaySource:
+    """A replay of `path` at --speed max (unless `given` says otherwise), its wall clock fixed;
+    `given`: ReplaySettings' fields and the shared ones (source_kit.replay_options)."""
+    options = replay_options(path=str(path), **{"speed": None, **given})
+    return ReplaySource(options, options.settings["replay"], wall_clock=lambda: 1_000_000.0)
 
 
 def play_all(source: ReplaySource) -> list[list[Sample]]:

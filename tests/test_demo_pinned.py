@@ -36,6 +36,7 @@ import hashlib
 import re
 
 import pytest
+from source_kit import replay_options
 
 from exporter.catalog import load_catalog
 from exporter.exposition import MetricsEndpoint
@@ -43,7 +44,7 @@ from exporter.inference import InferenceConfig
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.sources.base import EndOfStream
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 
 DEFAULT = InferenceConfig()
 FP8_CRISP = InferenceConfig(precision="fp8", smoothing_seconds=0.0, dwell_seconds=0.0)
@@ -114,9 +115,9 @@ PINNED = {
 @pytest.mark.parametrize("name", list(PINNED))
 def test_the_demo_trace_gives_the_pinned_verdicts_numbers_and_counters(name: str) -> None:
     config, verdict_digest, number_digest, final_regimes, flops = PINNED[name]
-    source = ReplaySource(SourceOptions(replay="demo", speed=None))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None))
     source.open()
-    sampler = Sampler("replay", SourceOptions(replay="demo"), load_catalog(), config, source=source)
+    sampler = Sampler("replay", replay_options(path="demo"), load_catalog(), config, source=source)
     verdicts, numbers, estimates = hashlib.sha256(), hashlib.sha256(), 0
     while True:
         try:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from source_kit import replay_options
 
 from exporter import __version__
 from exporter.catalog import load_catalog
@@ -29,7 +30,7 @@ from exporter.inference import InferenceConfig
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.sources.base import EndOfStream
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 from exporter.sources.scrape import parse_page
 from exporter.state import Snapshot
 
@@ -50,11 +51,11 @@ def _sampler() -> Sampler:
 
 
 def _demo_snapshots() -> dict[str, Snapshot]:
-    source = ReplaySource(SourceOptions(replay="demo", speed=None))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None))
     source.open()
     sampler = Sampler(
         "replay",
-        SourceOptions(replay="demo"),
+        replay_options(path="demo"),
         load_catalog(),
         InferenceConfig(),
         source=source,

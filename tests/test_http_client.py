@@ -35,7 +35,7 @@ from exporter.http_client import (
 )
 from exporter.report.prometheus import ClientSettings, PrometheusClient, QueryError
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
-from exporter.sources.scrape import ScrapeSource
+from exporter.sources.scrape import ScrapeSettings, ScrapeSource
 from exporter.top.client import NodeClient
 from exporter.verdict import decode_verdict
 
@@ -180,7 +180,7 @@ def test_the_scrape_source_with_ca_file_client_certificate_server_name_and_basic
     tls_server: tuple[_Server, str, Files],
 ) -> None:
     server, base, files = tls_server
-    source = ScrapeSource(SourceOptions(scrape_url=f"{base}/metrics", scrape_client=full_config(files)))
+    source = ScrapeSource(SourceOptions(), ScrapeSettings(url=f"{base}/metrics", client=full_config(files)))
     source.open()
     assert len(source.read()) == 1
     assert server.seen[-1] == basic_header("viewer", PASSWORD)
@@ -190,7 +190,7 @@ def test_the_scrape_source_with_ca_file_client_certificate_server_name_and_basic
         ({"cert_file": None, "key_file": None}, "cannot reach"),  # the server wants a client certificate
     ):
         failing = ScrapeSource(
-            SourceOptions(scrape_url=f"{base}/metrics", scrape_client=full_config(files, **tls))
+            SourceOptions(), ScrapeSettings(url=f"{base}/metrics", client=full_config(files, **tls))
         )
         failing.open()
         with pytest.raises(SourceError, match=needle):
@@ -200,7 +200,7 @@ def test_the_scrape_source_with_ca_file_client_certificate_server_name_and_basic
 def test_the_scrape_source_sends_the_bearer_token_file(tls_server: tuple[_Server, str, Files]) -> None:
     server, base, files = tls_server
     config = replace(full_config(files), basic_auth=None, bearer_token_file=files.token)
-    source = ScrapeSource(SourceOptions(scrape_url=f"{base}/metrics", scrape_client=config))
+    source = ScrapeSource(SourceOptions(), ScrapeSettings(url=f"{base}/metrics", client=config))
     source.open()
     with pytest.raises(SourceError, match="401"):
         source.read()
@@ -251,7 +251,8 @@ def test_each_commands_flags_build_the_same_config(tls_server: tuple[_Server, st
         ["record", "--source", "scrape", "--scrape-url", f"{base}/metrics", *flags("scrape")]
     )
     for args in (serve, record):
-        assert replace(source_choice(args)[1].scrape_client, prefix="") == expected
+        settings = source_choice(args)[1].settings["scrape"]
+        assert isinstance(settings, ScrapeSettings) and replace(settings.client, prefix="") == expected
     top = parser.parse_args(["top", "--url", base, *flags("node")])
     report = parser.parse_args(["report", "--prometheus", base, *flags("prometheus")])
     assert replace(config_from(top, "node"), prefix="") == expected
@@ -341,9 +342,8 @@ def test_a_bad_file_is_one_line_naming_the_flag(tmp_path: Path) -> None:
         assert done.returncode == 2 and needle in done.stderr and str(missing) in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
     source = ScrapeSource(
-        SourceOptions(
-            scrape_url="https://h/metrics", scrape_client=HTTPClientConfig(bearer_token_file=missing)
-        )
+        SourceOptions(),
+        ScrapeSettings(url="https://h/metrics", client=HTTPClientConfig(bearer_token_file=missing)),
     )
     with pytest.raises(SourceUnavailable, match=r"--scrape.bearer-token-file"):
         source.open()

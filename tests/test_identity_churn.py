@@ -11,6 +11,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from source_kit import replay_options
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -42,7 +43,7 @@ def churn_file(path: Path, batches: int, gpus: int = GPUS) -> Path:
 
 
 def played(path: Path, batches: int | None = None) -> Sampler:
-    options = SourceOptions(replay=str(path), speed=None)
+    options = replay_options(path=str(path), speed=None)
     sampler = Sampler("replay", options, CATALOG, InferenceConfig(), source=open_source("replay", options))
     count = 0
     while not sampler.snapshot.source.finished and (batches is None or count < batches):
@@ -70,7 +71,7 @@ def test_the_sampler_memory_does_not_grow_with_the_identities_seen(tmp_path: Pat
     """tracemalloc over the sampler alone: 300 more batches of fresh UUIDs (19,200 identities)
     once the bound is reached add no more than a tenth of what keeping each would (~300 B)."""
     path = churn_file(tmp_path / "churn.jsonl", 500)
-    options = SourceOptions(replay=str(path), speed=None)
+    options = replay_options(path=str(path), speed=None)
     sampler = Sampler("replay", options, CATALOG, InferenceConfig(), source=open_source("replay", options))
     tracemalloc.start()
     try:

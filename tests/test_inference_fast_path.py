@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_lines import replay_line
+from source_kit import replay_options
 
 from exporter import clock_events, fields, roofline
 from exporter.catalog import load_catalog
@@ -17,9 +18,8 @@ from exporter.inference import Estimate, InferenceConfig, Totals, step
 from exporter.roofline import REGIMES, CounterReading, classify_counters
 from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
-from exporter.sources import SourceOptions
+from exporter.sources import create_source
 from exporter.sources.base import EndOfStream
-from exporter.sources.replay import ReplaySource
 
 CATALOG = load_catalog()
 H100 = CATALOG.lookup("h100-sxm")
@@ -130,11 +130,11 @@ def _write_trace(path: Path, batches: int) -> None:
 def test_speed_max_thread_publishes_the_same_final_state_as_ingesting_every_batch(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     _write_trace(trace, 400)
-    options = SourceOptions(replay=str(trace), speed=None)
+    options = replay_options(path=str(trace), speed=None)
     config = InferenceConfig()
 
     reference = Sampler("replay", options, CATALOG, config)
-    source = ReplaySource(options)
+    source = create_source("replay", options)
     source.open()
     try:
         while True:
@@ -142,7 +142,7 @@ def test_speed_max_thread_publishes_the_same_final_state_as_ingesting_every_batc
     except EndOfStream:
         pass
 
-    played = ReplaySource(options)
+    played = create_source("replay", options)
     played.open()
     threaded = Sampler("replay", options, CATALOG, config, source=played)
     threaded.start()

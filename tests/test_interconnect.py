@@ -22,6 +22,7 @@ from conftest import http_get, serve_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
+from source_kit import replay_options, scrape_options
 from test_serve_cli import poll
 
 from exporter import roofline
@@ -39,10 +40,8 @@ from exporter.roofline import (
     judge_counters,
 )
 from exporter.sampler import Sampler
-from exporter.sources import SourceOptions
+from exporter.sources import create_source
 from exporter.sources.base import EndOfStream
-from exporter.sources.replay import ReplaySource
-from exporter.sources.scrape import ScrapeSource
 
 DATA = Path(__file__).parent / "data"
 REPLAY = DATA / "replay" / "links-h100.jsonl"
@@ -52,8 +51,8 @@ LINK_FIELD_IDS = ("1009", "1010", "1011", "1012")
 
 
 def _replayed(path: Path) -> Sampler:
-    options = SourceOptions(replay=str(path), speed=None)
-    source = ReplaySource(options)
+    options = replay_options(path=str(path), speed=None)
+    source = create_source("replay", options)
     source.open()
     sampler = Sampler("replay", options, load_catalog(), InferenceConfig(), source=source)
     while True:
@@ -123,8 +122,8 @@ def test_without_link_counters_nothing_changes_and_the_missing_fields_say_which(
 
 
 def test_a_scraped_page_tells_each_link_wall_from_the_others(exporter_url: str) -> None:
-    options = SourceOptions(scrape_url=f"{exporter_url}/links-h100.txt")
-    source = ScrapeSource(options)
+    options = scrape_options(url=f"{exporter_url}/links-h100.txt")
+    source = create_source("scrape", options)
     source.open()
     sampler = Sampler("scrape", options, load_catalog(), InferenceConfig(), source=source)
     for _ in range(2):

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 from conftest import http_get, http_until, serve_process
+from source_kit import replay_options
 
 from exporter import fields
 from exporter.catalog import load_catalog
 from exporter.inference import InferenceConfig
 from exporter.sampler import Sampler
 from exporter.sources import open_source
-from exporter.sources.base import SourceOptions
 from exporter.sources.replay_formats.lines import physical_lines, read_lines
 from exporter.web.ratelog import EveryMinute
 
@@ -70,7 +70,7 @@ def test_a_run_of_blank_lines_is_one_line_to_the_parsers_and_keeps_the_numbers()
 
 def _open_seconds(path: Path) -> float:
     started = time.perf_counter()
-    open_source("replay", SourceOptions(replay=str(path), speed=None))
+    open_source("replay", replay_options(path=str(path), speed=None))
     return time.perf_counter() - started
 
 
@@ -110,7 +110,7 @@ def test_a_looping_replay_truncated_to_0_bytes_is_down_until_it_has_samples_agai
     trace = tmp_path / "loop.jsonl"
     content = "".join(_line(1000.0 + i) + "\n" for i in range(5))
     trace.write_text(content)
-    options = SourceOptions(replay=str(trace), speed=None, loop=True)
+    options = replay_options(path=str(trace), speed=None, loop=True)
     sampler = Sampler(
         "replay", options, load_catalog(), InferenceConfig(), source=open_source("replay", options)
     )

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import pytest
+from source_kit import replay_options
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -17,7 +18,7 @@ from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.sources.base import EndOfStream
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 from exporter.state import Derived, Snapshot
 from exporter.top.client import parse_answer
 from exporter.verdict import LiveVerdict, VerdictAttribution, _decoder, decode_verdict
@@ -29,11 +30,9 @@ BATCHES = 40
 
 def demo_snapshots() -> Iterator[Snapshot]:
     """The first BATCHES snapshots of the bundled demo trace (eight H100s, every regime)."""
-    source = ReplaySource(SourceOptions(replay="demo", speed=None))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None))
     source.open()
-    sampler = Sampler(
-        "replay", SourceOptions(replay="demo"), load_catalog(), InferenceConfig(), source=source
-    )
+    sampler = Sampler("replay", replay_options(path="demo"), load_catalog(), InferenceConfig(), source=source)
     for _ in range(BATCHES):
         try:
             sampler.ingest(source.read())
@@ -67,11 +66,11 @@ def test_the_trails_metrics_and_classify_read_one_estimate_per_gpu() -> None:
         trails.observe(snapshot)
         seen[:] = [g.estimate for g in snapshot.gpus]
 
-    source = ReplaySource(SourceOptions(replay="demo", speed=None))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None))
     source.open()
     sampler = Sampler(
         "replay",
-        SourceOptions(replay="demo"),
+        replay_options(path="demo"),
         load_catalog(),
         InferenceConfig(),
         source=source,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from source_kit import replay_options
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -147,7 +148,7 @@ def test_report_replay_counts_8_gpu_hours_per_hour(tmp_path: Path) -> None:
                     ]
                 )
     collected = collect_replay(
-        SourceOptions(replay=str(trace)),
+        replay_options(path=str(trace)),
         CATALOG,
         InferenceConfig(),
         by=("namespace",),

@@ -14,7 +14,7 @@ import pytest
 from exporter.recorder import RecordError, record
 from exporter.sample import Entity, Sample
 from exporter.sources.base import EndOfStream, SourceError, SourceOptions
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -31,11 +31,11 @@ def play_all(source: ReplaySource) -> list[Sample]:
 
 def test_recording_the_demo_replays_to_the_same_samples(tmp_path: Path) -> None:
     out = tmp_path / "copy.jsonl"
-    source = ReplaySource(SourceOptions(replay="demo", speed=None))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None))
     source.open()
     written = record(source, out, duration_seconds=None, interval_seconds=1.0)
-    original = play_all(ReplaySource(SourceOptions(replay="demo", speed=None)))
-    copy = play_all(ReplaySource(SourceOptions(replay=str(out), speed=None)))
+    original = play_all(ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None)))
+    copy = play_all(ReplaySource(SourceOptions(), ReplaySettings(path=str(out), speed=None)))
     assert written == len(original) > 4000
     assert copy == original  # timestamps, entities, blanks (None) and pod labels alike
 
@@ -60,7 +60,7 @@ def test_gzip_recording_round_trips(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl.gz"
     assert record(ListSource(batches), out, None, 0.001) == 10
     assert gzip.decompress(out.read_bytes()).count(b"\n") == 10
-    assert play_all(ReplaySource(SourceOptions(replay=str(out), speed=None))) == [
+    assert play_all(ReplaySource(SourceOptions(), ReplaySettings(path=str(out), speed=None))) == [
         s for b in batches for s in b
     ]
 
@@ -88,7 +88,7 @@ def test_gzip_recording_killed_mid_way_still_replays(tmp_path: Path) -> None:
     record(Peek(batches), out, None, 0.001)
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(observed[-1])  # after 4 flushed lines, before the gzip trailer
-    assert len(play_all(ReplaySource(SourceOptions(replay=str(cut), speed=None)))) == 4
+    assert len(play_all(ReplaySource(SourceOptions(), ReplaySettings(path=str(cut), speed=None)))) == 4
 
 
 def test_source_errors_are_counted_and_recording_goes_on(tmp_path: Path) -> None:

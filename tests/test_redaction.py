@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from exporter.redaction import MASK, misread_credentials, redact_credentials, redact_url
 from exporter.sources import SourceOptions
 from exporter.sources.base import SourceUnavailable
-from exporter.sources.scrape import ScrapeSource
+from exporter.sources.scrape import ScrapeSettings, ScrapeSource
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_the_scrape_source_shows_and_refuses_every_shape_without_the_password(
     user: str, password: str
 ) -> None:
     url = f"http://{user}:{password}@gpu-node:9400/metrics"
-    source = ScrapeSource(SourceOptions(scrape_url=url))
+    source = ScrapeSource(SourceOptions(), ScrapeSettings(url=url))
     assert source.display_name == f"http://{user}:{MASK}@gpu-node:9400/metrics"
     try:
         parts = urlsplit(url)

@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 from replay_lines import play_all, read_samples, replay_source, write_samples
+from source_kit import replay_options
 
+from exporter.catalog import load_catalog
 from exporter.fields import DRAM_ACTIVE, GR_ENGINE_ACTIVE, PIPE_TENSOR_ACTIVE, SM_ACTIVE, SM_CLOCK
+from exporter.inference import InferenceConfig
 from exporter.sample import Attribution, Entity, Sample
+from exporter.sampler import FOLD_EVERY_SECONDS, PUBLISH_EVERY_SECONDS, Sampler
 from exporter.sources import create_source
 from exporter.sources.base import EndOfStream, SourceOptions, SourceUnavailable
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 from exporter.sources.replay_formats import detect_format
 
 DATA = Path(__file__).parent / "data" / "replay"
@@ -277,7 +281,7 @@ def test_detected_format_is_the_one_played(tmp_path: Path) -> None:
 
 def test_wrong_replay_format_fails_at_open_with_one_line() -> None:
     with pytest.raises(SourceUnavailable) as info:
-        replay_source(DATA / "dmon_mig_crlf.txt", model=H100, replay_format="csv").open()
+        replay_source(DATA / "dmon_mig_crlf.txt", model=H100, format="csv").open()
     message = str(info.value)
     assert "looks like dmon" in message and "csv" in message and "\n" not in message
 
@@ -305,9 +309,19 @@ def test_unplayable_files_fail_at_open_with_a_clear_line(
 
 def test_missing_replay_option_and_bad_speed_fail_at_open() -> None:
     with pytest.raises(SourceUnavailable, match="--replay"):
-        ReplaySource(SourceOptions(replay=None)).open()
+        ReplaySource(SourceOptions(), ReplaySettings(path=None)).open()
     with pytest.raises(SourceUnavailable, match="--speed"):
-        ReplaySource(SourceOptions(replay="demo", speed=0.0)).open()
+        ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=0.0)).open()
+
+
+def test_a_replay_at_speed_max_is_flat_out_and_the_sampler_publishes_at_its_pace() -> None:
+    """The sampler learns --speed max from the source, not from any replay field of its own."""
+    flat_out = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=None))
+    paced = ReplaySource(SourceOptions(), ReplaySettings(path="demo", speed=2.0))
+    assert flat_out.flat_out and not paced.flat_out
+    sampler = Sampler("replay", SourceOptions(interval_seconds=0.1), load_catalog(), InferenceConfig())
+    assert sampler._publish_gap(flat_out) == PUBLISH_EVERY_SECONDS
+    assert sampler._publish_gap(paced) == FOLD_EVERY_SECONDS
 
 
 # -- pacing and looping --------------------------------------------------------------------
@@ -337,7 +351,9 @@ def test_read_sleeps_until_each_batch_is_due_at_the_given_speed(tmp_path: Path, 
     path = tmp_path / "t.jsonl"
     write_seconds(path, [0.0, 1.0, 3.0, 3.5])
     fake = FakeTime()
-    source = ReplaySource(SourceOptions(replay=str(path), speed=speed), clock=fake.clock, sleep=fake.sleep)
+    source = ReplaySource(
+        SourceOptions(), ReplaySettings(path=str(path), speed=speed), clock=fake.clock, sleep=fake.sleep
+    )
     source.open()
     for _ in range(4):
         source.read()
@@ -348,7 +364,9 @@ def test_a_slow_consumer_is_not_made_to_wait_again(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_seconds(path, [0.0, 1.0, 2.0])
     fake = FakeTime()
-    source = ReplaySource(SourceOptions(replay=str(path), speed=1.0), clock=fake.clock, sleep=fake.sleep)
+    source = ReplaySource(
+        SourceOptions(), ReplaySettings(path=str(path), speed=1.0), clock=fake.clock, sleep=fake.sleep
+    )
     source.open()
     source.read()
     fake.now += 5.0  # the sampler was busy for 5 s
@@ -361,7 +379,9 @@ def test_speed_max_never_sleeps(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_seconds(path, [0.0, 10.0, 20.0])
     fake = FakeTime()
-    source = ReplaySource(SourceOptions(replay=str(path), speed=None), clock=fake.clock, sleep=fake.sleep)
+    source = ReplaySource(
+        SourceOptions(), ReplaySettings(path=str(path), speed=None), clock=fake.clock, sleep=fake.sleep
+    )
     assert len(play_all(source)) == 3
     assert fake.sleeps == []
 
@@ -389,7 +409,7 @@ def test_without_loop_the_stream_ends(tmp_path: Path) -> None:
 def test_close_wakes_a_waiting_read(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_seconds(path, [0.0, 3600.0])
-    source = ReplaySource(SourceOptions(replay=str(path), speed=1.0))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path=str(path), speed=1.0))
     source.open()
     source.read()
     source.close()
@@ -401,7 +421,7 @@ def test_close_wakes_a_waiting_read(tmp_path: Path) -> None:
 
 
 def test_demo_plays_from_the_registry_with_eight_h100s() -> None:
-    source = create_source("replay", SourceOptions(replay="demo", speed=None))
+    source = create_source("replay", replay_options(path="demo", speed=None))
     assert isinstance(source, ReplaySource)
     batches = play_all(source)
     assert 550 <= len(batches) <= 650

@@ -351,14 +351,14 @@ def test_a_line_without_a_model_mid_file_is_skipped_not_fatal(tmp_path: Path) ->
 PLAY_PROBE = """
 import sys
 from exporter.sources.base import EndOfStream, SourceOptions
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 
 def status_kib(key):
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(key + ":"))
 
 def play(path):
-    source = ReplaySource(SourceOptions(replay=path, speed=None))
+    source = ReplaySource(SourceOptions(), ReplaySettings(path=path, speed=None))
     source.open()
     samples = 0
     while True:
@@ -442,7 +442,7 @@ def _trace(seconds: int) -> list[Sample]:
 def test_no_input_crashes_a_replay(tmp_path: Path, fmt: str, body: list[str]) -> None:
     path = tmp_path / f"fuzz.{fmt}"
     path.write_text("\n".join(body) + "\n", encoding="utf-8", errors="surrogatepass")
-    source = replay_source(path, replay_format=fmt, model=H100)
+    source = replay_source(path, format=fmt, model=H100)
     try:
         source.open()
     except SourceUnavailable:

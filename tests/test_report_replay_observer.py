@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from source_kit import replay_options
 
 from exporter.catalog import load_catalog
 from exporter.inference import InferenceConfig
 from exporter.report import replay
 from exporter.report.replay import collect_replay
-from exporter.sources import SourceOptions
 
 CATALOG = load_catalog()
 DEMO = Path(replay.__file__).resolve().parent.parent / "data" / "demo.jsonl.gz"
@@ -38,7 +38,7 @@ def gapped_demo(tmp_path: Path) -> Path:
 
 
 def gap_seconds(path: Path, config: InferenceConfig) -> list[float]:
-    collected = collect_replay(SourceOptions(replay=str(path)), CATALOG, config, by=("pod",), workload_by=())
+    collected = collect_replay(replay_options(path=str(path)), CATALOG, config, by=("pod",), workload_by=())
     return [window.end - window.start for window in collected.provenance.gaps]
 
 
@@ -54,4 +54,4 @@ def test_a_failure_while_observing_fails_the_report(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(replay._Collector, "_credit", broken)
     with pytest.raises(RuntimeError, match="observer bug"):
-        collect_replay(SourceOptions(replay="demo"), CATALOG, InferenceConfig(), by=("pod",), workload_by=())
+        collect_replay(replay_options(path="demo"), CATALOG, InferenceConfig(), by=("pod",), workload_by=())

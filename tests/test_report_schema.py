@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from source_kit import replay_options
 
 from exporter.catalog import Catalog, load_catalog
 from exporter.inference import InferenceConfig
@@ -27,7 +28,6 @@ from exporter.report.model import (
 )
 from exporter.report.replay import collect_replay
 from exporter.roofline import REGIMES, Thresholds
-from exporter.sources import SourceOptions
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "docs" / "report.schema.json"
 H100_PEAK = 989.5e12
@@ -175,7 +175,7 @@ def test_the_demo_traces_report_validates(validator: jsonschema.protocols.Valida
     """The replay input end to end (the daemon's own sampler over the bundled trace)."""
     catalog = load_catalog()
     collected = collect_replay(
-        SourceOptions(replay="demo"),
+        replay_options(path="demo"),
         catalog,
         InferenceConfig(),
         by=("namespace",),

@@ -38,6 +38,7 @@ from prometheus_stack import (
     running_stack,
 )
 from replay_lines import write_samples
+from source_kit import replay_options
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -45,8 +46,7 @@ from exporter.exposition import MetricsEndpoint
 from exporter.inference import InferenceConfig
 from exporter.sample import Attribution, Entity, Sample
 from exporter.sampler import Sampler
-from exporter.sources import EndOfStream, SourceOptions
-from exporter.sources.replay import ReplaySource
+from exporter.sources import EndOfStream, create_source
 
 pytestmark = REQUIRES_PROMETHEUS
 
@@ -94,8 +94,8 @@ def _trace(path: Path, start: float) -> Path:
 def _scrapes(trace: Path) -> dict[str, list[tuple[float, str]]]:
     """The daemon's RAW series after each batch of the trace, by series (labels as a scrape
     stores them): [(the batch's timestamp, the value as /metrics wrote it)]."""
-    options = SourceOptions(replay=str(trace), speed=None)
-    source = ReplaySource(options)
+    options = replay_options(path=str(trace), speed=None)
+    source = create_source("replay", options)
     source.open()
     sampler = Sampler("replay", options, load_catalog(), InferenceConfig(), source=source)
     endpoint = MetricsEndpoint(lambda: sampler.snapshot, process_metrics=False)

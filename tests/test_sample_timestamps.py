@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import http_get, http_until, serve_process
+from source_kit import replay_options, scrape_options
 from upstream import DRAM, Upstream, millis, stamped, upstream, url_of
 
 from exporter import fields
@@ -38,7 +39,7 @@ class Clock:
 
 
 def scrape_sampler(server: Upstream, clock: Clock) -> Sampler:
-    options = SourceOptions(scrape_url=url_of(server), interval_seconds=1.0)
+    options = scrape_options(url=url_of(server), interval_seconds=1.0)
     source = open_source("scrape", options)
     return Sampler(
         "scrape",
@@ -207,7 +208,7 @@ def write_jsonl(path: Path, rows: list[tuple[float, float]]) -> Path:
 
 
 def play(path: Path) -> Sampler:
-    options = SourceOptions(replay=str(path), speed=None)
+    options = replay_options(path=str(path), speed=None)
     sampler = Sampler("replay", options, CATALOG, InferenceConfig(), source=open_source("replay", options))
     while not sampler.snapshot.source.finished:
         sampler.run_once()

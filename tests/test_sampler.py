@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from replay_lines import replay_line as write_line
+from source_kit import replay_options
 
 from exporter import fields
 from exporter.catalog import load_catalog
@@ -233,7 +234,7 @@ def test_skipped_replay_lines_become_corrupt_line_errors(tmp_path: Path) -> None
     lines = [replay_line(float(ts), 0, 0.5, 0.5) for ts in range(4)]
     lines.insert(2, "{not json")
     path = write_replay(tmp_path / "trace.jsonl.gz", lines)
-    options = SourceOptions(replay=str(path), speed=None)
+    options = replay_options(path=str(path), speed=None)
     source = open_source("replay", options)
     sampler = Sampler("replay", options, CATALOG, InferenceConfig(), source=source)
     sampler.run_once()
@@ -251,7 +252,7 @@ def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> None:
 def test_thread_plays_a_replay_to_its_end_and_stops_cleanly(tmp_path: Path) -> None:
     lines = [replay_line(float(ts), gpu, 0.6, 0.1) for ts in range(50) for gpu in range(2)]
     path = write_replay(tmp_path / "trace.jsonl.gz", lines)
-    options = SourceOptions(replay=str(path), speed=None)
+    options = replay_options(path=str(path), speed=None)
     sampler = Sampler("replay", options, CATALOG, InferenceConfig(), source=open_source("replay", options))
     sampler.start()
     try:
@@ -268,7 +269,7 @@ def test_thread_plays_a_replay_to_its_end_and_stops_cleanly(tmp_path: Path) -> N
 def test_stop_interrupts_a_slow_paced_replay(tmp_path: Path) -> None:
     lines = [replay_line(float(ts * 100), 0, 0.6, 0.1) for ts in range(5)]
     path = write_replay(tmp_path / "slow.jsonl.gz", lines)
-    options = SourceOptions(replay=str(path), speed=1.0, interval_seconds=100.0)
+    options = replay_options(path=str(path), speed=1.0, interval_seconds=100.0)
     sampler = Sampler("replay", options, CATALOG, InferenceConfig(), source=open_source("replay", options))
     sampler.start()
     wait_for(lambda: sampler.snapshot.source.samples_total >= 1)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from conftest import http_get, serve_process
+from source_kit import scrape_options
 from upstream import DRAM, PAGE, upstream, url_of
 
 from exporter import fields
@@ -17,7 +18,7 @@ from exporter.inference import InferenceConfig
 from exporter.sample import MAX_ENTITIES
 from exporter.sampler import Sampler
 from exporter.sources import open_source
-from exporter.sources.base import SourceError, SourceOptions
+from exporter.sources.base import SourceError
 from exporter.sources.scrape import MAX_LINE_BYTES, PageReader
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -32,7 +33,7 @@ def test_a_body_short_of_its_content_length_is_a_connection_error(cut: str) -> N
     }[cut]
     with upstream() as server:
         server.cut_at = at
-        source = open_source("scrape", SourceOptions(scrape_url=url_of(server)))
+        source = open_source("scrape", scrape_options(url=url_of(server)))
         with pytest.raises(SourceError) as raised:
             source.read()
         assert raised.value.reason == "connection"
@@ -44,7 +45,7 @@ def test_a_body_short_of_its_content_length_is_a_connection_error(cut: str) -> N
 
 def test_a_cut_page_leaves_what_was_collected_and_counts_a_connection_error() -> None:
     with upstream() as server:
-        options = SourceOptions(scrape_url=url_of(server))
+        options = scrape_options(url=url_of(server))
         sampler = Sampler(
             "scrape", options, load_catalog(), InferenceConfig(), source=open_source("scrape", options)
         )
@@ -120,7 +121,7 @@ def _many_gpus(gpus: int) -> bytes:
 def test_a_10000_gpu_page_is_read_within_the_deadline_and_cut_at_the_cap() -> None:
     page = _many_gpus(10_000)
     with upstream(lambda: page) as server:
-        source = open_source("scrape", SourceOptions(scrape_url=url_of(server)))
+        source = open_source("scrape", scrape_options(url=url_of(server)))
         samples = source.read()  # the default 5 s deadline: it timed out on every read before
     assert len(samples) == MAX_ENTITIES
     assert source.records_skipped == (10_000 - MAX_ENTITIES) * (PAGE.count(b"\nDCGM_FI_"))

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +23,10 @@ from exporter.sampler import Sampler
 from exporter.sources.base import SourceOptions
 from exporter.sources.options import INTERVAL, interval_given
 from exporter.sources.scrape import (
-    FOLLOW_UPSTREAM,
     MAX_REMEMBERED_BYTES,
     MAX_SKIP_SECONDS,
     PageReader,
+    ScrapeSettings,
     ScrapeSource,
     _Cadence,
     parse_page,
@@ -128,9 +129,9 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> type[_Counting]:
     return _Counting
 
 
-def _open(upstream: _Upstream, **settings: object) -> ScrapeSource:
+def _open(upstream: _Upstream, **settings: Any) -> ScrapeSource:
     host, port = upstream.server_address[:2]
-    source = ScrapeSource(SourceOptions(scrape_url=f"http://{host!s}:{port}/metrics", settings=settings))
+    source = ScrapeSource(SourceOptions(), ScrapeSettings(url=f"http://{host!s}:{port}/metrics", **settings))
     source.open()
     return source
 
@@ -368,7 +369,7 @@ def test_no_get_is_skipped_for_longer_than_the_cap() -> None:
 
 
 def test_the_source_skips_the_get_while_the_page_is_not_due(upstream: _Upstream) -> None:
-    source = _open(upstream, **{FOLLOW_UPSTREAM: True})
+    source = _open(upstream, follow_upstream=True)
     clock = _Clock()
     source._cadence = _Cadence(True, 1.0, clock)
     body = upstream.body
@@ -411,8 +412,9 @@ def test_serve_follows_the_upstream_unless_an_interval_is_given(
     )
     options = source_options("scrape", values)
     assert options.interval_seconds == 1.0
-    assert options.settings[FOLLOW_UPSTREAM] is follows
-    assert ScrapeSource(options)._cadence.follow is follows
+    settings = options.settings["scrape"]
+    assert isinstance(settings, ScrapeSettings) and settings.follow_upstream is follows
+    assert ScrapeSource(options, settings)._cadence.follow is follows
 
 
 def test_a_label_set_seen_before_is_read_without_a_decode(counting: type[_Counting]) -> None:

@@ -19,6 +19,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 from conftest import DcgmExporterPage, http_get, serve_process
 from prometheus_client.parser import text_string_to_metric_families
+from source_kit import scrape_options
 from test_serve_cli import poll
 
 from exporter.catalog import Catalog, load_catalog
@@ -26,7 +27,7 @@ from exporter.collectors import DEFAULT_COLLECTORS
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import InferenceConfig
 from exporter.sampler import Sampler
-from exporter.sources import SourceOptions
+from exporter.sources import create_source
 from exporter.sources.scrape import ScrapeSource
 
 PROFILING = {
@@ -90,8 +91,8 @@ def test_gpus_without_profiling_counters_stay_and_say_why(exporter_url: str) -> 
 
 def _sampled_twice(url: str) -> tuple[Sampler, ScrapeSource, Catalog]:
     """A sampler over the scrape source at `url`, after two rounds (the second has intervals)."""
-    options = SourceOptions(scrape_url=url)
-    source = ScrapeSource(options)
+    options = scrape_options(url=url)
+    source = create_source("scrape", options)
     source.open()
     catalog = load_catalog()
     sampler = Sampler("scrape", options, catalog, InferenceConfig(), source=source)
@@ -156,8 +157,8 @@ def test_h100_mig_instances_get_their_sms_share_not_a_seventh_per_slice(exporter
 
 
 def _sampled(exporter_url: str, page: str) -> Sampler:
-    options = SourceOptions(scrape_url=f"{exporter_url}/{page}")
-    source = ScrapeSource(options)
+    options = scrape_options(url=f"{exporter_url}/{page}")
+    source = create_source("scrape", options)
     source.open()
     sampler = Sampler("scrape", options, load_catalog(), InferenceConfig(), source=source)
     for _ in range(2):

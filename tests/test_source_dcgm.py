@@ -14,11 +14,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from source_kit import dcgm_options
 
 from exporter import fields
 from exporter.sources import create_source
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
-from exporter.sources.dcgm import DcgmSource
+from exporter.sources.dcgm import DcgmSettings, DcgmSource
 from exporter.sources.dcgm_bindings import load_bindings
 
 FAKE_DIR = Path(__file__).parent / "fakes" / "dcgm"
@@ -97,11 +98,14 @@ def _stamp(tick_usec: int, entity_index: int, step: int = 3) -> float:
 
 
 def _source(**overrides: Any) -> DcgmSource:
-    return DcgmSource(SourceOptions(dcgm_bindings=FAKE_DIR, **overrides))
+    """The source over the fake bindings; `overrides`: DcgmSettings' fields and the shared ones."""
+    source = create_source("dcgm", dcgm_options(bindings=FAKE_DIR, **overrides))
+    assert isinstance(source, DcgmSource)
+    return source
 
 
 def test_registry_builds_the_dcgm_source() -> None:
-    source = create_source("dcgm", SourceOptions(dcgm_bindings=FAKE_DIR))
+    source = create_source("dcgm", dcgm_options(bindings=FAKE_DIR))
     assert isinstance(source, DcgmSource)
     assert source.paced is False
 
@@ -153,7 +157,7 @@ def test_watch_frequency_follows_the_interval(fake: ModuleType) -> None:
 def test_remote_host_engine_by_address(fake: ModuleType) -> None:
     engine = _two_h100(fake)
     engine.listening_address = "10.0.0.7:5555"
-    source = _source(dcgm_address="10.0.0.7:5555")
+    source = _source(address="10.0.0.7:5555")
     source.open()
     assert len(source.read()) == 2
     assert engine.connects == ["10.0.0.7:5555"]
@@ -163,7 +167,7 @@ def test_remote_host_engine_by_address(fake: ModuleType) -> None:
 def test_unreachable_remote_engine_is_a_connection_error(fake: ModuleType) -> None:
     engine = _two_h100(fake)
     engine.listening_address = None
-    source = _source(dcgm_address="10.0.0.7:5555")
+    source = _source(address="10.0.0.7:5555")
     with pytest.raises(SourceError) as caught:
         source.open()
     assert caught.value.reason == "dcgm_connection"
@@ -236,7 +240,7 @@ def test_host_engine_lost_mid_run_then_reconnects(fake: ModuleType) -> None:
 
 def test_remote_engine_down_keeps_failing_until_it_returns(fake: ModuleType) -> None:
     engine = _two_h100(fake)
-    source = _source(dcgm_address="127.0.0.1:5555")
+    source = _source(address="127.0.0.1:5555")
     source.open()
     engine.crash()
     engine.listening_address = None
@@ -268,7 +272,7 @@ def test_missing_libdcgm_is_unavailable(fake: ModuleType) -> None:
 
 
 def test_missing_bindings_directory_names_the_flag(tmp_path: Path) -> None:
-    source = DcgmSource(SourceOptions(dcgm_bindings=tmp_path))
+    source = DcgmSource(SourceOptions(), DcgmSettings(bindings=tmp_path))
     with pytest.raises(SourceUnavailable) as caught:
         source.open()
     assert str(tmp_path) in caught.value.message
@@ -514,7 +518,7 @@ def test_the_sampler_folds_every_kept_tick_in_one_read(fake: ModuleType) -> None
     engine = _two_h100(fake)
     source = _source(interval_seconds=0.1)
     source.open()
-    options = SourceOptions(dcgm_bindings=FAKE_DIR, interval_seconds=0.1)
+    options = dcgm_options(bindings=FAKE_DIR, interval_seconds=0.1)
     sampler = Sampler(
         "dcgm",
         options,

@@ -15,8 +15,10 @@ import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
+from source_kit import scrape_options
 
 from exporter import fields, readings
 from exporter.catalog import load_catalog
@@ -27,7 +29,7 @@ from exporter.sample import MAX_ENTITIES, Attribution, Sample
 from exporter.sampler import Sampler
 from exporter.sources import create_source
 from exporter.sources.base import MigProfileHint, SourceError, SourceOptions, SourceUnavailable
-from exporter.sources.scrape import PageReader, ScrapeSource, metric_field, parse_page
+from exporter.sources.scrape import PageReader, ScrapeSettings, ScrapeSource, metric_field, parse_page
 
 PAGES = Path(__file__).parent / "data" / "dcgm-exporter"
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,16 +142,14 @@ def exporter_url(server: _Exporter) -> str:
     return f"http://{host!s}:{port}"
 
 
-def _source(url: str, **options: object) -> ScrapeSource:
-    settings: dict[str, object] = {"scrape_url": url, "scrape_timeout_seconds": 5.0}
-    settings.update(options)
-    source = ScrapeSource(SourceOptions(**settings))  # type: ignore[arg-type]
+def _source(url: str, **settings: Any) -> ScrapeSource:
+    source = ScrapeSource(SourceOptions(), ScrapeSettings(url=url, **settings))
     source.open()
     return source
 
 
-def _read(url: str, timeout: float = 5.0, **options: object) -> list[Sample]:
-    source = _source(url, scrape_timeout_seconds=timeout, **options)
+def _read(url: str, timeout: float = 5.0) -> list[Sample]:
+    source = _source(url, timeout_seconds=timeout)
     try:
         return source.read()
     finally:
@@ -179,7 +179,7 @@ def _bounded(call: Callable[[], object], seconds: float) -> object:
 
 
 def test_registry_builds_the_scrape_source() -> None:
-    source = create_source("scrape", SourceOptions(scrape_url="http://127.0.0.1:9400/metrics"))
+    source = create_source("scrape", scrape_options(url="http://127.0.0.1:9400/metrics"))
     assert isinstance(source, ScrapeSource)
     assert source.name == "scrape"
     assert source.paced is False
@@ -472,8 +472,8 @@ def test_a_dripping_or_silent_upstream_times_out_by_the_deadline(exporter_url: s
 
 
 def test_the_sampler_marks_the_source_down_with_reason_timeout(exporter_url: str) -> None:
-    options = SourceOptions(scrape_url=f"{exporter_url}/drip-body", scrape_timeout_seconds=0.5)
-    source = ScrapeSource(options)
+    options = scrape_options(url=f"{exporter_url}/drip-body", timeout_seconds=0.5)
+    source = create_source("scrape", options)
     source.open()
     sampler = Sampler("scrape", options, load_catalog(), InferenceConfig(), source=source)
     assert _bounded(sampler.run_once, seconds=10) is False
@@ -532,7 +532,7 @@ def test_an_unresolvable_name_is_a_connection_error_or_a_timeout() -> None:
     "url", ["", "localhost:9400/metrics", "ftp://host/metrics", "http://", "http://h:x/"]
 )
 def test_open_rejects_urls_that_are_not_http(url: str) -> None:
-    source = ScrapeSource(SourceOptions(scrape_url=url))
+    source = ScrapeSource(SourceOptions(), ScrapeSettings(url=url))
     with pytest.raises(SourceUnavailable) as caught:
         source.open()
     assert "--scrape-url" in caught.value.message
@@ -579,7 +579,7 @@ def test_basic_auth_from_the_url_is_sent_and_never_shown(server: _Exporter, expo
     assert server.seen_authorization[-1] == server.expected_authorization
     assert SECRET not in source.display_name and encoded not in source.display_name
     assert "ridgeline:xxxxx@" in source.display_name
-    assert encoded not in repr(SourceOptions(scrape_url=_auth_url(exporter_url, f"u:{encoded}")))
+    assert encoded not in repr(scrape_options(url=_auth_url(exporter_url, f"u:{encoded}")))
 
 
 def test_an_unescaped_at_sign_in_the_password_is_read_too(exporter_url: str) -> None:
@@ -601,7 +601,7 @@ def test_credentials_file_and_bearer_token_file_are_reread_each_scrape(
     auth.write_text(f"ridgeline:{SECRET}\n")
     source = _source(
         f"{exporter_url}/auth/metrics/legacy-h100-no-pods.txt",
-        scrape_client=HTTPClientConfig(basic_auth_file=auth),
+        client=HTTPClientConfig(basic_auth_file=auth),
     )
     assert len(source.read()) == 1
     auth.write_text("ridgeline:rotated-away\n")
@@ -611,7 +611,7 @@ def test_credentials_file_and_bearer_token_file_are_reread_each_scrape(
     token.write_text("abc.def.ghi\n")
     bearer = _source(
         f"{exporter_url}/auth/metrics/legacy-h100-no-pods.txt",
-        scrape_client=HTTPClientConfig(bearer_token_file=token),
+        client=HTTPClientConfig(bearer_token_file=token),
     )
     with pytest.raises(SourceError, match="401"):
         bearer.read()
@@ -620,17 +620,13 @@ def test_credentials_file_and_bearer_token_file_are_reread_each_scrape(
 
 def test_unreadable_or_conflicting_credentials_fail_at_open(exporter_url: str, tmp_path: Path) -> None:
     with pytest.raises(SourceUnavailable, match="--scrape-auth-file") as caught:
-        _source(
-            f"{exporter_url}/metrics/x", scrape_client=HTTPClientConfig(basic_auth_file=tmp_path / "missing")
-        )
+        _source(f"{exporter_url}/metrics/x", client=HTTPClientConfig(basic_auth_file=tmp_path / "missing"))
     assert caught.value.reason == "bad_credentials"
     (tmp_path / "bad").write_text("no-colon-here\n")
     with pytest.raises(SourceUnavailable, match="user:password"):
-        _source(f"{exporter_url}/metrics/x", scrape_client=HTTPClientConfig(basic_auth_file=tmp_path / "bad"))
+        _source(f"{exporter_url}/metrics/x", client=HTTPClientConfig(basic_auth_file=tmp_path / "bad"))
     with pytest.raises(SourceUnavailable, match="one way"):
-        _source(
-            _auth_url(exporter_url, "u:p"), scrape_client=HTTPClientConfig(bearer_token_file=tmp_path / "bad")
-        )
+        _source(_auth_url(exporter_url, "u:p"), client=HTTPClientConfig(bearer_token_file=tmp_path / "bad"))
 
 
 @pytest.mark.parametrize(
@@ -648,7 +644,7 @@ def test_redact_url(url: str, shown: str) -> None:
 
 
 def test_a_bad_url_error_does_not_print_its_password() -> None:
-    source = ScrapeSource(SourceOptions(scrape_url="ftp://user:hunter2@host/metrics"))
+    source = ScrapeSource(SourceOptions(), ScrapeSettings(url="ftp://user:hunter2@host/metrics"))
     with pytest.raises(SourceUnavailable) as caught:
         source.open()
     assert "hunter2" not in caught.value.message
@@ -681,19 +677,19 @@ def padded_page(mebibytes: int, gpus: int = 8) -> bytes:
 RSS_PROBE = """
 import sys
 from exporter.sources.base import SourceOptions
-from exporter.sources.scrape import ScrapeSource
+from exporter.sources.scrape import ScrapeSettings, ScrapeSource
 
 def status_kib(key):
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(key + ":"))
 
-warm = ScrapeSource(SourceOptions(scrape_url=sys.argv[1], scrape_timeout_seconds=60))
+warm = ScrapeSource(SourceOptions(), ScrapeSettings(url=sys.argv[1], timeout_seconds=60))
 warm.open()
 warm.read()
 before = status_kib("VmRSS")
 with open("/proc/self/clear_refs", "w") as refs:
     refs.write("5")  # reset the peak (VmHWM) to the current RSS
-source = ScrapeSource(SourceOptions(scrape_url=sys.argv[2], scrape_timeout_seconds=60))
+source = ScrapeSource(SourceOptions(), ScrapeSettings(url=sys.argv[2], timeout_seconds=60))
 source.open()
 assert len(source.read()) == 8
 print(status_kib("VmHWM") - before)

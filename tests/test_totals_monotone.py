@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from source_kit import scrape_options
 from upstream import PAGE, stamped, upstream, url_of
 
 from exporter.catalog import load_catalog
 from exporter.exposition import build_families
 from exporter.inference import InferenceConfig
 from exporter.sampler import Sampler
-from exporter.sources.base import SourceOptions
 from exporter.state import Snapshot
 
 BAD_SERIES = b'DCGM_FI_PROF_DRAM_ACTIVE{gpu="\xc2\xb2",UUID="GPU-odd"} 0.5\n'
@@ -56,7 +56,7 @@ def test_every_total_only_grows_across_random_reopen_sequences() -> None:
         @settings(max_examples=40, deadline=None)
         @given(st.lists(STEPS, min_size=1, max_size=12))
         def check(steps: list[Step]) -> None:
-            options = SourceOptions(scrape_url=url_of(server), interval_seconds=1.0)
+            options = scrape_options(url=url_of(server), interval_seconds=1.0)
             sampler = Sampler("scrape", options, load_catalog(), InferenceConfig())
             seen: dict[str, float] = {}
             expected = {"corrupt_line": 0, "connection": 0, "parse_error": 0, "timestamp_not_finite": 0}

@@ -22,7 +22,7 @@ from exporter.commands.extras import require_extra
 from exporter.commands.options.errors import UserError
 from exporter.commands.options.flags import add_flag, add_spec
 from exporter.commands.options.inference import add_inference_flags, inference_config
-from exporter.commands.options.sources import add_replay_flags
+from exporter.commands.options.sources import add_replay_flags, replay_choice
 
 if TYPE_CHECKING:
     from exporter.catalog import Catalog
@@ -340,7 +340,6 @@ def _from_replay(
     from exporter.catalog import UnknownCard
     from exporter.report.prometheus import workload_labels
     from exporter.report.replay import ReplayReportError, collect_replay
-    from exporter.sources.base import SourceOptions
 
     for flag, value in (
         ("--since", args.since),
@@ -359,17 +358,9 @@ def _from_replay(
             catalog.lookup(args.model)
         except UnknownCard as exc:
             raise UserError(f"--model: {exc}") from None
-    options = SourceOptions(
-        interval_seconds=args.interval,
-        replay=args.replay,
-        replay_format=args.replay_format,
-        model=args.model,
-        speed=None,
-        mig_profiles=args.mig_profile,
-    )
     try:
         collected = collect_replay(
-            options,
+            replay_choice(args),
             catalog,
             config,
             by=by,

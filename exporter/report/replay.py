@@ -29,7 +29,7 @@ from exporter.roofline import REGIMES
 from exporter.sampler import Sampler
 from exporter.sampling.tracker import Cadence, EntityKey
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
-from exporter.sources.replay import ReplaySource
+from exporter.sources.replay import ReplaySettings, ReplaySource
 from exporter.state import GpuState, Snapshot
 
 TIMELINE_POINTS = 500
@@ -232,9 +232,14 @@ def collect_replay(
     workload_by: Sequence[str],
     progress: Callable[[int], None] | None = None,
 ) -> ReplayCollected:
-    """Run the trace through the sampler and measure every group's usage."""
-    options = replace(options, speed=None, loop=False)
-    source = ReplaySource(options)
+    """Run the trace through the sampler and measure every group's usage: the replay settings
+    in `options` (source_options("replay", ...) builds them), played once, flat out."""
+    given = options.settings.get("replay")
+    settings = replace(
+        given if isinstance(given, ReplaySettings) else ReplaySettings(), speed=None, loop=False
+    )
+    options = replace(options, settings={"replay": settings})
+    source = ReplaySource(options, settings)
     source.open()  # SourceUnavailable: one line, exit 2
 
     def no_reopen(name: str, opts: SourceOptions) -> ReplaySource:

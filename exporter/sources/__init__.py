@@ -7,7 +7,7 @@ without DCGM or NVML can still replay, scrape and serve `/classify`.
 
 from __future__ import annotations
 
-import dataclasses
+import argparse
 import importlib
 from types import ModuleType
 from typing import Any
@@ -22,14 +22,13 @@ SOURCE_CLASSES: dict[str, str] = {
     "scrape": "exporter.sources.scrape:ScrapeSource",
     "replay": "exporter.sources.replay:ReplaySource",
 }
-"""Source name -> "module:Class"; the class takes SourceOptions. One line per source: its module
-declares its flags (OPTIONS) and reads them (options_from)."""
+"""Source name -> "module:Class". One line per source: its module declares its flags (OPTIONS),
+reads them into its own settings record (options_from), and its class takes SourceOptions and
+that record (exporter/sources/options.py says the protocol)."""
 
 AUTO_ORDER: tuple[str, ...] = ("dcgm", "nvml")
 SOURCE_NAMES: tuple[str, ...] = ("auto", *SOURCE_CLASSES)
 """The names built in; source_names() includes any registered since."""
-
-_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(SourceOptions)) - {"settings"}
 
 
 def source_names() -> tuple[str, ...]:
@@ -53,32 +52,41 @@ def option_specs() -> list[OptionSpec]:
 
 
 def source_options(name: str, values: Any) -> SourceOptions:
-    """The SourceOptions that option_specs() parsed into `values` for source `name`: each
-    source's options_from gives its settings (OptionError names a flag that is wrong or
-    belongs to another source); a name that is no SourceOptions field goes to `settings`."""
+    """The SourceOptions that option_specs() parsed into `values` for source `name` (`auto`:
+    each source it tries): the shared flags, and each chosen source's settings record from its
+    module's options_from. Every module reads its flags, chosen or not, so that a flag of
+    another source is refused by name (OptionError). A flag the command does not declare
+    (`report --replay` takes a few) reads as its default."""
     chosen = set(AUTO_ORDER) if name == "auto" else {name}
-    fields: dict[str, Any] = common_options_from(values)
-    settings: dict[str, Any] = {}
+    values = _with_defaults(values)
+    settings: dict[str, object] = {}
     for source, module in _modules():
         read = getattr(module, "options_from", None)
         if read is None:
             continue
-        for key, value in read(values, source in chosen).items():
-            if key in _OPTION_FIELDS:
-                fields[key] = value
-            else:
-                settings[key] = value
-    return SourceOptions(**fields, settings=settings)
+        record = read(values, source in chosen)
+        if source in chosen:
+            settings[source] = record
+    return SourceOptions(**common_options_from(values), settings=settings)
+
+
+def _with_defaults(values: Any) -> argparse.Namespace:
+    """`values` with every source flag it lacks at its declared default."""
+    filled = argparse.Namespace(**{spec.dest: spec.default for spec in option_specs()})
+    vars(filled).update(vars(values))
+    return filled
 
 
 def create_source(name: str, options: SourceOptions) -> Source:
-    """Instantiate a named source (not yet opened)."""
+    """Instantiate a named source (not yet opened), with its settings record from `options`
+    when it has one there (a source without flags of its own takes `options` alone)."""
     if name not in SOURCE_CLASSES:
         known = ", ".join(source_names())
         raise SourceUnavailable("unknown_source", f"unknown source {name!r}; choose one of: {known}")
     module_name, class_name = SOURCE_CLASSES[name].split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    source: Source = cls(options)
+    settings = options.settings.get(name)
+    source: Source = cls(options) if settings is None else cls(options, settings)
     return source
 
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from exporter.http_client import HTTPClientConfig
 from exporter.sample import Sample
 
 
@@ -73,30 +71,15 @@ def hinted_parent(hints: Sequence[MigProfileHint], gpu_instance: int) -> int | N
 
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
-    """What a source is built with, from the flags its module declares: the built-in sources'
-    settings as fields (tests build them by keyword), any other source's in `settings`."""
+    """What every source is built with: the flags all sources share, and each chosen source's
+    own settings record under its name, as its module's options_from built it (the registry
+    hands a source its record: exporter/sources/__init__.py's create_source)."""
 
     interval_seconds: float = 1.0
-    replay: str | None = None
-    replay_format: str | None = None
-    model: str | None = None
-    speed: float | None = 1.0
-    """Replay speed multiplier; None means as fast as possible (`--speed max`)."""
-    loop: bool = False
-    scrape_url: str | None = field(default=None, repr=False)
-    """May hold user:password@; never printed (repr=False): show it through
-    exporter.redaction.redact_credentials."""
-    scrape_timeout_seconds: float = 5.0
-    """One deadline for the whole scrape: name lookup, connect, TLS, headers and body."""
-    scrape_client: HTTPClientConfig = field(default_factory=HTTPClientConfig)
-    """Basic auth, bearer token and TLS towards the upstream (the `--scrape.*` flags)."""
-    dcgm_address: str | None = None
-    dcgm_bindings: Path | None = None
     gpus: tuple[int, ...] | None = None
     mig_profiles: tuple[MigProfileHint, ...] = ()
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    """The settings of a source whose module declares flags beyond these fields, by the names
-    its options_from gives them (exporter/sources/options.py)."""
+    settings: Mapping[str, object] = field(default_factory=dict)
+    """Source name -> that source's settings record (a frozen dataclass its module declares)."""
 
 
 class Source(Protocol):

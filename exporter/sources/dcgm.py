@@ -88,8 +88,9 @@ class DcgmSource:
     paced = False
     records_skipped = 0
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, settings: DcgmSettings | None = None) -> None:
         self._options = options
+        self._settings = settings if settings is not None else DcgmSettings()
         self._bindings: Bindings | None = None
         self._dcgm_handle: Any = None
         self._session: _Session | None = None
@@ -105,7 +106,7 @@ class DcgmSource:
     # -- protocol -----------------------------------------------------------------------
 
     def open(self) -> None:
-        self._bindings = load_bindings(self._options.dcgm_bindings)
+        self._bindings = load_bindings(self._settings.bindings)
         self._connect()
 
     def read(self) -> list[Sample]:
@@ -211,7 +212,7 @@ class DcgmSource:
         assert self._bindings is not None
         b = self._bindings
         structs = b.dcgm_structs
-        address = self._options.dcgm_address
+        address = self._settings.address
         try:
             if address:
                 handle_obj = b.pydcgm.DcgmHandle(ipAddress=address)
@@ -355,7 +356,7 @@ class DcgmSource:
         """A SourceError for a DCGMError; a lost host engine also drops the session."""
         assert self._bindings is not None
         structs = self._bindings.dcgm_structs
-        where = f"nv-hostengine at {self._options.dcgm_address}" if self._options.dcgm_address else "DCGM"
+        where = f"nv-hostengine at {self._settings.address}" if self._settings.address else "DCGM"
         if exc.value in _codes(structs, _CONNECTION_CODES):
             self._drop_session()
             return SourceError(
@@ -434,9 +435,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def options_from(values: Any, chosen: bool) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class DcgmSettings:
+    """What --dcgm-address and --dcgm-bindings say."""
+
+    address: str | None = None
+    """HOST:PORT of an nv-hostengine; None: an embedded host engine."""
+    bindings: Path | None = None
+    """The directory of DCGM's Python bindings; None: the usual places (dcgm_bindings.py)."""
+
+
+def options_from(values: Any, chosen: bool) -> DcgmSettings:
     """Where the host engine is and where its bindings are."""
-    return {
-        "dcgm_address": values.dcgm_address,
-        "dcgm_bindings": Path(values.dcgm_bindings) if values.dcgm_bindings else None,
-    }
+    return DcgmSettings(
+        address=values.dcgm_address,
+        bindings=Path(values.dcgm_bindings) if values.dcgm_bindings else None,
+    )

@@ -1,12 +1,14 @@
 """The source flags every source shares (--interval, --mig-profile, --gpus), their parsers, and
 the protocol by which a source module declares its own.
 
-A source module may define `OPTIONS`, a tuple of OptionSpec (exporter/option_specs.py), and
-`options_from(values, chosen)`, which reads those flags off the parsed namespace and returns the
-settings they give, by name: names that are SourceOptions fields fill them, any other lands in
-`SourceOptions.settings`. `chosen` says whether this source was picked (`--source`, or `auto`
-for the sources it tries), so a flag that belongs to another source can be refused by name.
-The registry (exporter/sources/__init__.py) collects them; `serve` and `record` add them.
+A source module may define `OPTIONS`, a tuple of OptionSpec (exporter/option_specs.py), a frozen
+settings dataclass of its own (fields, defaults, checks), and `options_from(values, chosen)`,
+which reads those flags off the parsed namespace and returns that record. `chosen` says whether
+this source was picked (`--source`, or `auto` for the sources it tries), so a flag that belongs
+to another source can be refused by name. The source's class takes SourceOptions (the shared
+flags) and the record. The registry (exporter/sources/__init__.py) collects the flags for
+`serve` and `record` and hands each source its record; a module without flags of its own
+defines none of the three, and its class takes SourceOptions alone.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ COMMON_OPTIONS: tuple[OptionSpec, ...] = (INTERVAL, MIG_PROFILE, GPUS)
 
 
 def common_options_from(values: Any) -> dict[str, Any]:
-    """The SourceOptions fields COMMON_OPTIONS give."""
+    """The SourceOptions fields COMMON_OPTIONS give (every one but `settings`)."""
     return {
         "interval_seconds": values.interval,
         "mig_profiles": values.mig_profile,

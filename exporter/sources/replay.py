@@ -19,6 +19,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -62,12 +63,14 @@ class ReplaySource:
     def __init__(
         self,
         options: SourceOptions,
+        settings: ReplaySettings | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._options = options
+        self._settings = settings if settings is not None else ReplaySettings()
         self._clock = clock
         self._closed = threading.Event()
         self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closed.wait
@@ -84,23 +87,27 @@ class ReplaySource:
         self._start_trace = 0.0
         self._reset_counts()
         self.format: str | None = None
-        self.display_name = options.replay or ""
+        self.display_name = self._settings.path or ""
 
     # -- Source protocol -------------------------------------------------------------------
 
     def open(self) -> None:
         """Tell the format and parse up to the first batch; SourceUnavailable with one clear line
         if the file cannot play."""
-        options = self._options
-        speed = options.speed
-        _check_options(options)
+        settings = self._settings
+        speed = settings.speed
+        settings.check()
+        if self._options.interval_seconds <= 0:
+            raise SourceUnavailable(
+                "bad_interval", f"--interval must be positive, not {self._options.interval_seconds}"
+            )
         name, opener = self._locate()
         self.display_name = name
         head, too_long = _head(opener, name)
         if not head and not too_long:
             raise SourceUnavailable("replay_empty", f"replay file {name} is empty")
         detected = detect_format(head)
-        chosen = options.replay_format or detected
+        chosen = settings.format or detected
         if chosen is None:
             raise SourceUnavailable(
                 "replay_format",
@@ -136,7 +143,7 @@ class ReplaySource:
             name,
             chosen,
             "max" if speed is None else f"{speed:g}x",
-            ", looping" if options.loop else "",
+            ", looping" if settings.loop else "",
         )
 
     def read(self) -> list[Sample]:
@@ -147,7 +154,7 @@ class ReplaySource:
             raise EndOfStream()
         timestamp, samples = self._next_batch()
         offset = self._offset
-        speed = self._options.speed
+        speed = self._settings.speed
         if speed is not None:
             now = self._clock()
             if self._start_wall is None:
@@ -189,6 +196,12 @@ class ReplaySource:
         )
 
     @property
+    def flat_out(self) -> bool:
+        """True at --speed max: read() never waits, so the sampler publishes at most every
+        PUBLISH_EVERY_SECONDS rather than once a batch (exporter/sampler.py)."""
+        return self._settings.speed is None
+
+    @property
     def period_seconds(self) -> float:
         """Trace time one loop adds to the timestamps: its duration plus one interval (known once
         the first pass has ended)."""
@@ -200,7 +213,7 @@ class ReplaySource:
         options = self._options
         return ParseContext(
             name=self.display_name,
-            default_model=options.model,
+            default_model=self._settings.model,
             interval_seconds=options.interval_seconds,
             base_timestamp=self._base_timestamp,
             mig_profiles=options.mig_profiles,
@@ -245,7 +258,7 @@ class ReplaySource:
                         f"replay file {self.display_name} had no sample to play on loop {self._loop} "
                         "(emptied or truncated?); reading it again",
                     ) from None
-                if not self._options.loop:
+                if not self._settings.loop:
                     self._ended = True
                     break
                 self._loop += 1
@@ -299,7 +312,7 @@ class ReplaySource:
 
     def _locate(self) -> tuple[str, Opener]:
         """The file's name as shown and a way to open it, checked readable now."""
-        replay = self._options.replay
+        replay = self._settings.path
         if not replay:
             raise SourceUnavailable(
                 "replay_missing", "the replay source needs --replay PATH (or --replay demo)"
@@ -325,22 +338,6 @@ class ReplaySource:
                 "replay_unreadable", f"cannot read replay file {replay}: {reason}"
             ) from None
         return replay, lambda: open(path, "rb")
-
-
-def _check_options(options: SourceOptions) -> None:
-    """SourceUnavailable for a --speed, --replay-format or --interval no replay can use."""
-    speed = options.speed
-    if speed is not None and not (speed > 0 and speed != float("inf")):
-        raise SourceUnavailable("bad_speed", f"--speed must be a positive number or 'max', not {speed}")
-    if options.replay_format is not None and options.replay_format not in FORMATS:
-        raise SourceUnavailable(
-            "bad_format",
-            f"unknown --replay-format {options.replay_format!r}; choose one of: {', '.join(FORMATS)}",
-        )
-    if options.interval_seconds <= 0:
-        raise SourceUnavailable(
-            "bad_interval", f"--interval must be positive, not {options.interval_seconds}"
-        )
 
 
 def _no_samples(name: str, ctx: ParseContext) -> SourceUnavailable:
@@ -422,7 +419,34 @@ OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def options_from(values: Any, chosen: bool) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ReplaySettings:
+    """What --replay, --replay-format, --model, --speed and --loop say."""
+
+    path: str | None = None
+    """The file to play, or "demo" (the bundled trace); None: nothing to play (open() says so)."""
+    format: str | None = None
+    """One of REPLAY_FORMATS; None: told from the file's first lines."""
+    model: str | None = None
+    """The NVML model name for formats that lack it (dmon)."""
+    speed: float | None = 1.0
+    """Replay speed multiplier; None means as fast as possible (`--speed max`)."""
+    loop: bool = False
+
+    def check(self) -> None:
+        """SourceUnavailable for a speed or format no replay can use (open() calls it: the flags'
+        parsers refuse these already, a caller building the record may not)."""
+        speed = self.speed
+        if speed is not None and not (speed > 0 and speed != float("inf")):
+            raise SourceUnavailable("bad_speed", f"--speed must be a positive number or 'max', not {speed}")
+        if self.format is not None and self.format not in FORMATS:
+            raise SourceUnavailable(
+                "bad_format",
+                f"unknown --replay-format {self.format!r}; choose one of: {', '.join(FORMATS)}",
+            )
+
+
+def options_from(values: Any, chosen: bool) -> ReplaySettings:
     """The replay settings; --replay is refused beside another --source."""
     if chosen and not values.replay:
         raise OptionError("--source replay needs --replay PATH (or --replay demo)")
@@ -430,10 +454,10 @@ def options_from(values: Any, chosen: bool) -> dict[str, Any]:
         raise OptionError(
             f"--replay is only used with --source replay, not --source {values.source or 'auto'}"
         )
-    return {
-        "replay": values.replay,
-        "replay_format": values.replay_format,
-        "model": values.model,
-        "speed": values.speed,
-        "loop": bool(values.loop),
-    }
+    return ReplaySettings(
+        path=values.replay,
+        format=values.replay_format,
+        model=values.model,
+        speed=values.speed,
+        loop=bool(values.loop),
+    )

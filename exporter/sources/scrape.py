@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from exporter import __version__, fields, readings
-from exporter.http_client import SCRAPE_FLAGS, ClientConfigError, client_flags, config_from
+from exporter.http_client import SCRAPE_FLAGS, ClientConfigError, HTTPClientConfig, client_flags, config_from
 from exporter.option_specs import OptionError, OptionSpec, positive_seconds
 from exporter.redaction import misread_credentials, redact_url
 from exporter.sample import JOB_ID, MAX_ENTITIES, Attribution, Entity, Sample, join_hpc_jobs
@@ -50,10 +50,6 @@ CLIENT_PREFIX = f"--{SCRAPE_FLAGS}."
 
 SKIP_LOG_EVERY_SECONDS = 60.0
 """Skipped series are logged on the first page that has them, then at most once a minute."""
-
-FOLLOW_UPSTREAM = "scrape_follow_upstream"
-"""SourceOptions.settings key: True when no --interval was given, so a read GETs the page only
-when the upstream's cadence says a new one may be there (_Cadence); absent: every read GETs."""
 
 MAX_REMEMBERED_BYTES = 4 * 1024 * 1024
 """A page up to this size is kept whole, so the next one is compared with it before any parse; a
@@ -654,10 +650,11 @@ class ScrapeSource:
     name = "scrape"
     paced = False
 
-    def __init__(self, options: SourceOptions) -> None:
-        self._url = options.scrape_url or ""
-        self._timeout = options.scrape_timeout_seconds
-        client = options.scrape_client
+    def __init__(self, options: SourceOptions, settings: ScrapeSettings | None = None) -> None:
+        settings = settings if settings is not None else ScrapeSettings()
+        self._url = settings.url
+        self._timeout = settings.timeout_seconds
+        client = settings.client
         self._client = client if client.prefix else replace(client, prefix=CLIENT_PREFIX)
         self._hints = options.mig_profiles
         self._request: Request | None = None
@@ -665,9 +662,7 @@ class ScrapeSource:
         self._skip_logged_at: float | None = None
         self._page: _Page | None = None
         self._kept = KeptConnection()
-        self._cadence = _Cadence(
-            options.settings.get(FOLLOW_UPSTREAM, False) is True, options.interval_seconds
-        )
+        self._cadence = _Cadence(settings.follow_upstream, options.interval_seconds)
         self.display_name = redact_url(self._url)
         """The URL as it may be shown (logs, errors, /readyz): password replaced by xxxxx."""
 
@@ -885,21 +880,37 @@ OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def options_from(values: Any, chosen: bool) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ScrapeSettings:
+    """What the --scrape-* flags say."""
+
+    url: str = field(default="", repr=False)
+    """--scrape-url; may hold user:password@, so never printed (repr=False): show it through
+    exporter.redaction.redact_url."""
+    timeout_seconds: float = 5.0
+    """One deadline for the whole scrape: name lookup, connect, TLS, headers and body."""
+    client: HTTPClientConfig = field(default_factory=HTTPClientConfig)
+    """Basic auth, bearer token and TLS towards the upstream (the `--scrape.*` flags)."""
+    follow_upstream: bool = False
+    """True when no --interval was given: a read GETs the page only when the upstream's cadence
+    says a new one may be there (_Cadence); False: every read GETs."""
+
+
+def options_from(values: Any, chosen: bool) -> ScrapeSettings:
     """The URL, the deadline and, when this source is chosen, its HTTP client configuration
     (checked, its files read once) and whether it follows the upstream's cadence (no
     --interval given)."""
     if not chosen:
-        return {"scrape_url": values.scrape_url, "scrape_timeout_seconds": values.scrape_timeout}
+        return ScrapeSettings(url=values.scrape_url or "", timeout_seconds=values.scrape_timeout)
     if not values.scrape_url:
         raise OptionError("--source scrape needs --scrape-url URL (a dcgm-exporter /metrics page)")
     client = config_from(values, SCRAPE_FLAGS)
     if values.scrape_auth_file:
         client = replace(client, basic_auth_file=Path(values.scrape_auth_file))
         client.check()
-    return {
-        "scrape_url": values.scrape_url,
-        "scrape_timeout_seconds": values.scrape_timeout,
-        "scrape_client": client,
-        FOLLOW_UPSTREAM: not interval_given(values),
-    }
+    return ScrapeSettings(
+        url=values.scrape_url,
+        timeout_seconds=values.scrape_timeout,
+        client=client,
+        follow_upstream=not interval_given(values),
+    )

@@ -1,5 +1,6 @@
 """The source flags of `serve` and `record` (each source declares its own: exporter/sources/
-options.py), the replay part `report --replay` takes, and the source they choose."""
+options.py), the replay part `report --replay` takes, and the source and settings they choose
+(through the registry alone)."""
 
 from __future__ import annotations
 
@@ -39,10 +40,20 @@ def add_replay_flags(parser: argparse.ArgumentParser) -> None:
 
 def source_choice(args: argparse.Namespace) -> tuple[str, SourceOptions]:
     """(source name, SourceOptions) from the source flags; UserError names a wrong one."""
+    name: str = args.source or ("replay" if args.replay else "auto")
+    return name, _options(name, args)
+
+
+def replay_choice(args: argparse.Namespace) -> SourceOptions:
+    """The replay's SourceOptions from add_replay_flags' flags (`report --replay`), through the
+    registry as `serve` builds them; the flags it does not take read as their defaults."""
+    return _options("replay", args)
+
+
+def _options(name: str, args: argparse.Namespace) -> SourceOptions:
     from exporter.sources import source_options
 
-    name: str = args.source or ("replay" if args.replay else "auto")
     try:
-        return name, source_options(name, args)
+        return source_options(name, args)
     except OptionError as exc:
         raise UserError(str(exc)) from None
