@@ -175,8 +175,9 @@ def parse_mig_profile(text: str) -> tuple[int | None, str] | None:
     return (int(ci) if ci is not None else None), match.group("gi")
 
 
-class MigGeometry(BaseModel):
-    """A card's MIG slices: totals and each GPU instance profile's [compute, memory] slice counts."""
+class MigGeometrySpec(BaseModel):
+    """A card's MIG slices as written: totals and each GPU instance profile's [compute, memory]
+    slice counts; validated at load, then held by the Card as a MigGeometry."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -186,7 +187,7 @@ class MigGeometry(BaseModel):
     source: SourceUrl
 
     @model_validator(mode="after")
-    def _profiles_fit_the_card(self) -> MigGeometry:
+    def _profiles_fit_the_card(self) -> MigGeometrySpec:
         if not self.profiles:
             raise ValueError("profiles: at least one profile is required")
         for name, (compute, memory) in self.profiles.items():
@@ -200,6 +201,25 @@ class MigGeometry(BaseModel):
             if named != compute:
                 raise ValueError(f"profile {name!r} names {named} compute slices but lists {compute}")
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class MigGeometry:
+    """A card's MIG slice table as the Card holds it (from a validated MigGeometrySpec)."""
+
+    compute_slices: int
+    memory_slices: int
+    profiles: Mapping[str, tuple[int, int]]
+    source: str
+
+    @classmethod
+    def from_spec(cls, spec: MigGeometrySpec) -> MigGeometry:
+        return cls(
+            compute_slices=spec.compute_slices,
+            memory_slices=spec.memory_slices,
+            profiles=MappingProxyType(dict(spec.profiles)),
+            source=spec.source,
+        )
 
     def slices(
         self, profile: str, sms: Mapping[str, int] | None = None, sm_total: int | None = None
@@ -237,7 +257,7 @@ CUDA_CORE_PRECISIONS: frozenset[str] = frozenset({"fp64", "fp32"})
 """peak_tflops rows that are CUDA-core (not tensor-core) figures: the datasheets' FP64 and FP32."""
 
 
-class ClockBasis(BaseModel):
+class ClockBasisSpec(BaseModel):
     """The SM clocks a card's peaks are quoted at: a datasheet peak is SMs × FLOP/clock × a clock.
 
     H100 SXM's dense BF16 989.5 TFLOP/s is 132 SMs × 4096 FLOP/clock × 1830 MHz, its FP32 67 is
@@ -265,6 +285,24 @@ class ClockBasis(BaseModel):
             raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
         return clocks
 
+
+@dataclass(frozen=True, slots=True)
+class ClockBasis:
+    """The clocks a card's peaks are quoted at, as the model reads them (from a ClockBasisSpec;
+    its derivation and source stay on the spec)."""
+
+    tensor_mhz: float
+    cuda_core_mhz: float
+    precision_mhz: Mapping[str, float]
+
+    @classmethod
+    def from_spec(cls, spec: ClockBasisSpec) -> ClockBasis:
+        return cls(
+            tensor_mhz=spec.tensor_mhz,
+            cuda_core_mhz=spec.cuda_core_mhz,
+            precision_mhz=MappingProxyType(dict(spec.precision_mhz)),
+        )
+
     def peak_mhz(self, precision: str) -> float:
         """The clock the `precision` peak is quoted at."""
         found = self.precision_mhz.get(precision)
@@ -280,7 +318,7 @@ LINK_NAMES: tuple[LinkName, ...] = ("nvlink", "pcie")
 """The links DCGM counts bytes on: PCIe (fields 1009-1010) and NVLink (1011-1012)."""
 
 
-class LinkBandwidth(BaseModel):
+class LinkBandwidthSpec(BaseModel):
     """A card's NVLink and PCIe bandwidth per direction, GB/s (10⁹ bytes/s), from its datasheet.
 
     Datasheets quote both directions together (H100 SXM: NVLink 900 GB/s, PCIe Gen5 128 GB/s);
@@ -300,7 +338,7 @@ class LinkBandwidth(BaseModel):
     source: SourceUrl
 
     @model_validator(mode="after")
-    def _figure_or_reason(self) -> LinkBandwidth:
+    def _figure_or_reason(self) -> LinkBandwidthSpec:
         """Each link has a figure or says why not, never both and never neither."""
         for link in LINK_NAMES:
             figure, reason = getattr(self, f"{link}_gbps"), getattr(self, f"no_{link}")
@@ -308,10 +346,36 @@ class LinkBandwidth(BaseModel):
                 raise ValueError(f"give {link}_gbps or no_{link} (why there is no figure), exactly one")
         return self
 
+
+@dataclass(frozen=True, slots=True)
+class LinkBandwidth:
+    """A card's link bandwidth per direction in bytes/s, None where it has no figure (from a
+    LinkBandwidthSpec's GB/s; the datasheet's words stay on the spec)."""
+
+    nvlink: float | None
+    pcie: float | None
+
+    @classmethod
+    def from_spec(cls, spec: LinkBandwidthSpec) -> LinkBandwidth:
+        nvlink, pcie = (None if gbps is None else gbps * GIGA for gbps in (spec.nvlink_gbps, spec.pcie_gbps))
+        return cls(nvlink=nvlink, pcie=pcie)
+
     def bytes_per_second(self, link: str) -> float | None:
         """The link's bandwidth per direction in bytes/s; None where the card has no figure."""
-        figure: float | None = getattr(self, f"{link}_gbps")
-        return None if figure is None else figure * GIGA
+        return self.nvlink if link == "nvlink" else self.pcie
+
+
+def _scales(value: float, what: str, unit: str, scaled_unit: str) -> None:
+    """A figure that stays finite once scaled from tera: a huge one would overflow to inf."""
+    if not math.isfinite(from_tera(value)):
+        raise ValueError(f"{what}{value} {unit} overflows a float once scaled to {scaled_unit}")
+
+
+def _peaks_scale(peaks: dict[str, float]) -> dict[str, float]:
+    """Each TFLOP/s peak of a table finite in FLOP/s (_scales)."""
+    for name, value in peaks.items():
+        _scales(value, f"{name}: ", "TFLOP/s", "FLOP/s")
+    return peaks
 
 
 class CardSpec(BaseModel):
@@ -335,17 +399,17 @@ class CardSpec(BaseModel):
     source: SourceUrl
     vector_tflops: dict[VectorPipe, PositiveFinite] = Field(default_factory=dict)
     vector_source: SourceUrl | None = None
-    mig: MigGeometry | None = None
+    mig: MigGeometrySpec | None = None
     mig_sms: dict[Annotated[str, Field(pattern=MIG_SM_KEY)], Annotated[int, Field(gt=0)]] = Field(
         default_factory=dict
     )
     """SMs per MIG profile (and compute instance, `1c.3g.20gb`), the SM column of `nvidia-smi mig
     -lgip` / `-lcip`: an instance's compute peak is the card's × its SMs ÷ sm_count."""
     mig_sms_source: SourceUrl | None = None
-    clock_basis: ClockBasis | None = None
+    clock_basis: ClockBasisSpec | None = None
     no_clock_basis: Annotated[str, Field(min_length=1)] | None = None
     """Why the card has no clock basis (nothing published): its clock ratio is then unknown."""
-    links: LinkBandwidth | None = None
+    links: LinkBandwidthSpec | None = None
     """NVLink and PCIe bandwidth per direction: the interconnect wall (docs/model.md)."""
     no_links: Annotated[str, Field(min_length=1)] | None = None
     """Why the card has no link figures: its links then have no wall (never interconnect_bound)."""
@@ -358,24 +422,17 @@ class CardSpec(BaseModel):
             raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
         if not peaks:
             raise ValueError("at least one precision peak is required")
-        for precision, value in peaks.items():
-            if not math.isfinite(from_tera(value)):
-                raise ValueError(f"{precision}: {value} TFLOP/s overflows a float once scaled to FLOP/s")
-        return peaks
+        return _peaks_scale(peaks)
 
     @field_validator("vector_tflops")
     @classmethod
     def _vector_peaks_scale(cls, peaks: dict[str, float]) -> dict[str, float]:
-        for pipe, value in peaks.items():
-            if not math.isfinite(from_tera(value)):
-                raise ValueError(f"{pipe}: {value} TFLOP/s overflows a float once scaled to FLOP/s")
-        return peaks
+        return _peaks_scale(peaks)
 
     @field_validator("bandwidth_tbps")
     @classmethod
     def _bandwidth_scales(cls, value: float) -> float:
-        if not math.isfinite(from_tera(value)):
-            raise ValueError(f"{value} TB/s overflows a float once scaled to bytes/s")
+        _scales(value, "", "TB/s", "bytes/s")
         return value
 
     @model_validator(mode="after")
@@ -440,6 +497,10 @@ class CardSpec(BaseModel):
         return patterns
 
 
+_NESTED = frozenset({"mig", "clock_basis", "links"})
+"""CardSpec's nested specs: the Card holds each as its plain record."""
+
+
 @dataclass(frozen=True, slots=True)
 class Card:
     """One card as Ridgeline reads it: the spec's fields, and its figures in FLOP/s and bytes/s
@@ -498,8 +559,12 @@ class Card:
         roofs = {
             p: Roof(peak_flop_per_second=v, bandwidth_bytes_per_second=bandwidth) for p, v in peaks.items()
         }
+        mig, basis, links = spec.mig, spec.clock_basis, spec.links
         return cls(
-            **{name: getattr(spec, name) for name in CardSpec.model_fields},
+            **{name: getattr(spec, name) for name in CardSpec.model_fields if name not in _NESTED},
+            mig=None if mig is None else MigGeometry.from_spec(mig),
+            clock_basis=None if basis is None else ClockBasis.from_spec(basis),
+            links=None if links is None else LinkBandwidth.from_spec(links),
             precisions=tuple(p for p in PRECISIONS if p in peaks),
             peaks=MappingProxyType(peaks),
             vectors=MappingProxyType({p: from_tera(v) for p, v in spec.vector_tflops.items()}),

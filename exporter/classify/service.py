@@ -528,7 +528,7 @@ def card_summary(card: Card) -> dict[str, Any]:
         "memory_gib": card.memory_gib,
         "sm_count": card.sm_count,
         "max_sm_clock_mhz": card.max_sm_clock_mhz,
-        "clock_basis": None if card.clock_basis is None else card.clock_basis.model_dump(),
+        "clock_basis": None if card.spec.clock_basis is None else card.spec.clock_basis.model_dump(),
         "no_clock_basis": card.no_clock_basis,
         "link_bytes_per_second": {link: card.link_bytes_per_second(link) for link in roofline.LINKS},
         "no_links": card.no_links,
