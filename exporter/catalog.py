@@ -16,12 +16,12 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -212,15 +212,6 @@ class MigGeometry:
     profiles: Mapping[str, tuple[int, int]]
     source: str
 
-    @classmethod
-    def from_spec(cls, spec: MigGeometrySpec) -> MigGeometry:
-        return cls(
-            compute_slices=spec.compute_slices,
-            memory_slices=spec.memory_slices,
-            profiles=MappingProxyType(dict(spec.profiles)),
-            source=spec.source,
-        )
-
     def slices(
         self, profile: str, sms: Mapping[str, int] | None = None, sm_total: int | None = None
     ) -> MigSlices | None:
@@ -294,14 +285,6 @@ class ClockBasis:
     tensor_mhz: float
     cuda_core_mhz: float
     precision_mhz: Mapping[str, float]
-
-    @classmethod
-    def from_spec(cls, spec: ClockBasisSpec) -> ClockBasis:
-        return cls(
-            tensor_mhz=spec.tensor_mhz,
-            cuda_core_mhz=spec.cuda_core_mhz,
-            precision_mhz=MappingProxyType(dict(spec.precision_mhz)),
-        )
 
     def peak_mhz(self, precision: str) -> float:
         """The clock the `precision` peak is quoted at."""
@@ -500,6 +483,19 @@ class CardSpec(BaseModel):
 _NESTED = frozenset({"mig", "clock_basis", "links"})
 """CardSpec's nested specs: the Card holds each as its plain record."""
 
+Record = TypeVar("Record", MigGeometry, ClockBasis)
+
+
+def _plain(record: type[Record], spec: BaseModel) -> Record:
+    """The plain record of a validated spec: each of the record's fields read from the spec by
+    name (what the model does not read, such as a derivation, stays on the spec); a table
+    made read-only."""
+    values: dict[str, Any] = {}
+    for name in (f.name for f in fields(record)):
+        value = getattr(spec, name)
+        values[name] = MappingProxyType(dict(value)) if isinstance(value, dict) else value
+    return record(**values)
+
 
 @dataclass(frozen=True, slots=True)
 class Card:
@@ -562,8 +558,8 @@ class Card:
         mig, basis, links = spec.mig, spec.clock_basis, spec.links
         return cls(
             **{name: getattr(spec, name) for name in CardSpec.model_fields if name not in _NESTED},
-            mig=None if mig is None else MigGeometry.from_spec(mig),
-            clock_basis=None if basis is None else ClockBasis.from_spec(basis),
+            mig=None if mig is None else _plain(MigGeometry, mig),
+            clock_basis=None if basis is None else _plain(ClockBasis, basis),
             links=None if links is None else LinkBandwidth.from_spec(links),
             precisions=tuple(p for p in PRECISIONS if p in peaks),
             peaks=MappingProxyType(peaks),
