@@ -486,10 +486,12 @@ _NESTED = frozenset({"mig", "clock_basis", "links"})
 Record = TypeVar("Record", MigGeometry, ClockBasis)
 
 
-def _plain(record: type[Record], spec: BaseModel) -> Record:
-    """The plain record of a validated spec: each of the record's fields read from the spec by
-    name (what the model does not read, such as a derivation, stays on the spec); a table
-    made read-only."""
+def _plain(record: type[Record], spec: BaseModel | None) -> Record | None:
+    """The plain record of a validated spec (None: none): each of the record's fields read from
+    the spec by name (what the model does not read, such as a derivation, stays on the spec); a
+    table made read-only."""
+    if spec is None:
+        return None
     values: dict[str, Any] = {}
     for name in (f.name for f in fields(record)):
         value = getattr(spec, name)
@@ -555,11 +557,11 @@ class Card:
         roofs = {
             p: Roof(peak_flop_per_second=v, bandwidth_bytes_per_second=bandwidth) for p, v in peaks.items()
         }
-        mig, basis, links = spec.mig, spec.clock_basis, spec.links
+        links = spec.links
         return cls(
             **{name: getattr(spec, name) for name in CardSpec.model_fields if name not in _NESTED},
-            mig=None if mig is None else _plain(MigGeometry, mig),
-            clock_basis=None if basis is None else _plain(ClockBasis, basis),
+            mig=_plain(MigGeometry, spec.mig),
+            clock_basis=_plain(ClockBasis, spec.clock_basis),
             links=None if links is None else LinkBandwidth.from_spec(links),
             precisions=tuple(p for p in PRECISIONS if p in peaks),
             peaks=MappingProxyType(peaks),
