@@ -433,17 +433,11 @@ class CardSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _one_clock_story(self) -> CardSpec:
-        """A card states its clock basis or why it has none, not both."""
-        if self.clock_basis is not None and self.no_clock_basis is not None:
-            raise ValueError("clock_basis and no_clock_basis exclude each other")
-        return self
-
-    @model_validator(mode="after")
-    def _one_link_story(self) -> CardSpec:
-        """A card states its link bandwidths or why it has none, not both."""
-        if self.links is not None and self.no_links is not None:
-            raise ValueError("links and no_links exclude each other")
+    def _one_story_each(self) -> CardSpec:
+        """A card states its clock basis (its link bandwidths) or why it has none, not both."""
+        for part in ("clock_basis", "links"):
+            if getattr(self, part) is not None and getattr(self, f"no_{part}") is not None:
+                raise ValueError(f"{part} and no_{part} exclude each other")
         return self
 
     @model_validator(mode="after")
