@@ -175,6 +175,14 @@ def parse_mig_profile(text: str) -> tuple[int | None, str] | None:
     return (int(ci) if ci is not None else None), match.group("gi")
 
 
+def _known_precisions(table: dict[str, float]) -> dict[str, float]:
+    """A table keyed by precision names only roofline.PRECISIONS."""
+    unknown = sorted(set(table) - set(PRECISIONS))
+    if unknown:
+        raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
+    return table
+
+
 class MigGeometrySpec(BaseModel):
     """A card's MIG slices as written: totals and each GPU instance profile's [compute, memory]
     slice counts; validated at load, then held by the Card as a MigGeometry."""
@@ -271,10 +279,7 @@ class ClockBasisSpec(BaseModel):
     @field_validator("precision_mhz")
     @classmethod
     def _known_precisions(cls, clocks: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(clocks) - set(PRECISIONS))
-        if unknown:
-            raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
-        return clocks
+        return _known_precisions(clocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,9 +405,7 @@ class CardSpec(BaseModel):
     @field_validator("peak_tflops")
     @classmethod
     def _known_precisions(cls, peaks: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(peaks) - set(PRECISIONS))
-        if unknown:
-            raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
+        _known_precisions(peaks)
         if not peaks:
             raise ValueError("at least one precision peak is required")
         return _peaks_scale(peaks)
