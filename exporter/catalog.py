@@ -16,12 +16,12 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -175,8 +175,17 @@ def parse_mig_profile(text: str) -> tuple[int | None, str] | None:
     return (int(ci) if ci is not None else None), match.group("gi")
 
 
-class MigGeometry(BaseModel):
-    """A card's MIG slices: totals and each GPU instance profile's [compute, memory] slice counts."""
+def _known_precisions(table: dict[str, float]) -> dict[str, float]:
+    """A table keyed by precision names only roofline.PRECISIONS."""
+    unknown = sorted(set(table) - set(PRECISIONS))
+    if unknown:
+        raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
+    return table
+
+
+class MigGeometrySpec(BaseModel):
+    """A card's MIG slices as written: totals and each GPU instance profile's [compute, memory]
+    slice counts; validated at load, then held by the Card as a MigGeometry."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -186,7 +195,7 @@ class MigGeometry(BaseModel):
     source: SourceUrl
 
     @model_validator(mode="after")
-    def _profiles_fit_the_card(self) -> MigGeometry:
+    def _profiles_fit_the_card(self) -> MigGeometrySpec:
         if not self.profiles:
             raise ValueError("profiles: at least one profile is required")
         for name, (compute, memory) in self.profiles.items():
@@ -200,6 +209,16 @@ class MigGeometry(BaseModel):
             if named != compute:
                 raise ValueError(f"profile {name!r} names {named} compute slices but lists {compute}")
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class MigGeometry:
+    """A card's MIG slice table as the Card holds it (from a validated MigGeometrySpec)."""
+
+    compute_slices: int
+    memory_slices: int
+    profiles: Mapping[str, tuple[int, int]]
+    source: str
 
     def slices(
         self, profile: str, sms: Mapping[str, int] | None = None, sm_total: int | None = None
@@ -237,7 +256,7 @@ CUDA_CORE_PRECISIONS: frozenset[str] = frozenset({"fp64", "fp32"})
 """peak_tflops rows that are CUDA-core (not tensor-core) figures: the datasheets' FP64 and FP32."""
 
 
-class ClockBasis(BaseModel):
+class ClockBasisSpec(BaseModel):
     """The SM clocks a card's peaks are quoted at: a datasheet peak is SMs × FLOP/clock × a clock.
 
     H100 SXM's dense BF16 989.5 TFLOP/s is 132 SMs × 4096 FLOP/clock × 1830 MHz, its FP32 67 is
@@ -260,10 +279,17 @@ class ClockBasis(BaseModel):
     @field_validator("precision_mhz")
     @classmethod
     def _known_precisions(cls, clocks: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(clocks) - set(PRECISIONS))
-        if unknown:
-            raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
-        return clocks
+        return _known_precisions(clocks)
+
+
+@dataclass(frozen=True, slots=True)
+class ClockBasis:
+    """The clocks a card's peaks are quoted at, as the model reads them (from a ClockBasisSpec;
+    its derivation and source stay on the spec)."""
+
+    tensor_mhz: float
+    cuda_core_mhz: float
+    precision_mhz: Mapping[str, float]
 
     def peak_mhz(self, precision: str) -> float:
         """The clock the `precision` peak is quoted at."""
@@ -280,7 +306,7 @@ LINK_NAMES: tuple[LinkName, ...] = ("nvlink", "pcie")
 """The links DCGM counts bytes on: PCIe (fields 1009-1010) and NVLink (1011-1012)."""
 
 
-class LinkBandwidth(BaseModel):
+class LinkBandwidthSpec(BaseModel):
     """A card's NVLink and PCIe bandwidth per direction, GB/s (10⁹ bytes/s), from its datasheet.
 
     Datasheets quote both directions together (H100 SXM: NVLink 900 GB/s, PCIe Gen5 128 GB/s);
@@ -300,7 +326,7 @@ class LinkBandwidth(BaseModel):
     source: SourceUrl
 
     @model_validator(mode="after")
-    def _figure_or_reason(self) -> LinkBandwidth:
+    def _figure_or_reason(self) -> LinkBandwidthSpec:
         """Each link has a figure or says why not, never both and never neither."""
         for link in LINK_NAMES:
             figure, reason = getattr(self, f"{link}_gbps"), getattr(self, f"no_{link}")
@@ -308,10 +334,36 @@ class LinkBandwidth(BaseModel):
                 raise ValueError(f"give {link}_gbps or no_{link} (why there is no figure), exactly one")
         return self
 
+
+@dataclass(frozen=True, slots=True)
+class LinkBandwidth:
+    """A card's link bandwidth per direction in bytes/s, None where it has no figure (from a
+    LinkBandwidthSpec's GB/s; the datasheet's words stay on the spec)."""
+
+    nvlink: float | None
+    pcie: float | None
+
+    @classmethod
+    def from_spec(cls, spec: LinkBandwidthSpec) -> LinkBandwidth:
+        nvlink, pcie = (None if gbps is None else gbps * GIGA for gbps in (spec.nvlink_gbps, spec.pcie_gbps))
+        return cls(nvlink=nvlink, pcie=pcie)
+
     def bytes_per_second(self, link: str) -> float | None:
         """The link's bandwidth per direction in bytes/s; None where the card has no figure."""
-        figure: float | None = getattr(self, f"{link}_gbps")
-        return None if figure is None else figure * GIGA
+        return self.nvlink if link == "nvlink" else self.pcie
+
+
+def _scales(value: float, what: str, unit: str, scaled_unit: str) -> None:
+    """A figure that stays finite once scaled from tera: a huge one would overflow to inf."""
+    if not math.isfinite(from_tera(value)):
+        raise ValueError(f"{what}{value} {unit} overflows a float once scaled to {scaled_unit}")
+
+
+def _peaks_scale(peaks: dict[str, float]) -> dict[str, float]:
+    """Each TFLOP/s peak of a table finite in FLOP/s (_scales)."""
+    for name, value in peaks.items():
+        _scales(value, f"{name}: ", "TFLOP/s", "FLOP/s")
+    return peaks
 
 
 class CardSpec(BaseModel):
@@ -335,17 +387,17 @@ class CardSpec(BaseModel):
     source: SourceUrl
     vector_tflops: dict[VectorPipe, PositiveFinite] = Field(default_factory=dict)
     vector_source: SourceUrl | None = None
-    mig: MigGeometry | None = None
+    mig: MigGeometrySpec | None = None
     mig_sms: dict[Annotated[str, Field(pattern=MIG_SM_KEY)], Annotated[int, Field(gt=0)]] = Field(
         default_factory=dict
     )
     """SMs per MIG profile (and compute instance, `1c.3g.20gb`), the SM column of `nvidia-smi mig
     -lgip` / `-lcip`: an instance's compute peak is the card's × its SMs ÷ sm_count."""
     mig_sms_source: SourceUrl | None = None
-    clock_basis: ClockBasis | None = None
+    clock_basis: ClockBasisSpec | None = None
     no_clock_basis: Annotated[str, Field(min_length=1)] | None = None
     """Why the card has no clock basis (nothing published): its clock ratio is then unknown."""
-    links: LinkBandwidth | None = None
+    links: LinkBandwidthSpec | None = None
     """NVLink and PCIe bandwidth per direction: the interconnect wall (docs/model.md)."""
     no_links: Annotated[str, Field(min_length=1)] | None = None
     """Why the card has no link figures: its links then have no wall (never interconnect_bound)."""
@@ -353,29 +405,20 @@ class CardSpec(BaseModel):
     @field_validator("peak_tflops")
     @classmethod
     def _known_precisions(cls, peaks: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(peaks) - set(PRECISIONS))
-        if unknown:
-            raise ValueError(f"unknown precision(s) {unknown}; known: {', '.join(PRECISIONS)}")
+        _known_precisions(peaks)
         if not peaks:
             raise ValueError("at least one precision peak is required")
-        for precision, value in peaks.items():
-            if not math.isfinite(from_tera(value)):
-                raise ValueError(f"{precision}: {value} TFLOP/s overflows a float once scaled to FLOP/s")
-        return peaks
+        return _peaks_scale(peaks)
 
     @field_validator("vector_tflops")
     @classmethod
     def _vector_peaks_scale(cls, peaks: dict[str, float]) -> dict[str, float]:
-        for pipe, value in peaks.items():
-            if not math.isfinite(from_tera(value)):
-                raise ValueError(f"{pipe}: {value} TFLOP/s overflows a float once scaled to FLOP/s")
-        return peaks
+        return _peaks_scale(peaks)
 
     @field_validator("bandwidth_tbps")
     @classmethod
     def _bandwidth_scales(cls, value: float) -> float:
-        if not math.isfinite(from_tera(value)):
-            raise ValueError(f"{value} TB/s overflows a float once scaled to bytes/s")
+        _scales(value, "", "TB/s", "bytes/s")
         return value
 
     @model_validator(mode="after")
@@ -393,17 +436,11 @@ class CardSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _one_clock_story(self) -> CardSpec:
-        """A card states its clock basis or why it has none, not both."""
-        if self.clock_basis is not None and self.no_clock_basis is not None:
-            raise ValueError("clock_basis and no_clock_basis exclude each other")
-        return self
-
-    @model_validator(mode="after")
-    def _one_link_story(self) -> CardSpec:
-        """A card states its link bandwidths or why it has none, not both."""
-        if self.links is not None and self.no_links is not None:
-            raise ValueError("links and no_links exclude each other")
+    def _one_story_each(self) -> CardSpec:
+        """A card states its clock basis (its link bandwidths) or why it has none, not both."""
+        for part in ("clock_basis", "links"):
+            if getattr(self, part) is not None and getattr(self, f"no_{part}") is not None:
+                raise ValueError(f"{part} and no_{part} exclude each other")
         return self
 
     @model_validator(mode="after")
@@ -438,6 +475,25 @@ class CardSpec(BaseModel):
             except re.error as exc:
                 raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
         return patterns
+
+
+_NESTED = frozenset({"mig", "clock_basis", "links"})
+"""CardSpec's nested specs: the Card holds each as its plain record."""
+
+Record = TypeVar("Record", MigGeometry, ClockBasis)
+
+
+def _plain(record: type[Record], spec: BaseModel | None) -> Record | None:
+    """The plain record of a validated spec (None: none): each of the record's fields read from
+    the spec by name (what the model does not read, such as a derivation, stays on the spec); a
+    table made read-only."""
+    if spec is None:
+        return None
+    values: dict[str, Any] = {}
+    for name in (f.name for f in fields(record)):
+        value = getattr(spec, name)
+        values[name] = MappingProxyType(dict(value)) if isinstance(value, dict) else value
+    return record(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,8 +554,12 @@ class Card:
         roofs = {
             p: Roof(peak_flop_per_second=v, bandwidth_bytes_per_second=bandwidth) for p, v in peaks.items()
         }
+        links = spec.links
         return cls(
-            **{name: getattr(spec, name) for name in CardSpec.model_fields},
+            **{name: getattr(spec, name) for name in CardSpec.model_fields if name not in _NESTED},
+            mig=_plain(MigGeometry, spec.mig),
+            clock_basis=_plain(ClockBasis, spec.clock_basis),
+            links=None if links is None else LinkBandwidth.from_spec(links),
             precisions=tuple(p for p in PRECISIONS if p in peaks),
             peaks=MappingProxyType(peaks),
             vectors=MappingProxyType({p: from_tera(v) for p, v in spec.vector_tflops.items()}),

@@ -947,26 +947,11 @@ def counter_position(
 
 
 class CounterVerdict(NamedTuple):
-    """A counter reading on one roof: CounterPosition's numbers and CounterCall's verdict."""
+    """A counter reading on one roof: where it sits (`at`) and what it is (`call`), each record
+    once rather than their fields copied into a third."""
 
-    achieved_flop_per_second: float | None
-    achieved_bandwidth_bytes_per_second: float | None
-    flop_utilization: float | None
-    compute_roof_flop_per_second: float
-    intensity_flop_per_byte: float | None
-    position: float | None
-    attainable_flop_per_second: float | None
-    fraction_of_peak: float | None
-    roofline_efficiency: float | None
-    regime: CounterRegime
-    lever: str
-    pipe: Pipe | None
-    missing: tuple[str, ...]
-    gr_engine_contradicted: bool
-    uncounted_pipes: tuple[Pipe, ...] = ()
-    """As CounterPosition's: with any, achieved FLOP/s and intensity are lower bounds."""
-    link: Link | None = None
-    """As CounterCall's: the link at its wall of an interconnect-bound verdict."""
+    at: CounterPosition
+    call: CounterCall
 
 
 def classify_counters(
@@ -998,24 +983,7 @@ def classify_counters(
         links=links,
     )
     at = counter_position(reading, pipe_peaks(roof, vector_peaks or {}), roof.bandwidth_bytes_per_second)
-    return CounterVerdict(
-        achieved_flop_per_second=at.achieved_flop_per_second,
-        achieved_bandwidth_bytes_per_second=at.achieved_bandwidth_bytes_per_second,
-        flop_utilization=at.flop_utilization,
-        compute_roof_flop_per_second=at.compute_roof_flop_per_second,
-        intensity_flop_per_byte=at.intensity_flop_per_byte,
-        position=at.position,
-        attainable_flop_per_second=at.attainable_flop_per_second,
-        fraction_of_peak=at.fraction_of_peak,
-        roofline_efficiency=at.roofline_efficiency,
-        regime=call.regime,
-        lever=call.lever,
-        pipe=call.pipe,
-        missing=call.missing,
-        gr_engine_contradicted=call.gr_engine_contradicted,
-        uncounted_pipes=at.uncounted_pipes,
-        link=call.link,
-    )
+    return CounterVerdict(at=at, call=call)
 
 
 def pipe_peaks(roof: Roof, vector_peaks: Mapping[str, float]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from exporter.catalog import Catalog
 from exporter.inference import InferenceConfig
 from exporter.sample import Sample
-from exporter.sampling.enrichers import Enricher, JobLookup, PodLookup, build_enrichers
+from exporter.sampling.enrichers import Enricher
 from exporter.sampling.publisher import MIN_FRESHNESS_SECONDS, Publisher
 from exporter.sampling.supervisor import (
     BACKOFF_INITIAL_SECONDS,
@@ -83,9 +83,7 @@ class Sampler:
         *,
         source: Source | None = None,
         opener: Opener | None = None,
-        attributor: PodLookup | None = None,
-        job_mapper: JobLookup | None = None,
-        enrichers: Sequence[Enricher] | None = None,
+        enrichers: Sequence[Enricher] = (),
         grace_batches: int = 3,
         backoff_initial_seconds: float = BACKOFF_INITIAL_SECONDS,
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
@@ -94,16 +92,13 @@ class Sampler:
     ) -> None:
         """source: an already opened source (serve opens it once up front so that a user's
         mistake fails at start-up); opener reopens after errors (default: open_source).
-        enrichers: what fills in a sample's pod and job (serve builds the list); without it,
-        `attributor` and `job_mapper` make the two usual ones.
+        enrichers: what fills in a sample's pod and job (serve builds the list: build_enrichers).
         observers: called on this thread with each snapshot once published (the live view's
         trails, exporter/view/trails.py); they must be cheap, and one that raises is logged."""
         if opener is None:
             from exporter.sources import open_source
 
             opener = open_source
-        if enrichers is None:
-            enrichers = build_enrichers(attributor, job_mapper)
         self._options = options
         self._clock = wall_clock
         self._stop = threading.Event()

@@ -3,9 +3,11 @@ name, user files."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from exporter.catalog import Catalog, CatalogError, UnknownCard, UnknownPrecision, load_catalog
 
@@ -134,6 +136,18 @@ def test_missing_precision_lists_what_the_card_has(catalog: Catalog) -> None:
 def test_ridge_comes_from_peak_and_bandwidth(catalog: Catalog) -> None:
     roof = catalog.lookup("h100-sxm").roof("bf16")
     assert roof.ridge_flop_per_byte == pytest.approx(989.5 / 3.35)
+
+
+def test_a_card_holds_plain_records_and_only_its_spec_is_pydantic(catalog: Catalog) -> None:
+    """The model reads frozen records; the validated entry stays on `spec` (for GET /cards)."""
+    for card in catalog:
+        for part in dataclasses.fields(card):
+            value = getattr(card, part.name)
+            assert isinstance(value, BaseModel) == (part.name == "spec"), (card.key, part.name)
+    card = catalog.lookup("h100-sxm")
+    assert card.mig is not None and card.clock_basis is not None and card.links is not None
+    assert card.links.bytes_per_second("nvlink") == card.link_bytes_per_second("nvlink") == 450e9
+    assert card.clock_basis.peak_mhz("bf16") == card.peak_clock_mhz("bf16") == 1830.0
 
 
 USER_FILE = """

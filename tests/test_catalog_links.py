@@ -63,10 +63,10 @@ def catalog() -> Catalog:
 def test_every_built_in_card_states_its_link_bandwidth_or_why_it_has_none(catalog: Catalog) -> None:
     for card in catalog:
         assert (card.links is None) != (card.no_links is None), card.key
-        if card.links is not None:
+        if card.spec.links is not None:
             for link in LINK_NAMES:
-                figure = getattr(card.links, f"{link}_gbps")
-                reason = getattr(card.links, f"no_{link}")
+                figure = getattr(card.spec.links, f"{link}_gbps")
+                reason = getattr(card.spec.links, f"no_{link}")
                 assert (figure is None) != (reason is None), (card.key, link)
     assert {card.key for card in catalog if card.no_links is not None} == NO_LINKS
     assert set(LINKS) | NO_LINKS == set(catalog.keys())
@@ -78,7 +78,11 @@ def test_each_cards_link_bandwidth_per_direction_is_its_datasheets_half(catalog:
     nvlink, pcie = LINKS[key]
     assert card.link_bytes_per_second("nvlink") == (None if nvlink is None else nvlink * 1e9)
     assert card.link_bytes_per_second("pcie") == (None if pcie is None else pcie * 1e9)
-    assert card.links is not None and card.links.quoted and card.links.source.startswith("https://")
+    assert (
+        card.spec.links is not None
+        and card.spec.links.quoted
+        and card.spec.links.source.startswith("https://")
+    )
 
 
 def test_a_card_without_links_has_no_wall(catalog: Catalog) -> None:
@@ -130,10 +134,10 @@ def test_a_user_card_without_link_figures_still_loads(tmp_path: Path) -> None:
 
 
 def _cell(card: Card, link: str) -> str:
-    if card.links is None:
+    if card.spec.links is None:
         return "–"
-    figure = getattr(card.links, f"{link}_gbps")
-    return f"{figure:g}" if figure is not None else f"– ({getattr(card.links, f'no_{link}')})"
+    figure = getattr(card.spec.links, f"{link}_gbps")
+    return f"{figure:g}" if figure is not None else f"– ({getattr(card.spec.links, f'no_{link}')})"
 
 
 def render_links_table(catalog: Catalog) -> str:
@@ -144,12 +148,12 @@ def render_links_table(catalog: Catalog) -> str:
     )
     rows = []
     for card in catalog:
-        if card.links is None:
+        if card.spec.links is None:
             rows.append(f"| `{card.key}` | – | – | {card.no_links} | – |\n")
             continue
         rows.append(
-            f"| `{card.key}` | {_cell(card, 'nvlink')} | {_cell(card, 'pcie')} | {card.links.quoted} "
-            f"| [source]({card.links.source}) |\n"
+            f"| `{card.key}` | {_cell(card, 'nvlink')} | {_cell(card, 'pcie')} | {card.spec.links.quoted} "
+            f"| [source]({card.spec.links.source}) |\n"
         )
     return f"{TABLE_BEGIN}\n{header}{''.join(rows)}{TABLE_END}"
 

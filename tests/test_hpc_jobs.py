@@ -33,6 +33,7 @@ from exporter.attribution.hpc import (
 )
 from exporter.exposition import MetricsEndpoint, gpu_labels
 from exporter.sample import Entity, Sample, join_hpc_jobs
+from exporter.sampling.enrichers import build_enrichers
 from exporter.sources.scrape import parse_page
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,7 +239,7 @@ def test_sampler_labels_gpus_and_mig_instances_from_their_own_files(tmp_path: Pa
     mig = Entity(1, "GPU-bbbb", MODEL, gpu_instance=3)
     other_mig = Entity(1, "GPU-bbbb", MODEL, gpu_instance=4)
     from_page = Sample(0.0, Entity(2, "GPU-cccc", MODEL), {fields.DRAM_ACTIVE: 0.5}, hpc_job="900")
-    sampler = make_sampler(ScriptedSource([]), job_mapper=job_map)
+    sampler = make_sampler(ScriptedSource([]), enrichers=build_enrichers(None, job_map))
     sampler.ingest([reading(0.0, gpu0), reading(0.0, mig), reading(0.0, other_mig), from_page])
     labels = {g.entity.key: gpu_labels(g) for g in sampler.snapshot.gpus}
     assert labels[(0, None)]["hpc_job"] == "500"
@@ -261,7 +262,7 @@ def test_a_gpu_several_jobs_share_is_one_series_per_job_and_counted_once(tmp_pat
     write(tmp_path, "1", "9\n")
     job_map = HpcJobMap(tmp_path)
     job_map.refresh_once()
-    sampler = make_sampler(ScriptedSource([]), job_mapper=job_map)
+    sampler = make_sampler(ScriptedSource([]), enrichers=build_enrichers(None, job_map))
     gpus = [Entity(0, "GPU-aaaa", MODEL), Entity(1, "GPU-bbbb", MODEL), Entity(2, "GPU-cccc", MODEL)]
     sampler.ingest([reading(0.0, gpu) for gpu in gpus])
     sampler.ingest([reading(1.0, gpu) for gpu in gpus])
@@ -417,7 +418,7 @@ def test_the_documented_per_job_queries_count_each_gpu_once_overall(tmp_path: Pa
     write(tmp_path / "jobs", "1", "9\n")
     job_map = HpcJobMap(tmp_path / "jobs")
     job_map.refresh_once()
-    sampler = make_sampler(ScriptedSource([]), job_mapper=job_map)
+    sampler = make_sampler(ScriptedSource([]), enrichers=build_enrichers(None, job_map))
     gpus = [Entity(0, "GPU-aaaa", MODEL), Entity(1, "GPU-bbbb", MODEL), Entity(2, "GPU-cccc", MODEL)]
     sampler.ingest([reading(0.0, gpu) for gpu in gpus])
     body, _ = MetricsEndpoint(lambda: sampler.snapshot).render(None)

@@ -95,26 +95,26 @@ def test_first_sample_estimate_equals_the_validated_counter_form(
     )  # fmt: skip
     vectors = {pipe: H100.vector_peak_flop_per_second(pipe) or 0.0 for pipe in ("fp64", "fp32", "fp16")}
     verdict = classify_counters(H100.roof("bf16"), reading, vector_peaks=vectors)
-    assert estimate.raw_regime == verdict.regime
-    assert estimate.regime == verdict.regime
+    assert estimate.raw_regime == verdict.call.regime
+    assert estimate.regime == verdict.call.regime
     # the daemon's lever: the verdict's, with the reduced-clock lever where the binding pipe's
     # clock is below its basis (no field 112 here: cause not reported), as POST /classify does
     usable = clock if clock is not None and 0 < clock < math.inf else None
-    tensor = verdict.pipe == "tensor"
+    tensor = verdict.call.pipe == "tensor"
     expected_lever = clock_events.fitted_lever(
-        verdict.regime,
-        verdict.lever,
+        verdict.call.regime,
+        verdict.call.lever,
         k if tensor else k_vector,
         usable,
         H100.peak_clock_mhz("bf16") if tensor else H100.vector_clock_mhz(),
         (),
     )
     assert estimate.lever == expected_lever
-    assert estimate.pipe == verdict.pipe
-    assert estimate.intensity_flop_per_byte == pytest.approx(verdict.intensity_flop_per_byte)
-    assert estimate.attainable_flop_per_second == pytest.approx(verdict.attainable_flop_per_second)
-    assert estimate.roofline_efficiency == pytest.approx(verdict.roofline_efficiency)
-    assert estimate.achieved_flop_per_second == pytest.approx(verdict.achieved_flop_per_second)
+    assert estimate.pipe == verdict.call.pipe
+    assert estimate.intensity_flop_per_byte == pytest.approx(verdict.at.intensity_flop_per_byte)
+    assert estimate.attainable_flop_per_second == pytest.approx(verdict.at.attainable_flop_per_second)
+    assert estimate.roofline_efficiency == pytest.approx(verdict.at.roofline_efficiency)
+    assert estimate.achieved_flop_per_second == pytest.approx(verdict.at.achieved_flop_per_second)
 
 
 def _write_trace(path: Path, batches: int) -> None:

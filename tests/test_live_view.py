@@ -259,6 +259,7 @@ def test_roofline_svg_alone_and_for_one_gpu(rig: tuple[Sampler, TestClient]) -> 
     missing = client.get("/roofline.svg", params={"gpu": "7"})
     assert missing.status_code == 404
     assert missing.json()["field"] == "gpu" and "present: 0, 1" in missing.json()["error"]
+    assert missing.json()["detail"] == [{"field": "gpu", "message": missing.json()["error"]}]  # the one shape
 
 
 def test_roofline_svg_before_any_sample_says_so(rig: tuple[Sampler, TestClient]) -> None:

@@ -116,26 +116,28 @@ def test_roof_refuses_a_zero_bandwidth() -> None:
 def test_counter_form_achieved_rates_and_position() -> None:
     reading = CounterReading(dram_active=0.5, tensor_active=0.2, clock_ratio=0.9)
     verdict = roofline.classify_counters(H100_BF16, reading)
-    assert verdict.flop_utilization == pytest.approx(0.18)
-    assert verdict.achieved_flop_per_second == pytest.approx(0.18 * 989.5e12)
-    assert verdict.achieved_bandwidth_bytes_per_second == pytest.approx(0.5 * 3.35e12)
-    assert verdict.position == pytest.approx(0.2 / 0.5)  # a / d: on the roof at the clock it runs
-    assert verdict.intensity_flop_per_byte == pytest.approx(0.36 * H100_BF16.ridge_flop_per_byte)
+    assert verdict.at.flop_utilization == pytest.approx(0.18)
+    assert verdict.at.achieved_flop_per_second == pytest.approx(0.18 * 989.5e12)
+    assert verdict.at.achieved_bandwidth_bytes_per_second == pytest.approx(0.5 * 3.35e12)
+    assert verdict.at.position == pytest.approx(0.2 / 0.5)  # a / d: on the roof at the clock it runs
+    assert verdict.at.intensity_flop_per_byte == pytest.approx(0.36 * H100_BF16.ridge_flop_per_byte)
     # memory side: attainable = I * B, so efficiency = achieved / (I * B) = d
-    assert verdict.attainable_flop_per_second == pytest.approx(verdict.intensity_flop_per_byte * 3.35e12)
-    assert verdict.roofline_efficiency == pytest.approx(0.5)
+    assert verdict.at.attainable_flop_per_second == pytest.approx(
+        verdict.at.intensity_flop_per_byte * 3.35e12
+    )
+    assert verdict.at.roofline_efficiency == pytest.approx(0.5)
 
 
 def test_memory_wall_with_idle_tensor_cores_is_memory_bound() -> None:
     verdict = roofline.classify_counters(H100_BF16, CounterReading(dram_active=0.7, tensor_active=0.05))
-    assert verdict.regime == "memory_bound"
-    assert verdict.lever == roofline.LEVER_MEMORY
+    assert verdict.call.regime == "memory_bound"
+    assert verdict.call.lever == roofline.LEVER_MEMORY
 
 
 def test_busy_tensor_cores_with_light_memory_are_compute_bound() -> None:
     verdict = roofline.classify_counters(H100_BF16, CounterReading(dram_active=0.2, tensor_active=0.8))
-    assert verdict.regime == "compute_bound"
-    assert verdict.lever == roofline.LEVER_COMPUTE
+    assert verdict.call.regime == "compute_bound"
+    assert verdict.call.lever == roofline.LEVER_COMPUTE
 
 
 def test_a_low_clock_does_not_take_busy_tensor_cores_off_their_wall() -> None:
@@ -143,48 +145,49 @@ def test_a_low_clock_does_not_take_busy_tensor_cores_off_their_wall() -> None:
     # (before issue 19, t·k = 0.48 < θ · 0.93 called this latency-bound: "fewer registers")
     reading = CounterReading(dram_active=0.2, tensor_active=0.8, gr_engine_active=0.9, clock_ratio=0.6)
     verdict = roofline.classify_counters(H100_BF16, reading)
-    assert verdict.regime == "compute_bound"
-    assert verdict.achieved_flop_per_second == pytest.approx(0.8 * 0.6 * 989.5e12)
-    assert verdict.compute_roof_flop_per_second == pytest.approx(0.6 * 989.5e12)  # the roof at the clock
+    assert verdict.call.regime == "compute_bound"
+    assert verdict.at.achieved_flop_per_second == pytest.approx(0.8 * 0.6 * 989.5e12)
+    assert verdict.at.compute_roof_flop_per_second == pytest.approx(0.6 * 989.5e12)  # the roof at the clock
 
 
 def test_an_fp32_pipe_at_its_wall_is_compute_bound_with_the_tensor_core_lever() -> None:
     reading = CounterReading(dram_active=0.1, tensor_active=0.0, fp32_active=0.9, gr_engine_active=0.95)
     verdict = roofline.classify_counters(H100_BF16, reading)
-    assert verdict.regime == "compute_bound"
-    assert verdict.lever == roofline.LEVER_FP32_PIPE
-    assert verdict.pipe == "fp32"
+    assert verdict.call.regime == "compute_bound"
+    assert verdict.call.lever == roofline.LEVER_FP32_PIPE
+    assert verdict.call.pipe == "fp32"
 
 
 def test_busy_engine_with_neither_wall_is_latency_bound() -> None:
     reading = CounterReading(dram_active=0.15, tensor_active=0.1, gr_engine_active=0.9)
     verdict = roofline.classify_counters(H100_BF16, reading)
-    assert verdict.regime == "latency_bound"
+    assert verdict.call.regime == "latency_bound"
 
 
 def test_idle_uses_the_graphics_engine_where_reported() -> None:
     reading = CounterReading(dram_active=0.01, tensor_active=0.0, gr_engine_active=0.03)
-    assert roofline.classify_counters(H100_BF16, reading).regime == "idle"
+    assert roofline.classify_counters(H100_BF16, reading).call.regime == "idle"
     reading = CounterReading(dram_active=0.01, tensor_active=0.0, gr_engine_active=0.06)
-    assert roofline.classify_counters(H100_BF16, reading).regime == "latency_bound"
+    assert roofline.classify_counters(H100_BF16, reading).call.regime == "latency_bound"
 
 
 def test_idle_without_the_graphics_engine_needs_every_activity_under_two_percent() -> None:
-    assert roofline.classify_counters(H100_BF16, CounterReading(0.01, 0.01)).regime == "idle"
-    assert roofline.classify_counters(H100_BF16, CounterReading(0.01, 0.03)).regime != "idle"
+    assert roofline.classify_counters(H100_BF16, CounterReading(0.01, 0.01)).call.regime == "idle"
+    assert roofline.classify_counters(H100_BF16, CounterReading(0.01, 0.03)).call.regime != "idle"
 
 
 def test_no_dram_activity_leaves_intensity_undefined() -> None:
     verdict = roofline.classify_counters(H100_BF16, CounterReading(0.0, 0.7))
-    assert verdict.intensity_flop_per_byte is None
-    assert verdict.position is None
-    assert verdict.roofline_efficiency == pytest.approx(0.7)
+    assert verdict.at.intensity_flop_per_byte is None
+    assert verdict.at.position is None
+    assert verdict.at.roofline_efficiency == pytest.approx(0.7)
 
 
 def test_thresholds_move_the_wall() -> None:
     reading = CounterReading(dram_active=0.4, tensor_active=0.05, gr_engine_active=0.9)
-    assert roofline.classify_counters(H100_BF16, reading).regime == "latency_bound"  # 0.4/0.8 = 0.5 < 0.6
-    assert roofline.classify_counters(H100_BF16, reading, Thresholds(theta=0.5)).regime == "memory_bound"
+    # 0.4/0.8 = 0.5 < 0.6
+    assert roofline.classify_counters(H100_BF16, reading).call.regime == "latency_bound"
+    assert roofline.classify_counters(H100_BF16, reading, Thresholds(theta=0.5)).call.regime == "memory_bound"
 
 
 def test_clock_ratio_is_clamped_and_defaults_to_one() -> None:
@@ -215,7 +218,7 @@ def test_the_side_of_the_ridge_picks_the_wall_and_theta_says_whether_it_binds(
     dram: float, tensor: float, regime: str
 ) -> None:
     reading = CounterReading(dram_active=dram, tensor_active=tensor, gr_engine_active=0.95)
-    assert roofline.classify_counters(H100_BF16, reading).regime == regime
+    assert roofline.classify_counters(H100_BF16, reading).call.regime == regime
 
 
 @pytest.mark.parametrize(
@@ -227,5 +230,5 @@ def test_counter_form_survives_achieved_bytes_underflowing_to_zero(roof: Roof) -
     # d·B rounds to 0.0 for a subnormal bandwidth although d is well above DRAM_EPSILON:
     # the intensity is then undefined, never a ZeroDivisionError
     verdict = roofline.classify_counters(roof, CounterReading(dram_active=0.5, tensor_active=0.5))
-    assert verdict.achieved_bandwidth_bytes_per_second == 0.0
-    assert verdict.intensity_flop_per_byte is None
+    assert verdict.at.achieved_bandwidth_bytes_per_second == 0.0
+    assert verdict.at.intensity_flop_per_byte is None

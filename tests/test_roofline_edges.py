@@ -20,20 +20,19 @@ EXACT = Thresholds(theta=0.5, dram_wall=0.5, tensor_wall=0.5, fp_pipe_wall=0.5)
 """Every wall at 0.5 and θ at 0.5: a ratio of 0.25 sits exactly on a wall's θ line."""
 
 
-def judged(thresholds: Thresholds = EXACT, **ratios: float | None) -> roofline.CounterVerdict:
-    """The counter form's verdict, checked against the rule functions it is made of."""
+def judged(thresholds: Thresholds = EXACT, **ratios: float | None) -> roofline.CounterCall:
+    """The counter form's call, checked against the rule functions it is made of."""
     ratios.setdefault("gr_engine_active", 0.9)
     reading = CounterReading(**ratios)  # type: ignore[arg-type]
-    verdict = roofline.classify_counters(ROOF, reading, thresholds)
-    call = roofline.judge_counters(reading, thresholds)
-    assert (verdict.regime, verdict.lever, verdict.missing) == (call.regime, call.lever, call.missing)
-    assert verdict.gr_engine_contradicted == roofline.gr_engine_contradicted(reading, thresholds)
-    trusted = not verdict.gr_engine_contradicted
-    assert roofline.is_idle(reading, thresholds, trust_gr_engine=trusted) == (verdict.regime == "idle")
-    if verdict.regime == "latency_bound" and verdict.lever != roofline.LEVER_LATENCY_BUSY_SMS:
+    call = roofline.classify_counters(ROOF, reading, thresholds).call
+    assert call == roofline.judge_counters(reading, thresholds)
+    assert call.gr_engine_contradicted == roofline.gr_engine_contradicted(reading, thresholds)
+    trusted = not call.gr_engine_contradicted
+    assert roofline.is_idle(reading, thresholds, trust_gr_engine=trusted) == (call.regime == "idle")
+    if call.regime == "latency_bound" and call.lever != roofline.LEVER_LATENCY_BUSY_SMS:
         gr = reading.gr_engine_active if trusted else None
-        assert roofline.latency_lever(reading, gr_engine=gr) == verdict.lever
-    return verdict
+        assert roofline.latency_lever(reading, gr_engine=gr) == call.lever
+    return call
 
 
 def regime(thresholds: Thresholds = EXACT, **ratios: float | None) -> tuple[str, str]:
@@ -215,7 +214,7 @@ def test_the_busiest_pipe_against_dram_picks_the_side_of_the_ridge() -> None:
     )
     # default walls: FP32 at 0.95 is busier than DRAM at 0.7, so the compute side, at its wall
     reading = CounterReading(dram_active=0.7, tensor_active=0.1, fp32_active=0.95, gr_engine_active=0.9)
-    assert roofline.classify_counters(ROOF, reading).lever == roofline.LEVER_FP32_PIPE
+    assert roofline.classify_counters(ROOF, reading).call.lever == roofline.LEVER_FP32_PIPE
 
 
 def test_the_fp_pipe_wall_divides() -> None:
@@ -226,9 +225,9 @@ def test_the_fp_pipe_wall_divides() -> None:
 
 def test_the_fp64_lever_depends_on_faster_fp64_tensor_cores() -> None:
     reading = CounterReading(dram_active=0.05, tensor_active=0.05, fp64_active=0.9, gr_engine_active=0.9)
-    assert roofline.classify_counters(ROOF, reading).lever == roofline.LEVER_FP64_PIPE
+    assert roofline.classify_counters(ROOF, reading).call.lever == roofline.LEVER_FP64_PIPE
     slow = roofline.classify_counters(ROOF, reading, fp64_tensor_faster=False)
-    assert slow.lever == roofline.LEVER_FP64_PIPE_NO_TENSOR
+    assert slow.call.lever == roofline.LEVER_FP64_PIPE_NO_TENSOR
     assert roofline.fp64_tensor_faster({"fp64": 9.7, "fp64_tensor": 19.5})
     assert not roofline.fp64_tensor_faster({"fp64": 40.0, "fp64_tensor": 40.0})  # equal is not faster
     assert not roofline.fp64_tensor_faster({"fp64": 1.0})
@@ -288,10 +287,10 @@ def test_a_mig_instance_below_half_its_engine_is_told_part_of_it_idles(
 ) -> None:
     reading = CounterReading(dram_active=0.1, tensor_active=0.1, gr_engine_active=gr, sm_active=0.2)
     mig = roofline.classify_counters(ROOF, reading, EXACT, mig_instance=True)
-    assert mig.regime == "latency_bound"
-    assert (mig.lever == roofline.LEVER_LATENCY_MIG_PARTIAL) is partial
+    assert mig.call.regime == "latency_bound"
+    assert (mig.call.lever == roofline.LEVER_LATENCY_MIG_PARTIAL) is partial
     whole = roofline.classify_counters(ROOF, reading, EXACT)
-    assert whole.lever != roofline.LEVER_LATENCY_MIG_PARTIAL
+    assert whole.call.lever != roofline.LEVER_LATENCY_MIG_PARTIAL
 
 
 # -- counter form: partial readings -------------------------------------------------------------------
@@ -360,8 +359,8 @@ def test_a_set_aside_engine_does_not_pick_the_latency_lever() -> None:
     """A contradicted GR 0 on a MIG instance would read "part of its GPCs idle": the lever ignores it."""
     reading = CounterReading(dram_active=0.1, tensor_active=0.1, gr_engine_active=0.0, sm_active=0.3)
     mig = roofline.classify_counters(ROOF, reading, QUIET_GR, mig_instance=True)
-    assert mig.gr_engine_contradicted
-    assert (mig.regime, mig.lever) == ("latency_bound", roofline.LEVER_LATENCY_FEW_SMS)
+    assert mig.call.gr_engine_contradicted
+    assert (mig.call.regime, mig.call.lever) == ("latency_bound", roofline.LEVER_LATENCY_FEW_SMS)
 
 
 # -- counter form: numbers ----------------------------------------------------------------------------
@@ -369,9 +368,9 @@ def test_a_set_aside_engine_does_not_pick_the_latency_lever() -> None:
 
 def test_intensity_is_defined_from_dram_epsilon_on() -> None:
     at = roofline.classify_counters(ROOF, CounterReading(roofline.DRAM_EPSILON, 0.5))
-    assert at.position == pytest.approx(0.5 / roofline.DRAM_EPSILON)
+    assert at.at.position == pytest.approx(0.5 / roofline.DRAM_EPSILON)
     below = roofline.classify_counters(ROOF, CounterReading(roofline.DRAM_EPSILON * 0.99, 0.5))
-    assert below.position is None
+    assert below.at.position is None
 
 
 @pytest.mark.parametrize(
@@ -410,12 +409,12 @@ def test_dominant_precision_compares_the_pipes_by_activity_not_by_name() -> None
 def test_at_the_default_walls_the_tensor_pipe_binds_before_an_fp_pipe() -> None:
     """Tensor wall 0.93, FP pipe wall 1.0: u = 0.56 is at θ of the first and below θ of the second."""
     tensor = CounterReading(dram_active=0.05, tensor_active=0.56, gr_engine_active=0.9)
-    assert roofline.classify_counters(ROOF, tensor).regime == "compute_bound"
+    assert roofline.classify_counters(ROOF, tensor).call.regime == "compute_bound"
     fp32 = CounterReading(dram_active=0.05, tensor_active=0.05, fp32_active=0.56, gr_engine_active=0.9)
-    assert roofline.classify_counters(ROOF, fp32).regime == "latency_bound"
+    assert roofline.classify_counters(ROOF, fp32).call.regime == "latency_bound"
     # 0.56 / 0.93 is nearer its wall than 0.58 / 1.0
     both = CounterReading(dram_active=0.05, tensor_active=0.56, fp32_active=0.58, gr_engine_active=0.9)
-    assert roofline.classify_counters(ROOF, both).pipe == "tensor"
+    assert roofline.classify_counters(ROOF, both).call.pipe == "tensor"
 
 
 def test_the_public_defaults_trust_the_engine_and_assume_fp64_tensor_cores() -> None:
@@ -429,7 +428,7 @@ def test_nothing_but_occupancy_is_not_idle() -> None:
     reading = CounterReading(sm_occupancy=0.5)
     assert roofline.is_idle(reading, Thresholds()) is False
     verdict = roofline.classify_counters(ROOF, reading)
-    assert (verdict.regime, verdict.missing) == ("unknown", ("dram_active", "tensor_active"))
+    assert (verdict.call.regime, verdict.call.missing) == ("unknown", ("dram_active", "tensor_active"))
 
 
 def test_an_idle_verdict_names_no_pipe() -> None:
@@ -450,4 +449,4 @@ def test_the_compute_roof_of_a_mix_on_unit_peaks() -> None:
 def test_classify_counters_reports_the_compute_roof_of_the_mix() -> None:
     reading = CounterReading(dram_active=0.1, tensor_active=0.2, fp64_active=0.2)
     verdict = roofline.classify_counters(ROOF, reading, vector_peaks={"fp64": 1e13})
-    assert verdict.compute_roof_flop_per_second == pytest.approx((0.2 * 1e15 + 0.2 * 1e13) / 0.2)
+    assert verdict.at.compute_roof_flop_per_second == pytest.approx((0.2 * 1e15 + 0.2 * 1e13) / 0.2)

@@ -75,20 +75,20 @@ def test_counter_efficiency_and_fraction_stay_in_range(
         Roof(peak, bandwidth),
         roofline.CounterReading(dram_active=dram, tensor_active=tensor, clock_ratio=clock),
     )
-    assert verdict.regime in roofline.REGIMES
+    assert verdict.call.regime in roofline.REGIMES
     # the FP pipes are unreported: with the tensor pipe at 0, FLOP/s are unknown, not 0
-    assert verdict.uncounted_pipes == ("fp64", "fp32", "fp16")
+    assert verdict.at.uncounted_pipes == ("fp64", "fp32", "fp16")
     if tensor * clock == 0.0:  # 0, or a subnormal activity whose u underflows to 0
-        assert verdict.achieved_flop_per_second is None and verdict.intensity_flop_per_byte is None
-        assert verdict.fraction_of_peak is None and verdict.roofline_efficiency == dram
+        assert verdict.at.achieved_flop_per_second is None and verdict.at.intensity_flop_per_byte is None
+        assert verdict.at.fraction_of_peak is None and verdict.at.roofline_efficiency == dram
         return
-    assert verdict.achieved_flop_per_second is not None
-    assert verdict.achieved_flop_per_second <= peak * (1 + 1e-12)
-    assert verdict.fraction_of_peak is not None and 0 <= verdict.fraction_of_peak <= 1
-    if verdict.roofline_efficiency is not None:
-        assert 0 <= verdict.roofline_efficiency <= 1 + 1e-9
-    if verdict.position is not None:
-        assert (verdict.position < 1) == (tensor < dram)  # a / d: the roof at the running clock
+    assert verdict.at.achieved_flop_per_second is not None
+    assert verdict.at.achieved_flop_per_second <= peak * (1 + 1e-12)
+    assert verdict.at.fraction_of_peak is not None and 0 <= verdict.at.fraction_of_peak <= 1
+    if verdict.at.roofline_efficiency is not None:
+        assert 0 <= verdict.at.roofline_efficiency <= 1 + 1e-9
+    if verdict.at.position is not None:
+        assert (verdict.at.position < 1) == (tensor < dram)  # a / d: the roof at the running clock
 
 
 precision_peaks = st.dictionaries(

@@ -16,6 +16,7 @@ from exporter.catalog import load_catalog
 from exporter.inference import InferenceConfig
 from exporter.sample import Attribution, Entity, Sample
 from exporter.sampler import CORRUPT_LINE, END_OF_REPLAY, Sampler
+from exporter.sampling.enrichers import build_enrichers
 from exporter.sources import SourceOptions, open_source
 from exporter.sources.base import EndOfStream, Source, SourceError
 
@@ -194,9 +195,8 @@ def test_attribution_from_the_attributor_unless_the_source_has_its_own() -> None
     kubelet = Attribution("k8s", "from-kubelet", "c")
     labels = Attribution("dcgm", "from-labels", "c")
     batch = [reading(0.0, GPU0), reading(0.0, GPU1, attribution=labels)]
-    sampler = make_sampler(
-        ScriptedSource([batch]), attributor=FixedAttributor({GPU0.uuid: kubelet, GPU1.uuid: kubelet})
-    )
+    pods = FixedAttributor({GPU0.uuid: kubelet, GPU1.uuid: kubelet})
+    sampler = make_sampler(ScriptedSource([batch]), enrichers=build_enrichers(pods, None))
     sampler.run_once()
     by_uuid = {g.entity.uuid: g.attribution for g in sampler.snapshot.gpus}
     assert by_uuid == {GPU0.uuid: kubelet, GPU1.uuid: labels}
@@ -315,7 +315,9 @@ def test_an_exception_while_folding_a_batch_is_counted_not_fatal() -> None:
         def lookup(self, uuid: str, gpu_instance: int | None) -> Attribution | None:
             raise OSError("kubelet socket vanished")
 
-    sampler = make_sampler(ScriptedSource([[reading(0.0, GPU0)]]), attributor=BrokenAttributor())
+    sampler = make_sampler(
+        ScriptedSource([[reading(0.0, GPU0)]]), enrichers=build_enrichers(BrokenAttributor(), None)
+    )
     assert not sampler.run_once()
     health = sampler.snapshot.source
     assert not health.up and health.errors_total["internal_error"] == 1

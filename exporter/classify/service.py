@@ -385,7 +385,7 @@ def classify_counter_body(
     used = thresholds_for(body, thresholds)
     load = card.link_load(body)
     reading = counter_reading(body, ratio, vector_ratio)
-    verdict = roofline.classify_counters(
+    at, call = roofline.classify_counters(
         roof,
         reading,
         used,
@@ -397,10 +397,10 @@ def classify_counter_body(
     )
     reasons = clock_events.active_reasons(body.clock_event_reasons)
     causes = clock_events.causes_of(reasons, body.power_usage_watts, body.power_limit_watts)
-    tensor = verdict.pipe == "tensor"
+    tensor = call.pipe == "tensor"
     lever = clock_events.fitted_lever(
-        verdict.regime,
-        verdict.lever,
+        call.regime,
+        call.lever,
         ratio if tensor else vector_ratio,
         body.sm_clock_mhz,
         tensor_basis if tensor else card.vector_clock_mhz(),
@@ -413,26 +413,25 @@ def classify_counter_body(
     }
     out.update(
         {
-            "reading": "partial" if verdict.missing else "ok",
-            "missing": list(verdict.missing),
-            "pipe": verdict.pipe,
-            "compute_roof_flop_per_second": verdict.compute_roof_flop_per_second,
-            "intensity_flop_per_byte": verdict.intensity_flop_per_byte,
-            "position": verdict.position,
-            "regime": verdict.regime,
-            "attainable_flop_per_second": verdict.attainable_flop_per_second,
-            "fraction_of_peak": verdict.fraction_of_peak,
+            "reading": "partial" if call.missing else "ok",
+            "missing": list(call.missing),
+            "pipe": call.pipe,
+            "compute_roof_flop_per_second": at.compute_roof_flop_per_second,
+            "intensity_flop_per_byte": at.intensity_flop_per_byte,
+            "position": at.position,
+            "regime": call.regime,
+            "attainable_flop_per_second": at.attainable_flop_per_second,
+            "fraction_of_peak": at.fraction_of_peak,
             "lever": lever,
             "clock_event_reasons": list(reasons),
             "clock_causes": list(causes),
-            "achieved_flop_per_second": verdict.achieved_flop_per_second,
-            "achieved_bandwidth_bytes_per_second": verdict.achieved_bandwidth_bytes_per_second,
-            "flop_utilization": verdict.flop_utilization,
-            "roofline_efficiency": verdict.roofline_efficiency,
-            "gr_engine_contradicted": verdict.gr_engine_contradicted,
-            "uncounted_pipes": list(verdict.uncounted_pipes),
-            "flops_lower_bound": bool(verdict.uncounted_pipes)
-            and verdict.achieved_flop_per_second is not None,
+            "achieved_flop_per_second": at.achieved_flop_per_second,
+            "achieved_bandwidth_bytes_per_second": at.achieved_bandwidth_bytes_per_second,
+            "flop_utilization": at.flop_utilization,
+            "roofline_efficiency": at.roofline_efficiency,
+            "gr_engine_contradicted": call.gr_engine_contradicted,
+            "uncounted_pipes": list(at.uncounted_pipes),
+            "flops_lower_bound": bool(at.uncounted_pipes) and at.achieved_flop_per_second is not None,
             "clock_ratio": ratio,
             "vector_clock_ratio": vector_ratio,
             "peak_clock_mhz": tensor_basis,
@@ -445,11 +444,11 @@ def classify_counter_body(
     if links:
         out["interconnect"] = links
     out["link_utilization"] = link_utilization_fields(load)
-    out["link"] = verdict.link
+    out["link"] = call.link
     out["link_note"] = card.link_note(links)
     if body.compare is not None:
-        flops = verdict.achieved_flop_per_second
-        bytes_ = verdict.achieved_bandwidth_bytes_per_second
+        flops = at.achieved_flop_per_second
+        bytes_ = at.achieved_bandwidth_bytes_per_second
         if flops is not None and bytes_ is not None and flops > 0 and bytes_ > 0:
             work = Work(flops=flops, bytes=bytes_)
             own_regime = roofline.kernel_regime(flops / bytes_, roof.ridge_flop_per_byte)
@@ -529,7 +528,7 @@ def card_summary(card: Card) -> dict[str, Any]:
         "memory_gib": card.memory_gib,
         "sm_count": card.sm_count,
         "max_sm_clock_mhz": card.max_sm_clock_mhz,
-        "clock_basis": None if card.clock_basis is None else card.clock_basis.model_dump(),
+        "clock_basis": None if card.spec.clock_basis is None else card.spec.clock_basis.model_dump(),
         "no_clock_basis": card.no_clock_basis,
         "link_bytes_per_second": {link: card.link_bytes_per_second(link) for link in roofline.LINKS},
         "no_links": card.no_links,

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from exporter.commands.options.flags import add_flag
+from exporter.commands.options.output import write_answer
 
 
 def register(subparsers: Any) -> None:
@@ -58,9 +57,5 @@ def run(args: argparse.Namespace) -> int:
     from exporter.classify.service import card_summary
 
     entries = [card_summary(card) for card in load_catalog(args.cards)]
-    if args.json:
-        json.dump(entries, sys.stdout, indent=2, allow_nan=False, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(table(entries))
+    write_answer(entries, as_json=args.json, text=table)
     return 0

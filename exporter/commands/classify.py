@@ -9,12 +9,11 @@ so `ridgeline --help` stays quick.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from exporter.commands.options.errors import UserError
 from exporter.commands.options.flags import add_flag
+from exporter.commands.options.output import write_answer
 from exporter.readings import READINGS
 from exporter.roofline import PRECISIONS
 
@@ -147,11 +146,7 @@ def run(args: argparse.Namespace) -> int:
         answer = classify(catalog, parse_classify_body(body))
     except BodyError as exc:
         raise UserError(cli_message(exc)) from None
-    if args.json:
-        json.dump(answer, sys.stdout, indent=2, allow_nan=False, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render(answer))
+    write_answer(answer, as_json=args.json, text=render)
     return 0
 
 

@@ -425,6 +425,21 @@ class _Plan:
     lookback: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Queries:
+    """What every query of one measurement shares: the client, the pool they run on, the plan
+    (step, dialect, levels, raw counters or not) and the --match matchers."""
+
+    client: PrometheusClient
+    pool: ThreadPoolExecutor
+    plan: _Plan
+    matchers: Sequence[promql.Matcher]
+
+    def query(self, expr: str, at: float) -> Future[list[Series]]:
+        """An instant query at `at`, submitted to the pool."""
+        return self.pool.submit(self.client.query, expr, at)
+
+
 def _plan(
     client: PrometheusClient,
     by: tuple[str, ...],
@@ -566,47 +581,24 @@ def _measure(
     group_stretches, workload_stretches, fleet_stretches = stretches
     level, step, raw_present, pieces = plan.level, plan.step, plan.raw_present, seen.pieces
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        q = _Queries(client=client, pool=pool, plan=plan, matchers=matchers)
         # groups that are unions of workloads (namespace of namespace/pod) are summed from the
         # workloads' answers: one set of queries instead of two
         derived = set(by) < set(workload_by) and level is plan.workload_level
         # every answer keeps the shards apart (cluster, shard) until the remainder is taken
         workload_keys, group_keys = _partitioned(workload_by), _partitioned(by)
-        workload_jobs, workload_pieces = _usage_jobs_by_piece(
-            client, workload_keys, workload_stretches, step, matchers, pool, raw_present
-        )
+        workload_jobs, workload_pieces = _usage_jobs_by_piece(q, workload_keys, workload_stretches)
         if workload_by == by or derived:
             group_jobs, group_pieces, group_by = workload_jobs, workload_pieces, workload_keys
             complete = _complete(workload_stretches, raw_present)
         else:
-            group_jobs, group_pieces = _usage_jobs_by_piece(
-                client, group_keys, group_stretches, step, matchers, pool, raw_present
-            )
+            group_jobs, group_pieces = _usage_jobs_by_piece(q, group_keys, group_stretches)
             group_by = group_keys
             complete = _complete(group_stretches, raw_present)
-        fleet_jobs = _fleet_jobs(client, fleet_stretches, step, matchers, pool, totals=not complete)
-        count = round((plan.end - plan.start) / step)
-        neighbours = [
-            _neighbour_jobs(
-                client,
-                by,
-                plan.start,
-                step,
-                p,
-                count,
-                level,
-                plan.covered,
-                plan.lookback,
-                matchers,
-                pool,
-                plan.dialect,
-                plan.sample_interval,
-            )
-            for p in pieces
-        ]
+        fleet_jobs = _fleet_jobs(q, fleet_stretches, totals=not complete)
+        neighbours = [_neighbour_jobs(q, by, p) for p in pieces]
         piece_units = [
-            pool.submit(
-                client.query, _unit_expr(b - a, None, matchers, None, plan.dialect, plan.sample_interval), b
-            )
+            q.query(_unit_expr(b - a, None, matchers, None, plan.dialect, plan.sample_interval), b)
             if raw_present
             else None
             for a, b in pieces
@@ -916,40 +908,30 @@ def _relabelled(usages: Sequence[Usage], by: Sequence[str]) -> list[Usage]:
 
 
 def _neighbour_jobs(
-    client: PrometheusClient,
-    by: Sequence[str],
-    start: float,
-    step: int,
-    piece: tuple[float, float],
-    count: int,
-    level: RecordedLevel | None,
-    covered: set[float],
-    lookback: float | None,
-    matchers: Sequence[promql.Matcher],
-    pool: ThreadPoolExecutor,
-    dialect: str,
-    sample_interval: float | None,
+    q: _Queries, by: Sequence[str], piece: tuple[float, float]
 ) -> tuple[Future[list[Series]] | None, Future[list[Series]] | None]:
     """The groups' GPU-seconds in the window just before a run's piece and the one just after
     (None: outside the range)."""
+    plan = q.plan
+    last = plan.start + round((plan.end - plan.start) / plan.step) * plan.step
 
     def window(at: float) -> Future[list[Series]] | None:
-        if not start + step <= at <= start + count * step:
+        if not plan.start + plan.step <= at <= last:
             return None
-        lv = level if level is not None and at in covered else None
+        lv = plan.level if plan.level is not None and at in plan.covered else None
         expr = promql.window_expr(
             "regime",
             by,
-            step,
+            plan.step,
             level=lv,
-            matchers=matchers,
-            lookback=lookback if lv is not None else None,
-            dialect=dialect,
-            sample_interval=sample_interval,
+            matchers=q.matchers,
+            lookback=plan.lookback if lv is not None else None,
+            dialect=plan.dialect,
+            sample_interval=plan.sample_interval,
         )
-        return pool.submit(client.query, expr, at)
+        return q.query(expr, at)
 
-    return window(piece[0]), window(piece[1] + step)
+    return window(piece[0]), window(piece[1] + plan.step)
 
 
 def _coverage(
@@ -1025,19 +1007,13 @@ def _coverage_notes(measured: Coverage) -> list[str]:
 
 
 def _usage_jobs_by_piece(
-    client: PrometheusClient,
-    by: tuple[str, ...],
-    stretches: Sequence[_Stretch],
-    step: int,
-    matchers: Sequence[promql.Matcher],
-    pool: ThreadPoolExecutor,
-    raw_present: bool,
+    q: _Queries, by: tuple[str, ...], stretches: Sequence[_Stretch]
 ) -> tuple[_Jobs, dict[int, _Jobs]]:
     """_usage_jobs, with each coverage run's answers also kept apart."""
     jobs: _Jobs = []
     pieces: dict[int, _Jobs] = {}
     for stretch in stretches:
-        mine = _usage_jobs(client, by, [stretch], step, matchers, pool, raw_present)
+        mine = _usage_jobs(q, by, [stretch])
         jobs.extend(mine)
         if stretch.piece is not None:
             pieces.setdefault(stretch.piece, []).extend(mine)
@@ -1051,15 +1027,7 @@ def _labels(metric: Mapping[str, str], by: Sequence[str]) -> dict[str, str]:
 _Jobs = list[tuple[str, Future[Any]]]
 
 
-def _usage_jobs(
-    client: PrometheusClient,
-    by: tuple[str, ...],
-    stretches: Sequence[_Stretch],
-    step: int,
-    matchers: Sequence[promql.Matcher],
-    pool: ThreadPoolExecutor,
-    raw_present: bool = True,
-) -> _Jobs:
+def _usage_jobs(q: _Queries, by: tuple[str, ...], stretches: Sequence[_Stretch]) -> _Jobs:
     """One instant query per quantity per stretch, summing every window of it per group; the
     GPU-seconds lost to a reduced clock from the raw counter whatever the stretch reads (with
     `raw_present`: a server without raw counters cannot tell them). Where a stretch reads an
@@ -1067,15 +1035,16 @@ def _usage_jobs(
     from the raw counters of the same windows (they come back without the grouping labels):
     measured, never the fleet's total less the groups', which two levels the rules record one
     evaluation apart would make a group of GPUs that every pod holds."""
+    raw_present = q.plan.raw_present
     jobs: _Jobs = []
     for stretch in stretches:
-        jobs.extend(_stretch_jobs(client, by, stretch, step, matchers, pool, clock_lost=raw_present))
+        jobs.extend(_stretch_jobs(q, by, stretch, q.matchers, clock_lost=raw_present))
         held_by = stretch.level.held_by if stretch.level is not None else None
         if raw_present and held_by is not None:
             unheld = promql.Matcher(label=held_by, op="=", value="")
             raw = replace(stretch, level=None, fleet_level=None, lookback=None)
             # their clock loss came with the stretch's own (raw whatever the stretch reads)
-            jobs.extend(_stretch_jobs(client, by, raw, step, [*matchers, unheld], pool, clock_lost=False))
+            jobs.extend(_stretch_jobs(q, by, raw, [*q.matchers, unheld], clock_lost=False))
     return jobs
 
 
@@ -1088,15 +1057,14 @@ def _complete(stretches: Sequence[_Stretch], raw_present: bool) -> bool:
 
 
 def _stretch_jobs(
-    client: PrometheusClient,
+    q: _Queries,
     by: tuple[str, ...],
     stretch: _Stretch,
-    step: int,
     matchers: Sequence[promql.Matcher],
-    pool: ThreadPoolExecutor,
     *,
     clock_lost: bool,
 ) -> _Jobs:
+    step = q.plan.step
     jobs: _Jobs = []
     length = stretch.end - stretch.start
     lv = stretch.level
@@ -1127,7 +1095,7 @@ def _stretch_jobs(
         expr = window if stretch.edge else promql.stretch_total(window, length, step)
         allocated = quantity == "regime" and lv is not None and lv.allocated_only
         job = "regime allocated" if allocated else quantity
-        jobs.append((job, pool.submit(client.query, expr, stretch.end)))
+        jobs.append((job, q.query(expr, stretch.end)))
     return jobs
 
 
@@ -1174,21 +1142,15 @@ def _usage(jobs: _Jobs, by: Sequence[str]) -> list[Usage]:
     ]
 
 
-def _fleet_jobs(
-    client: PrometheusClient,
-    stretches: Sequence[_Stretch],
-    step: int,
-    matchers: Sequence[promql.Matcher],
-    pool: ThreadPoolExecutor,
-    totals: bool = True,
-) -> _FleetJobs:
+def _fleet_jobs(q: _Queries, stretches: Sequence[_Stretch], totals: bool = True) -> _FleetJobs:
     """One range query per quantity per stretch: the fleet per window (totals False: its regime
     seconds only, for the timeline and the gaps, when the fleet is its groups' sum)."""
     jobs: _FleetJobs = []
+    step = q.plan.step
     quantities = ("regime", "flop", "dram_bytes", "idle_allocated") if totals else ("regime",)
     for stretch in stretches:
         lv = stretch.fleet_level
-        usable = [m for m in matchers if lv is None or m.label in lv.labels]
+        usable = [m for m in q.matchers if lv is None or m.label in lv.labels]
         for quantity in quantities:
             if (
                 quantity == "idle_allocated"
@@ -1209,9 +1171,9 @@ def _fleet_jobs(
             )
             if stretch.edge:  # one value: a run read across is its windows' average on the timeline
                 across = (stretch.start, stretch.end) if stretch.piece is not None else None
-                jobs.append((f"edge {quantity}", pool.submit(client.query, expr, stretch.end), across))
+                jobs.append((f"edge {quantity}", q.query(expr, stretch.end), across))
             else:
-                future = pool.submit(client.query_range, expr, stretch.start + step, stretch.end, step)
+                future = q.pool.submit(q.client.query_range, expr, stretch.start + step, stretch.end, step)
                 jobs.append((quantity, future, None))
     return jobs
 

@@ -14,7 +14,7 @@ import io
 import itertools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -195,44 +195,57 @@ def _regime_table(
     head = "".join(f"<th>{_swatch(r)}{regime_word(r)}</th>" for r in REGIMES)
     if with_coverage:
         head += "<th>coverage</th>"
-    rows = [f'<table><tr><th class="name">{_e("/".join(by))}</th><th>GPU-hours</th>{head}<th>card</th></tr>']
-    for row in [*groups, fleet]:
+
+    def cells(row: RowDoc) -> str:
         total = row["gpu_seconds_total"]
-        cells = "".join(
+        shares = "".join(
             f"<td>{_hours(row['gpu_seconds'][r])} "
             f"<span class='note'>{_pct(row['gpu_seconds'][r], total)}</span></td>"
             for r in REGIMES
         )
         if with_coverage:
-            cells += f"<td>{_ratio(row.get('coverage'))}</td>"
-        name = "fleet" if row is fleet else _name(row, by)
-        strong = ("<b>", "</b>") if row is fleet else ("", "")
-        rows.append(
-            f'<tr><td class="name">{strong[0]}{_e(name)}{strong[1]}</td><td>{_hours(total)}</td>'
-            f"{cells}<td>{_e(row['card'] or '–')}</td></tr>"
-        )
-    rows.append("</table>")
-    return "".join(rows)
+            shares += f"<td>{_ratio(row.get('coverage'))}</td>"
+        return f"<td>{_hours(total)}</td>{shares}<td>{_e(row['card'] or '–')}</td>"
+
+    return _rows_table(by, f"<th>GPU-hours</th>{head}<th>card</th>", groups, cells, fleet=fleet)
+
+
+def _rows_table(
+    by: Sequence[str],
+    head: str,
+    rows: Sequence[RowDoc],
+    cells: Callable[[RowDoc], str],
+    *,
+    fleet: RowDoc | None = None,
+    bold_fleet: bool = True,
+) -> str:
+    """A table of one row per group, then the fleet's where given: its name, then `cells(row)`."""
+    out = [f'<table><tr><th class="name">{_e("/".join(by))}</th>{head}</tr>']
+    out += [f'<tr><td class="name">{_e(_name(row, by))}</td>{cells(row)}</tr>' for row in rows]
+    if fleet is not None:
+        name = "<b>fleet</b>" if bold_fleet else "fleet"
+        out.append(f'<tr><td class="name">{name}</td>{cells(fleet)}</tr>')
+    out.append("</table>")
+    return "".join(out)
 
 
 def _roofline_table(groups: Sequence[RowDoc], by: Sequence[str]) -> str:
-    rows = [
-        f'<table><tr><th class="name">{_e("/".join(by))}</th><th>FLOPs</th><th>DRAM bytes</th>'
-        "<th>intensity FLOP/byte</th><th>achieved per GPU</th><th>attainable</th><th>of the roof</th></tr>"
-    ]
-    for row in groups:
+    def cells(row: RowDoc) -> str:
         intensity = row["intensity_flop_per_byte"]
         efficiency = row["roofline_efficiency"]
-        rows.append(
-            f'<tr><td class="name">{_e(_name(row, by))}</td><td>{_si(row["flop"], "FLOP")}</td>'
-            f"<td>{_si(row['dram_bytes'], 'B')}</td>"
+        return (
+            f"<td>{_si(row['flop'], 'FLOP')}</td><td>{_si(row['dram_bytes'], 'B')}</td>"
             f"<td>{'–' if intensity is None else f'{intensity:.3g}'}</td>"
             f"<td>{_si(row['achieved_flop_per_second_per_gpu'], 'FLOP/s')}</td>"
             f"<td>{_si(row['attainable_flop_per_second'], 'FLOP/s')}</td>"
-            f"<td>{'–' if efficiency is None else f'{100 * efficiency:.1f} %'}</td></tr>"
+            f"<td>{'–' if efficiency is None else f'{100 * efficiency:.1f} %'}</td>"
         )
-    rows.append("</table>")
-    return "".join(rows)
+
+    head = (
+        "<th>FLOPs</th><th>DRAM bytes</th><th>intensity FLOP/byte</th><th>achieved per GPU</th>"
+        "<th>attainable</th><th>of the roof</th>"
+    )
+    return _rows_table(by, head, groups, cells)
 
 
 def _idle_table(groups: Sequence[RowDoc], fleet: RowDoc, by: Sequence[str]) -> str:
@@ -242,21 +255,13 @@ def _idle_table(groups: Sequence[RowDoc], fleet: RowDoc, by: Sequence[str]) -> s
     )
     if not ranked:
         return "<p>No GPU held by a pod or an HPC job sat idle in this range.</p>"
-    rows = [
-        f'<table><tr><th class="name">{_e("/".join(by))}</th><th>idle while allocated, GPU-hours</th>'
-        "<th>of the group's GPU-hours</th></tr>"
-    ]
-    for row in ranked:
-        rows.append(
-            f'<tr><td class="name">{_e(_name(row, by))}</td>'
-            f"<td>{_hours(row['idle_allocated_gpu_seconds'])}</td>"
-            f"<td>{_pct(row['idle_allocated_gpu_seconds'], row['gpu_seconds_total'])}</td></tr>"
-        )
-    rows.append(
-        f'<tr><td class="name"><b>fleet</b></td><td>{_hours(fleet["idle_allocated_gpu_seconds"])}</td>'
-        f"<td>{_pct(fleet['idle_allocated_gpu_seconds'], fleet['gpu_seconds_total'])}</td></tr></table>"
-    )
-    return "".join(rows)
+
+    def cells(row: RowDoc) -> str:
+        idle = row["idle_allocated_gpu_seconds"]
+        return f"<td>{_hours(idle)}</td><td>{_pct(idle, row['gpu_seconds_total'])}</td>"
+
+    head = "<th>idle while allocated, GPU-hours</th><th>of the group's GPU-hours</th>"
+    return _rows_table(by, head, ranked, cells, fleet=fleet)
 
 
 CLOCK_CAUSES: Mapping[str, str] = {
@@ -280,23 +285,22 @@ def _clock_table(groups: Sequence[RowDoc], fleet: RowDoc, by: Sequence[str]) -> 
     causes = [c for c in CLOCK_CAUSES if c in fleet_causes]
     causes += sorted(set(fleet_causes) - set(CLOCK_CAUSES))
     head = "".join(f"<th>{_e(CLOCK_CAUSES.get(c, c))}</th>" for c in causes)
-    rows = [
+
+    def cells(row: RowDoc) -> str:
+        by_cause = row["clock_lost_by_cause"] or {}
+        lost = "".join(f"<td>{_hours(by_cause.get(c, 0.0))}</td>" for c in causes)
+        return (
+            f"<td>{_hours(row['clock_lost_gpu_seconds'])}</td>{lost}"
+            f"<td>{_pct(_lost(row), row['gpu_seconds']['compute_bound'])}</td>"
+        )
+
+    note = (
         '<p class="note">What the full clock would give back: Σ (1 − k) of each compute-bound '
         "GPU-second whose binding pipe ran below 97 % of the clock its peak is quoted at (k = SM clock "
-        "÷ that clock), by what held the clock down.</p>",
-        f'<table><tr><th class="name">{_e("/".join(by))}</th><th>lost, GPU-hours</th>{head}'
-        "<th>of the group's compute-bound GPU-hours</th></tr>",
-    ]
-    for row in [*ranked, fleet]:
-        name = "<b>fleet</b>" if row is fleet else _e(_name(row, by))
-        by_cause = row["clock_lost_by_cause"] or {}
-        cells = "".join(f"<td>{_hours(by_cause.get(c, 0.0))}</td>" for c in causes)
-        rows.append(
-            f'<tr><td class="name">{name}</td><td>{_hours(row["clock_lost_gpu_seconds"])}</td>{cells}'
-            f"<td>{_pct(_lost(row), row['gpu_seconds']['compute_bound'])}</td></tr>"
-        )
-    rows.append("</table>")
-    return "".join(rows)
+        "÷ that clock), by what held the clock down.</p>"
+    )
+    head = f"<th>lost, GPU-hours</th>{head}<th>of the group's compute-bound GPU-hours</th>"
+    return note + _rows_table(by, head, ranked, cells, fleet=fleet)
 
 
 def _lost(row: RowDoc) -> float:
@@ -360,20 +364,17 @@ def _savings_table(
     by: Sequence[str],
 ) -> str:
     head = "".join(f"<th>{_e(lever['key'])}</th>" for lever in levers)
-    rows = [
-        f'<table><tr><th class="name">{_e("/".join(by))}</th>{head}<th>sum</th><th>of its GPU-hours</th></tr>'
-    ]
-    for row in [*groups, fleet]:
+
+    def cells(row: RowDoc) -> str:
         savings = row["savings_gpu_seconds"]
         total = sum(v for v in savings.values() if v is not None)
-        name = "fleet" if row is fleet else _name(row, by)
-        cells = "".join(f"<td>{_hours(savings[lever['key']])}</td>" for lever in levers)
-        rows.append(
-            f'<tr><td class="name">{_e(name)}</td>{cells}<td>{_hours(total)}</td>'
-            f"<td>{_pct(total, row['gpu_seconds_total'])}</td></tr>"
-        )
-    rows.append("</table><p class='note'>GPU-hours.</p>")
-    return "".join(rows)
+        each = "".join(f"<td>{_hours(savings[lever['key']])}</td>" for lever in levers)
+        return f"{each}<td>{_hours(total)}</td><td>{_pct(total, row['gpu_seconds_total'])}</td>"
+
+    table = _rows_table(
+        by, f"{head}<th>sum</th><th>of its GPU-hours</th>", groups, cells, fleet=fleet, bold_fleet=False
+    )
+    return table + "<p class='note'>GPU-hours.</p>"
 
 
 def _meta_table(doc: ReportDoc) -> str:

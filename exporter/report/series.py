@@ -47,47 +47,38 @@ class RecordedLevel:
     without it are those GPUs."""
 
 
-NAMESPACE_POD = RecordedLevel(
-    name="namespace_pod",
-    labels=frozenset({"cluster", "namespace", "pod"}),
-    regime_seconds="namespace_pod:ridgeline_regime_seconds:rate5m",
-    flop="namespace_pod:ridgeline_flop:rate5m",
-    dram_bytes="namespace_pod:ridgeline_dram_bytes:rate5m",
-    gpus="namespace_pod:ridgeline_gpus:count",
-    allocated_only=True,
-    held_by="pod",
+def _level(
+    name: str,
+    labels: set[str],
+    *,
+    allocated_only: bool,
+    idle_allocated: bool = False,
+    without_raw_only: bool = False,
+    held_by: str | None = None,
+) -> RecordedLevel:
+    """A level's series, named as the recording rules name them: `<level>:<series>:<operation>`."""
+    return RecordedLevel(
+        name=name,
+        labels=frozenset(labels),
+        regime_seconds=f"{name}:ridgeline_regime_seconds:rate5m",
+        flop=f"{name}:ridgeline_flop:rate5m",
+        dram_bytes=f"{name}:ridgeline_dram_bytes:rate5m",
+        gpus=f"{name}:ridgeline_gpus:count",
+        allocated_only=allocated_only,
+        idle_allocated=f"{name}:ridgeline_idle_allocated_seconds:rate5m" if idle_allocated else None,
+        without_raw_only=without_raw_only,
+        held_by=held_by,
+    )
+
+
+NAMESPACE_POD = _level("namespace_pod", {"cluster", "namespace", "pod"}, allocated_only=True, held_by="pod")
+INSTANCE = _level(
+    "instance", {"cluster", "job", "instance", "node"}, allocated_only=False, idle_allocated=True
 )
-INSTANCE = RecordedLevel(
-    name="instance",
-    labels=frozenset({"cluster", "job", "instance", "node"}),
-    regime_seconds="instance:ridgeline_regime_seconds:rate5m",
-    flop="instance:ridgeline_flop:rate5m",
-    dram_bytes="instance:ridgeline_dram_bytes:rate5m",
-    gpus="instance:ridgeline_gpus:count",
-    allocated_only=False,
-    idle_allocated="instance:ridgeline_idle_allocated_seconds:rate5m",
+HPC_JOB = _level(
+    "hpc_job", {"cluster", "hpc_job"}, allocated_only=True, without_raw_only=True, held_by="hpc_job"
 )
-HPC_JOB = RecordedLevel(
-    name="hpc_job",
-    labels=frozenset({"cluster", "hpc_job"}),
-    regime_seconds="hpc_job:ridgeline_regime_seconds:rate5m",
-    flop="hpc_job:ridgeline_flop:rate5m",
-    dram_bytes="hpc_job:ridgeline_dram_bytes:rate5m",
-    gpus="hpc_job:ridgeline_gpus:count",
-    allocated_only=True,
-    without_raw_only=True,
-    held_by="hpc_job",
-)
-CLUSTER = RecordedLevel(
-    name="cluster",
-    labels=frozenset({"cluster"}),
-    regime_seconds="cluster:ridgeline_regime_seconds:rate5m",
-    flop="cluster:ridgeline_flop:rate5m",
-    dram_bytes="cluster:ridgeline_dram_bytes:rate5m",
-    gpus="cluster:ridgeline_gpus:count",
-    allocated_only=False,
-    idle_allocated="cluster:ridgeline_idle_allocated_seconds:rate5m",
-)
+CLUSTER = _level("cluster", {"cluster"}, allocated_only=False, idle_allocated=True)
 
 GROUP_LEVELS: tuple[RecordedLevel, ...] = (CLUSTER, NAMESPACE_POD, INSTANCE, HPC_JOB)
 """Levels a grouping may be read from, tried in this order (`--by cluster` from the complete

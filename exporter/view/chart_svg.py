@@ -24,6 +24,11 @@ def _f(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def _line(css_class: str, attrs: str, x1: float, y1: float, x2: float, y2: float) -> str:
+    """One SVG line: its class, its other attributes as given, then its two ends."""
+    return f'<line class="{css_class}" {attrs} x1="{_f(x1)}" y1="{_f(y1)}" x2="{_f(x2)}" y2="{_f(y2)}"/>'
+
+
 def _esc(text: str) -> str:
     return html.escape(text, quote=True)
 
@@ -136,13 +141,11 @@ def _grid_svg(scene: Scene) -> list[str]:
     out = ['<g class="rl-grid" stroke="' + GRID + '" stroke-width="1">']
     for tick in scene.x_ticks:
         out.append(
-            f'<line class="rl-tick-x" data-value="{tick.value:g}" x1="{_f(tick.position)}" '
-            f'y1="{_f(top)}" x2="{_f(tick.position)}" y2="{_f(bottom)}"/>'
+            _line("rl-tick-x", f'data-value="{tick.value:g}"', tick.position, top, tick.position, bottom)
         )
     for tick in scene.y_ticks:
         out.append(
-            f'<line class="rl-tick-y" data-value="{tick.value:g}" x1="{_f(left)}" y1="{_f(tick.position)}" '
-            f'x2="{_f(right)}" y2="{_f(tick.position)}"/>'
+            _line("rl-tick-y", f'data-value="{tick.value:g}"', left, tick.position, right, tick.position)
         )
     out.append("</g>")
     return out
@@ -191,10 +194,7 @@ def _roofs_svg(scene: Scene) -> list[str]:
             else f'stroke="{MUTED}" stroke-width="1" stroke-dasharray="5 3"'
         )
         kind = "rl-roof rl-roof-used" if roof.in_use else "rl-roof"
-        out.append(
-            f'<line class="{kind}" data-flops="{roof.flop_per_second:g}" {style} '
-            f'x1="{_f(s.x1)}" y1="{_f(s.y1)}" x2="{_f(s.x2)}" y2="{_f(s.y2)}"/>'
-        )
+        out.append(_line(kind, f'data-flops="{roof.flop_per_second:g}" {style}', s.x1, s.y1, s.x2, s.y2))
         weight = ' font-weight="600"' if roof.in_use else ""
         out.append(
             f'<text class="rl-roof-label" x="{_f(right + 6)}" y="{_f(line.label_y + 4)}" '
@@ -211,10 +211,9 @@ def _bandwidth_svg(scene: Scene) -> list[str]:
     spec = scene.spec
     s = scene.bandwidth_roof
     bx, by, angle = scene.bandwidth_label
+    attrs = f'data-bandwidth="{spec.bandwidth_bytes_per_second:g}" stroke="{INK}" stroke-width="2.5"'
     return [
-        f'<line class="rl-roof rl-roof-bandwidth" data-bandwidth="{spec.bandwidth_bytes_per_second:g}" '
-        f'stroke="{INK}" stroke-width="2.5" x1="{_f(s.x1)}" y1="{_f(s.y1)}" '
-        f'x2="{_f(s.x2)}" y2="{_f(s.y2)}"/>',
+        _line("rl-roof rl-roof-bandwidth", attrs, s.x1, s.y1, s.x2, s.y2),
         f'<text class="rl-roof-label" fill="{INK}" x="{_f(bx)}" y="{_f(by)}" '
         f'transform="rotate({_f(angle)} {_f(bx)} {_f(by)})">'
         f"{_esc(si(spec.bandwidth_bytes_per_second, 'B/s'))}</text>",
@@ -226,11 +225,10 @@ def _ridges_svg(scene: Scene) -> list[str]:
     bottom = scene.axes.top + scene.axes.height
     out: list[str] = []
     for ridge in scene.ridges:
-        out.append(
-            f'<line class="rl-ridge" data-intensity="{ridge.intensity:g}" stroke="{MUTED}" '
-            f'stroke-width="1" stroke-dasharray="2 3" x1="{_f(ridge.x)}" y1="{_f(ridge.y)}" '
-            f'x2="{_f(ridge.x)}" y2="{_f(bottom)}"/>'
+        attrs = (
+            f'data-intensity="{ridge.intensity:g}" stroke="{MUTED}" stroke-width="1" stroke-dasharray="2 3"'
         )
+        out.append(_line("rl-ridge", attrs, ridge.x, ridge.y, ridge.x, bottom))
         out.append(
             f'<text class="rl-ridge-label" fill="{INK}" x="{_f(ridge.x + 4)}" y="{_f(bottom - 6)}">'
             f"{_esc(ridge.text)}</text>"

@@ -36,7 +36,7 @@ from exporter.view.roofline_chart import ChartSpec, TrailPoint, layout
 from exporter.view.units import REGIME_LOOKS, REGIME_ORDER, regime_glyph, regime_look, regime_word
 from exporter.web.answers import Same, SnapshotAnswers
 from exporter.web.live_routes import gpu_verdict
-from exporter.web.responses import JSON_MEDIA_TYPE, json_response
+from exporter.web.responses import JSON_MEDIA_TYPE, error_response
 
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -302,13 +302,8 @@ def view_router(
             found = snapshot.find(gpu)
             if not found:
                 present = ", ".join(point_key(g.entity.gpu, g.entity.gpu_instance) for g in snapshot.gpus)
-                return json_response(
-                    {
-                        "error": f"no GPU {gpu!r} on this node; present: {present or 'none yet'}",
-                        "field": "gpu",
-                        "detail": [{"field": "gpu", "message": f"no GPU {gpu!r} on this node"}],
-                    },
-                    404,
+                return error_response(
+                    f"no GPU {gpu!r} on this node; present: {present or 'none yet'}", 404, "gpu"
                 )
             chosen = tuple(found)
         text = svg_caption(request.headers.get("host"), snapshot) if caption else ""

@@ -1,0 +1,19 @@
+"""What a command prints for its answer: the `--json` form or its text, one format for every command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+Answer = TypeVar("Answer")
+
+
+def write_answer(answer: Answer, *, as_json: bool, text: Callable[[Answer], str]) -> None:
+    """`answer` on stdout: as JSON (two-space indent, UTF-8 unescaped, never NaN), else `text(answer)`."""
+    if as_json:
+        json.dump(answer, sys.stdout, indent=2, allow_nan=False, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text(answer))
