@@ -70,6 +70,12 @@ class Engine:
     field_major: bool = False
     """dcgmGetValuesSince_v2 hands an entity's values field by field (each field's samples oldest
     first) rather than tick by tick; NVIDIA documents neither order."""
+    callback_values: int | None = None
+    """At most this many values per callback: dcgm_structs.h says the callback "will be invoked one
+    or more times per field", so one entity's values may come in several arrays (None: one)."""
+    statuses: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(entity group, entity id, field id) -> the DCGM_ST_* a value carries instead of DCGM_ST_OK
+    (e.g. -15 DCGM_ST_STALE_DATA, -18 DCGM_ST_GPU_IS_LOST), in every read of it."""
 
     def new_handle(self) -> int:
         handle = self.next_handle

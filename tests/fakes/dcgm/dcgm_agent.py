@@ -6,7 +6,7 @@ dcgm_structs._dcgmCheckReturn as the matching DCGMError_* subclass.
 """
 
 import time
-from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p
+from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p, sizeof
 
 import _fake_dcgm_engine
 import dcgm_fields
@@ -164,7 +164,9 @@ def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
             fv.entityGroupId = pair.entityGroupId
             fv.entityId = pair.entityId
             fv.fieldId = field_id
-            fv.status = dcgm_structs.DCGM_ST_OK
+            fv.status = engine.statuses.get(
+                (pair.entityGroupId, pair.entityId, field_id), dcgm_structs.DCGM_ST_OK
+            )
             fv.ts = now_usec
             value = engine.value(pair.entityGroupId, pair.entityId, field_id)
             if field_id in _fake_dcgm_engine.INT64_FIELDS:
@@ -230,7 +232,7 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
             fv = array[index]
             fv.version = dcgm_structs.dcgmFieldValue_version1
             fv.fieldId = field_id
-            fv.status = dcgm_structs.DCGM_ST_OK
+            fv.status = engine.statuses.get((group, entity, field_id), dcgm_structs.DCGM_ST_OK)
             fv.ts = ts
             value = values.get(field_id)
             if field_id in _fake_dcgm_engine.INT64_FIELDS:
@@ -241,5 +243,11 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
                 fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
             next_since = max(next_since, ts + 1)
         # userData travels as the PyObject pointer the real wrapper passes (py_object(userData))
-        enumCB(group, entity, array, len(rows), c_void_p(id(userData)))
+        step = engine.callback_values or len(rows)
+        for first in range(0, len(rows), step):
+            count = min(step, len(rows) - first)
+            part = (dcgm_structs.c_dcgmFieldValue_v1 * count).from_buffer(
+                array, first * sizeof(dcgm_structs.c_dcgmFieldValue_v1)
+            )
+            enumCB(group, entity, part, count, c_void_p(id(userData)))
     return next_since
