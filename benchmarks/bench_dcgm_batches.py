@@ -1,68 +1,103 @@
 #!/usr/bin/env python3
 """CPU of DCGM's `read_batches` at one read a second: the source's own work on what
-dcgmGetValuesSince_v2 hands it (the callback's reads of each value, ticks, batches).
+dcgmGetValuesSince_v2 hands it (decoding the callback's records, ticks, batches).
 
 The fake bindings (tests/fakes/dcgm) give the values; their cost of building them is taken out by
 capturing the arrays once and handing the same ones again on every read, so the figure is the
-source's alone. Nodes of 8 GPUs and of 8 GPUs with 7 MIG instances each, at `--interval 0.1`
-(ten ticks a read) and `--interval 1` (one); best of several rounds, load average beside it.
+source's alone (the ctypes callback's own call included, as libdcgm makes it). Nodes of 8 GPUs
+and of 8 GPUs with 7 MIG instances each, at `--interval 0.1` (ten ticks a read) and `--interval 1`
+(one); best of several rounds, load average beside it.
+
+With --base DIR (a copy of an older commit, e.g. `git archive main | tar -x -C DIR`), each round
+runs the old code and then this one, each in its own process, alternating, and prints both with
+the load average beside each; the medians of the rounds come last. --profile prints where a read
+goes (cProfile, 8 x 7 at --interval 0.1): the source's own functions on the replayed arrays, then
+one read through the fake itself, to show what the fake's building of them costs (libdcgm's C
+code on a real node, no Python). --field-major has the fake hand each entity's values field by
+field instead of tick by tick (NVIDIA documents neither order; the callback "will be invoked one
+or more times per field", dcgm_structs.h).
 
     .venv/bin/python benchmarks/bench_dcgm_batches.py [--reads 50] [--rounds 5]
+    .venv/bin/python benchmarks/bench_dcgm_batches.py --base DIR [--rounds 5] [--reads 20] [--field-major]
+    .venv/bin/python benchmarks/bench_dcgm_batches.py --profile
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import ctypes
+import io
+import json
 import os
+import pstats
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 FAKE_DIR = ROOT / "tests" / "fakes" / "dcgm"
-sys.path.insert(0, str(FAKE_DIR))
-
-import _fake_dcgm_engine as engine_module  # noqa: E402
-import dcgm_agent  # noqa: E402
-import dcgm_structs  # noqa: E402
-
-from exporter import fields  # noqa: E402
-from exporter.sources.base import SourceOptions  # noqa: E402
-from exporter.sources.dcgm import WATCHED_FIELDS, DcgmSource  # noqa: E402
-
+NODES = ((8, 0, 1.0), (8, 0, 0.1), (8, 7, 1.0), (8, 7, 0.1))
+"""(GPUs, MIG instances per GPU, --interval)."""
 START = 1_764_633_600_000_000
-REAL = dcgm_agent.dcgmGetValuesSince_v2
+_REAL: dict[str, Any] = {}
+FIELD_MAJOR = [False]
+"""--field-major: the fake hands each entity's values field by field, not tick by tick."""
 
 
-def values() -> dict[int, float | None]:
+def _modules(code: Path) -> tuple[ModuleType, ModuleType, ModuleType, Any]:
+    """The fake's modules and the DcgmSource class of the code under `code` (this checkout or --base)."""
+    for directory in (str(FAKE_DIR), str(code)):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    import _fake_dcgm_engine as engine_module
+    import dcgm_agent
+    import dcgm_structs
+
+    from exporter.sources.dcgm import DcgmSource
+
+    return engine_module, dcgm_agent, dcgm_structs, DcgmSource
+
+
+def values(watched: tuple[int, ...]) -> dict[int, float | None]:
+    from exporter import fields
+
     ints = {fields.SM_CLOCK: 1755, fields.GPU_UTIL: 100, fields.CLOCKS_EVENT_REASONS: 0}
-    return {f: ints.get(f, 0.5) for f in WATCHED_FIELDS}
+    return {f: ints.get(f, 0.5) for f in watched}
 
 
-def build(gpus: int, instances: int, interval: float) -> tuple[DcgmSource, int]:
+def build(code: Path, gpus: int, instances: int, interval: float) -> tuple[Any, int]:
     """An opened source over a fake engine that kept one read's ticks; the entities sampled."""
+    engine_module, _agent, _structs, source_class = _modules(code)
+    from exporter.sources.base import SourceOptions
+    from exporter.sources.dcgm import WATCHED_FIELDS
+
     engine = engine_module.reset()
+    engine.field_major = FIELD_MAJOR[0]
     for g in range(gpus):
         gpu = engine_module.FakeGpu(g, f"GPU-{g:08d}-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3")
-        gpu.values = values()
+        gpu.values = values(WATCHED_FIELDS)
         gpu.instances = [
-            engine_module.FakeInstance(g * instances + i, i + 1, values()) for i in range(instances)
+            engine_module.FakeInstance(g * instances + i, i + 1, values(WATCHED_FIELDS))
+            for i in range(instances)
         ]
         engine.gpus.append(gpu)
-    source = DcgmSource(SourceOptions(dcgm_bindings=FAKE_DIR, interval_seconds=interval))
+    source = source_class(SourceOptions(dcgm_bindings=FAKE_DIR, interval_seconds=interval))
     source.open()
     for tick in range(round(1.0 / interval)):
         engine.collect(START + tick * round(interval * 1e6))
     return source, gpus * (1 + instances)
 
 
-def replaying(source: DcgmSource) -> None:
+def replaying(code: Path, source: Any) -> None:
     """Capture what the fake hands once; every later call hands the same arrays again."""
+    _engine, dcgm_agent, dcgm_structs, _source_class = _modules(code)
     calls: list[tuple[int, int, Any, int]] = []
-    real = REAL
+    real = _REAL.setdefault("since", dcgm_agent.dcgmGetValuesSince_v2)  # the fake's own, not a replay
 
     def capture(*args: Any) -> int:
         handle, group, field_group, since, callback, user = args
@@ -71,7 +106,7 @@ def replaying(source: DcgmSource) -> None:
             kept = (dcgm_structs.c_dcgmFieldValue_v1 * count)()  # the fake frees its own after the call
             ctypes.memmove(kept, array, ctypes.sizeof(kept))
             calls.append((g, e, kept, count))
-            return callback(g, e, array, count, u)
+            return int(callback(g, e, array, count, u))
 
         return int(
             real(handle, group, field_group, since, dcgm_agent.dcgmFieldValueEntityEnumeration_f(keep), user)
@@ -80,6 +115,7 @@ def replaying(source: DcgmSource) -> None:
     dcgm_agent.dcgmGetValuesSince_v2 = capture
     source.read_since()
     since = source._since
+    dcgm_agent.dcgmGetValuesSince_v2 = real
 
     def replay(handle: Any, group: Any, field_group: Any, _since: int, callback: Any, user: Any) -> int:
         for g, e, array, count in calls:
@@ -89,9 +125,11 @@ def replaying(source: DcgmSource) -> None:
     dcgm_agent.dcgmGetValuesSince_v2 = replay
 
 
-def measure(gpus: int, instances: int, interval: float, reads: int, rounds: int) -> tuple[float, int, int]:
-    source, entities = build(gpus, instances, interval)
-    replaying(source)
+def measure(code: Path, node: tuple[int, int, float], reads: int, rounds: int) -> tuple[float, int, int]:
+    """Best CPU seconds a read over `rounds` rounds of `reads` reads; entities; batches a read."""
+    gpus, instances, interval = node
+    source, entities = build(code, gpus, instances, interval)
+    replaying(code, source)
     source._fresh = False
     batches = len(source.read_batches())
     best = float("inf")
@@ -105,23 +143,144 @@ def measure(gpus: int, instances: int, interval: float, reads: int, rounds: int)
     return best, entities, batches
 
 
+def describe(node: tuple[int, int, float]) -> str:
+    gpus, instances, _interval = node
+    return f"{gpus} GPUs" + (f" x {instances} MIG instances" if instances else "")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def table(code: Path, reads: int, rounds: int) -> None:
+    from exporter.sources.dcgm import WATCHED_FIELDS
+
+    order = "field by field" if FIELD_MAJOR[0] else "tick by tick"
+    print(f"load average {load():.2f} (1 min), {os.cpu_count()} cores; values handed {order}")
+    print(
+        f"{'node':<28} {'--interval':>10} {'batches':>8} {'values':>8} {'ms a read':>10} {'CPU at 1/s':>11}"
+    )
+    for node in NODES:
+        seconds, entities, batches = measure(code, node, reads, rounds)
+        count = entities * batches * len(WATCHED_FIELDS)
+        figures = f"{seconds * 1e3:>10.2f} {seconds * 100:>10.2f}%"
+        print(f"{describe(node):<28} {node[2]:>10g} {batches:>8} {count:>8} {figures}")
+    print(f"load average {load():.2f} (1 min) after")
+
+
+def child(code: Path, reads: int) -> None:
+    """One round of every node, as JSON: ms a read, and the load average before each node."""
+    figures = []
+    for node in NODES:
+        before = load()
+        seconds, _entities, _batches = measure(code, node, reads, 1)
+        figures.append({"ms": seconds * 1e3, "load": before})
+    print(json.dumps(figures))
+
+
+def against(base: Path, reads: int, rounds: int) -> None:
+    """Alternating rounds, old code then this one, each a process of its own."""
+    runs: dict[str, list[list[dict[str, float]]]] = {"before": [], "after": []}
+    for round_index in range(rounds):
+        for label, code in (("before", base), ("after", ROOT)):
+            command = [sys.executable, __file__, "--child", str(code), "--reads", str(reads)]
+            command += ["--field-major"] if FIELD_MAJOR[0] else []
+            output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            runs[label].append(json.loads(output.strip().splitlines()[-1]))
+        print(f"round {round_index + 1}")
+        for index, node in enumerate(NODES):
+            old, new = runs["before"][-1][index], runs["after"][-1][index]
+            print(
+                f"  {describe(node):<28} --interval {node[2]:<4g} before {old['ms']:7.2f} ms (load "
+                f"{old['load']:.1f})  after {new['ms']:7.2f} ms (load {new['load']:.1f})  "
+                f"{old['ms'] / new['ms']:5.1f}x"
+            )
+    print(
+        f"medians of {rounds} rounds, {reads} reads each (ms a read = % of a core at one read a second / 10)"
+    )
+    for index, node in enumerate(NODES):
+        old = statistics.median(r[index]["ms"] for r in runs["before"])
+        new = statistics.median(r[index]["ms"] for r in runs["after"])
+        ratios = [b[index]["ms"] / a[index]["ms"] for b, a in zip(runs["before"], runs["after"], strict=True)]
+        print(
+            f"  {describe(node):<28} --interval {node[2]:<4g} before {old:7.2f} ms  after {new:7.2f} ms  "
+            f"{old / new:5.1f}x (rounds {min(ratios):.1f}-{max(ratios):.1f}x)"
+        )
+
+
+def profile(reads: int) -> None:
+    """Where a read of 8 x 7 at --interval 0.1 goes: the source on replayed arrays, then the fake."""
+    node = (8, 7, 0.1)
+    source, _entities = build(ROOT, *node)
+    replaying(ROOT, source)
+    source._fresh = False
+    profiler = cProfile.Profile()
+    started = time.process_time()
+    profiler.enable()
+    for _ in range(reads):
+        source._pending = []
+        source.read_batches()
+    profiler.disable()
+    spent = (time.process_time() - started) / reads
+    print(
+        f"the source's own read, replayed arrays: {spent * 1e3:.2f} ms a read under cProfile "
+        f"(load {load():.2f})"
+    )
+    _print_stats(profiler, 12)
+    source.close()
+
+    _modules(ROOT)[1].dcgmGetValuesSince_v2 = _REAL["since"]  # the fake builds its arrays anew
+    source, _entities = build(ROOT, *node)
+    source._fresh = False
+    profiler = cProfile.Profile()
+    profiler.enable()
+    source.read_batches()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    whole = _cumulative(stats, "dcgmGetValuesSince_v2")
+    callbacks = _cumulative(stats, "collect")
+    print(
+        f"one read through the fake: dcgmGetValuesSince_v2 {whole * 1e3:.1f} ms, of which the source's "
+        f"callback {callbacks * 1e3:.1f} ms: the fake's own {(whole - callbacks) * 1e3:.1f} ms "
+        f"(load {load():.2f})"
+    )
+    source.close()
+
+
+def _cumulative(stats: pstats.Stats, name: str) -> float:
+    table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    return float(sum(entry[3] for key, entry in table.items() if key[2] == name))
+
+
+def _print_stats(profiler: cProfile.Profile, lines: int) -> None:
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(lines)
+    text = out.getvalue()
+    print(text[text.index("   ncalls") :].rstrip() if "   ncalls" in text else text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
-    print(
-        f"{'node':<28} {'--interval':>10} {'batches':>8} {'values':>8} {'ms a read':>10} {'CPU at 1/s':>11}"
+    parser.add_argument("--base", type=Path, help="a copy of older code: alternate rounds, old then this")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile one node's reads, and the fake's cost"
     )
-    for gpus, instances in ((8, 0), (8, 7)):
-        for interval in (1.0, 0.1):
-            seconds, entities, batches = measure(gpus, instances, interval, args.reads, args.rounds)
-            node = f"{gpus} GPUs" + (f" x {instances} MIG instances" if instances else "")
-            count = entities * batches * len(WATCHED_FIELDS)
-            figures = f"{seconds * 1e3:>10.2f} {seconds * 100:>10.2f}%"
-            print(f"{node:<28} {interval:>10g} {batches:>8} {count:>8} {figures}")
-    print(f"load average {os.getloadavg()[0]:.2f} (1 min) after")
+    parser.add_argument(
+        "--field-major", action="store_true", help="values field by field (oldest first), not tick by tick"
+    )
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    FIELD_MAJOR[0] = args.field_major
+    if args.child is not None:
+        child(args.child, args.reads)
+    elif args.base is not None:
+        against(args.base.resolve(), args.reads, args.rounds)
+    elif args.profile:
+        profile(args.reads)
+    else:
+        table(ROOT, args.reads, args.rounds)
 
 
 if __name__ == "__main__":
