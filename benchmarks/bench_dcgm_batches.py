@@ -11,15 +11,15 @@ and of 8 GPUs with 7 MIG instances each, at `--interval 0.1` (ten ticks a read) 
 With --base DIR (a copy of an older commit, e.g. `git archive main | tar -x -C DIR`), each round
 runs the old code and then this one, each in its own process, alternating, and prints both with
 the load average beside each; the medians of the rounds come last. --profile prints where a read
-goes (cProfile, 8 x 7 at --interval 0.1): the source's own functions on the replayed arrays, then
-one read through the fake itself, to show what the fake's building of them costs (libdcgm's C
-code on a real node, no Python). --field-major has the fake hand each entity's values field by
-field instead of tick by tick (NVIDIA documents neither order; the callback "will be invoked one
-or more times per field", dcgm_structs.h).
+goes (cProfile, 8 x 7 at --interval 0.1; with --base, the older code's first): the source's own
+functions on the replayed arrays, then one read through the fake itself, to show what the fake's
+building of them costs (libdcgm's C code on a real node, no Python). --field-major has the fake
+hand each entity's values field by field instead of tick by tick (NVIDIA documents neither order;
+the callback "will be invoked one or more times per field", dcgm_structs.h).
 
     .venv/bin/python benchmarks/bench_dcgm_batches.py [--reads 50] [--rounds 5]
     .venv/bin/python benchmarks/bench_dcgm_batches.py --base DIR [--rounds 5] [--reads 20] [--field-major]
-    .venv/bin/python benchmarks/bench_dcgm_batches.py --profile
+    .venv/bin/python benchmarks/bench_dcgm_batches.py --profile [--base DIR]
 """
 
 from __future__ import annotations
@@ -208,11 +208,11 @@ def against(base: Path, reads: int, rounds: int) -> None:
         )
 
 
-def profile(reads: int) -> None:
+def profile(code: Path, reads: int) -> None:
     """Where a read of 8 x 7 at --interval 0.1 goes: the source on replayed arrays, then the fake."""
     node = (8, 7, 0.1)
-    source, _entities = build(ROOT, *node)
-    replaying(ROOT, source)
+    source, _entities = build(code, *node)
+    replaying(code, source)
     source._fresh = False
     profiler = cProfile.Profile()
     started = time.process_time()
@@ -229,8 +229,8 @@ def profile(reads: int) -> None:
     _print_stats(profiler, 12)
     source.close()
 
-    _modules(ROOT)[1].dcgmGetValuesSince_v2 = _REAL["since"]  # the fake builds its arrays anew
-    source, _entities = build(ROOT, *node)
+    _modules(code)[1].dcgmGetValuesSince_v2 = _REAL["since"]  # the fake builds its arrays anew
+    source, _entities = build(code, *node)
     source._fresh = False
     profiler = cProfile.Profile()
     profiler.enable()
@@ -273,12 +273,17 @@ def main() -> None:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     FIELD_MAJOR[0] = args.field_major
-    if args.child is not None:
+    if args.profile:
+        if args.base is not None:  # the older code first, in a process of its own
+            print("before (--base):", flush=True)
+            command = [sys.executable, __file__, "--profile", "--child", str(args.base.resolve())]
+            subprocess.run([*command, "--reads", str(args.reads)], check=True)
+            print("after:")
+        profile(args.child or ROOT, args.reads)
+    elif args.child is not None:
         child(args.child, args.reads)
     elif args.base is not None:
         against(args.base.resolve(), args.reads, args.rounds)
-    elif args.profile:
-        profile(args.reads)
     else:
         table(ROOT, args.reads, args.rounds)
 

@@ -195,7 +195,7 @@ class DcgmSource:
         def collect(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
             # DCGM reuses the buffer: decoded now, into plain values
             if whole:
-                address = ctypes.cast(values, ctypes.c_void_p).value or 0
+                address = ctypes.addressof(values.contents) if count > 0 else 0
                 columns = decode(address, int(count), FIELD_VALUE_V1, *kinds)
             else:
                 columns = self._columns(values[index] for index in range(int(count)))
