@@ -459,10 +459,7 @@ def columns_as_ticks(columns: Columns) -> list[tuple[int, dict[int, float | None
         order = sorted(range(len(ts)), key=ts.__getitem__)  # stable, as values_as_ticks sorts
         pick = itemgetter(*order)
         ts, fids, values = ordered, list(pick(fids)), list(pick(values))
-    try:
-        width = fids.index(fids[0], 1)
-    except ValueError:  # no field comes again: one tick
-        width = len(fids)
+    width = fids.index(fids[0], 1) if fids.count(fids[0]) > 1 else len(fids)  # else: one tick
     head = fids[:width]
     whole = len(fids) - len(fids) % width
     regular = len(set(head)) == width and all(

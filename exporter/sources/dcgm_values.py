@@ -18,6 +18,7 @@ differs (a bindings release with another layout) the source reads value by value
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,29 +152,25 @@ def decode(address: int, count: int, layout: RecordLayout, double: int, int64: i
     if count <= 0 or not address:
         return Columns(ts=[], field_ids=[], values=[])
     raw = memoryview((ctypes.c_char * (count * layout.size)).from_address(address)).cast("B")
-    shorts, ints, longs, doubles = raw.cast("H"), raw.cast("i"), raw.cast("q"), raw.cast("d")
-    size = layout.size
-
-    def column(view: memoryview[Any], offset: int, width: int) -> list[Any]:
-        return view[offset // width :: size // width].tolist()
-
-    field_ids = column(shorts, layout.field_id, 2)
+    shorts, ints, longs = raw.cast("H"), raw.cast("i"), raw.cast("q")
+    size = layout.size  # each view's step is one record; its start, the member's offset
+    field_ids = shorts[layout.field_id // 2 :: size // 2].tolist()
     columns = Columns(
-        ts=column(longs, layout.ts, 8),
+        ts=longs[layout.ts // 8 :: size // 8].tolist(),
         field_ids=field_ids,
         values=clean_values(
             field_ids,
-            column(shorts, layout.field_type, 2),
-            column(ints, layout.status, 4),
-            column(doubles, layout.value, 8),
-            column(longs, layout.value, 8),
+            shorts[layout.field_type // 2 :: size // 2].tolist(),
+            ints[layout.status // 4 :: size // 4].tolist(),
+            raw.cast("d")[layout.value // 8 :: size // 8].tolist(),
+            longs[layout.value // 8 :: size // 8].tolist(),
             double,
             int64,
         ),
     )
     if layout.entity_group is not None and layout.entity_id is not None:
-        columns.entity_groups = column(ints, layout.entity_group, 4)
-        columns.entity_ids = column(ints, layout.entity_id, 4)
+        columns.entity_groups = ints[layout.entity_group // 4 :: size // 4].tolist()
+        columns.entity_ids = ints[layout.entity_id // 4 :: size // 4].tolist()
     return columns
 
 
@@ -182,11 +179,11 @@ _RATIOS = fields.RATIO_FIELDS
 
 
 def clean_values(
-    field_ids: list[int],
-    kinds: list[int],
-    statuses: list[int],
-    doubles: list[float],
-    longs: list[int],
+    field_ids: Sequence[int],
+    kinds: Sequence[int],
+    statuses: Sequence[int],
+    doubles: Sequence[float],
+    longs: Sequence[int],
     double: int,
     int64: int,
 ) -> list[float | None]:
