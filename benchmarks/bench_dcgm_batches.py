@@ -218,7 +218,7 @@ def profile(code: Path, reads: int) -> None:
     source, _entities = build(code, *node)
     replaying(code, source)
     source._fresh = False
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)
     started = time.process_time()
     profiler.enable()
     for _ in range(reads):
@@ -236,7 +236,7 @@ def profile(code: Path, reads: int) -> None:
     _modules(code)[1].dcgmGetValuesSince_v2 = _REAL["since"]  # the fake builds its arrays anew
     source, _entities = build(code, *node)
     source._fresh = False
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)
     profiler.enable()
     source.read_batches()
     profiler.disable()
