@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
 """CPU of DCGM's `read_batches` at one read a second: the source's own work on what
-dcgmGetValuesSince_v2 hands it (decoding the callback's records, ticks, batches).
+dcgmGetValuesSince_v2 hands it (the callbacks, decoding their records, ticks, batches).
 
-The fake bindings (tests/fakes/dcgm) give the values; their cost of building them is taken out by
-capturing the arrays once and handing the same ones again on every read, so the figure is the
-source's alone (the ctypes callback's own call included, as libdcgm makes it). Nodes of 8 GPUs
-and of 8 GPUs with 7 MIG instances each, at `--interval 0.1` (ten ticks a read) and `--interval 1`
-(one); best of several rounds, load average beside it.
+The fake bindings (tests/fakes/dcgm) give the values, as DCGM does: one callback per value, field
+by field within each entity, into one reused record (dcgmlib/src/DcgmApi.cpp,
+helperGetValuesSince). Their cost of building them in Python is taken out: the bench captures the
+records once, and on every read a small C library (built here with `cc`) calls the source's ctypes
+callback for each, copying the record's 32 bytes into one scratch record first, as libdcgm does;
+so the figure is the source's alone, the C-to-Python callbacks included. Without a C compiler,
+Python calls the callbacks, and that loop's cost counts too. `--arrays` hands each entity's values
+in one array, tick by tick, instead (the shape of this bench before). Nodes of 8 GPUs and of 8
+GPUs with 7 MIG instances each, at `--interval 0.1` (ten ticks a read) and `--interval 1` (one);
+best of several rounds, load average beside it; the heap built before the reads is frozen, as
+`serve` freezes it after start-up.
 
 With --base DIR (a copy of an older commit, e.g. `git archive main | tar -x -C DIR`), each round
 runs the old code and then this one, each in its own process, alternating, and prints both with
 the load average beside each; the medians of the rounds come last. --profile prints where a read
 goes (cProfile, 8 x 7 at --interval 0.1; with --base, the older code's first): the source's own
-functions on the replayed arrays, then one read through the fake itself, to show what the fake's
-building of them costs (libdcgm's C code on a real node, no Python). --field-major has the fake
-hand each entity's values field by field instead of tick by tick (NVIDIA documents neither order;
-the callback "will be invoked one or more times per field", dcgm_structs.h).
+functions on the replayed records, then one read through the fake itself, to show what the fake's
+building of them costs (libdcgm's C code on a real node, no Python).
 
-    .venv/bin/python benchmarks/bench_dcgm_batches.py [--reads 50] [--rounds 5]
-    .venv/bin/python benchmarks/bench_dcgm_batches.py --base DIR [--rounds 5] [--reads 20] [--field-major]
+    .venv/bin/python benchmarks/bench_dcgm_batches.py [--reads 50] [--rounds 5] [--arrays]
+    .venv/bin/python benchmarks/bench_dcgm_batches.py --base DIR [--rounds 5] [--reads 20] [--arrays]
     .venv/bin/python benchmarks/bench_dcgm_batches.py --profile [--base DIR]
 """
 
@@ -35,6 +39,7 @@ import pstats
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -46,8 +51,9 @@ NODES = ((8, 0, 1.0), (8, 0, 0.1), (8, 7, 1.0), (8, 7, 0.1))
 """(GPUs, MIG instances per GPU, --interval)."""
 START = 1_764_633_600_000_000
 _REAL: dict[str, Any] = {}
-FIELD_MAJOR = [False]
-"""--field-major: the fake hands each entity's values field by field, not tick by tick."""
+ARRAYS = [False]
+"""--arrays: the fake hands each entity's values tick by tick in one array per entity (the shape
+this bench had before), instead of DCGM's: field by field, one value per callback."""
 
 
 def _modules(code: Path) -> tuple[ModuleType, ModuleType, ModuleType, Any]:
@@ -78,7 +84,8 @@ def build(code: Path, gpus: int, instances: int, interval: float) -> tuple[Any, 
     from exporter.sources.dcgm import WATCHED_FIELDS
 
     engine = engine_module.reset()
-    engine.field_major = FIELD_MAJOR[0]
+    if ARRAYS[0]:
+        engine.field_major, engine.callback_values = False, None
     for g in range(gpus):
         gpu = engine_module.FakeGpu(g, f"GPU-{g:08d}-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3")
         gpu.values = values(WATCHED_FIELDS)
@@ -103,11 +110,13 @@ def replaying(code: Path, source: Any) -> None:
     def capture(*args: Any) -> int:
         handle, group, field_group, since, callback, user = args
 
+        as_from_c = ctypes.cast(callback, FROM_C)
+
         def keep(g: int, e: int, array: Any, count: int, u: Any) -> int:
-            kept = (dcgm_structs.c_dcgmFieldValue_v1 * count)()  # the fake frees its own after the call
+            kept = (dcgm_structs.c_dcgmFieldValue_v1 * count)()  # the fake reuses its own
             ctypes.memmove(kept, array, ctypes.sizeof(kept))
             calls.append((g, e, kept, count))
-            return int(callback(g, e, array, count, u))
+            return int(as_from_c(g, e, ctypes.addressof(kept), count, u))
 
         return int(
             real(handle, group, field_group, since, dcgm_agent.dcgmFieldValueEntityEnumeration_f(keep), user)
@@ -118,12 +127,79 @@ def replaying(code: Path, source: Any) -> None:
     since = source._since
     dcgm_agent.dcgmGetValuesSince_v2 = real
 
-    def replay(handle: Any, group: Any, field_group: Any, _since: int, callback: Any, user: Any) -> int:
-        for g, e, array, count in calls:
-            callback(g, e, array, count, user)
+    shim = _shim()
+    if shim is None:  # no C compiler: Python calls each callback (its own cost counts too)
+
+        def replay(handle: Any, group: Any, field_group: Any, _since: int, callback: Any, user: Any) -> int:
+            for g, e, array, count in calls:
+                callback(g, e, array, count, user)
+            return since
+
+        dcgm_agent.dcgmGetValuesSince_v2 = replay
+        return
+    n = len(calls)
+    groups = (ctypes.c_uint * n)(*(call[0] for call in calls))
+    entities = (ctypes.c_uint * n)(*(call[1] for call in calls))
+    records = (ctypes.c_void_p * n)(*(ctypes.addressof(call[2]) for call in calls))
+    counts = (ctypes.c_int * n)(*(call[3] for call in calls))
+    record = ctypes.sizeof(dcgm_structs.c_dcgmFieldValue_v1)
+    scratch = (ctypes.c_char * (record * max(call[3] for call in calls)))()
+
+    def replay_c(handle: Any, group: Any, field_group: Any, _since: int, callback: Any, user: Any) -> int:
+        assert calls  # `records` points into them: they live as long as this replay
+        shim.replay(callback, n, groups, entities, records, counts, scratch, record, HEAD_BYTES)
         return since
 
-    dcgm_agent.dcgmGetValuesSince_v2 = replay
+    dcgm_agent.dcgmGetValuesSince_v2 = replay_c
+
+
+FROM_C = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p
+)
+"""A callback called as libdcgm calls it: through a bare C function pointer."""
+HEAD_BYTES = 32
+"""What DCGM writes into its one stack record per value (DcgmFvBuffer::ConvertBufferedFvToFv1 for
+a number: version, field, type, status, stamp, the 8-byte value), so the shim copies that much."""
+SHIM_C = r"""
+#include <string.h>
+typedef int (*callback_t)(unsigned int, unsigned int, void *, int, void *);
+int replay(callback_t callback, int n, const unsigned int *groups, const unsigned int *entities,
+           char *const *records, const int *counts, char *scratch, int record, int head) {
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < counts[i]; j++)
+            memcpy(scratch + (size_t)j * record, records[i] + (size_t)j * record, head);
+        int status = callback(groups[i], entities[i], scratch, counts[i], 0);
+        if (status) return status;
+    }
+    return 0;
+}
+"""
+_SHIM: list[Any] = []
+
+
+def _shim() -> Any:
+    """libdcgm's side of the replay in C (the callbacks called from C, as on a node): a small
+    library built once per process; None without a C compiler."""
+    if not _SHIM:
+        directory = Path(tempfile.mkdtemp(prefix="bench-dcgm-"))
+        (directory / "replay.c").write_text(SHIM_C)
+        built = subprocess.run(
+            [
+                "cc",
+                "-O2",
+                "-shared",
+                "-fPIC",
+                "-o",
+                str(directory / "replay.so"),
+                str(directory / "replay.c"),
+            ],
+            capture_output=True,
+        )
+        library = ctypes.CDLL(str(directory / "replay.so")) if built.returncode == 0 else None
+        if library is not None:
+            library.replay.restype = ctypes.c_int
+        _SHIM.append(library)
+    return _SHIM[0]
 
 
 def measure(code: Path, node: tuple[int, int, float], reads: int, rounds: int) -> tuple[float, int, int]:
@@ -159,8 +235,9 @@ def load() -> float:
 def table(code: Path, reads: int, rounds: int) -> None:
     from exporter.sources.dcgm import WATCHED_FIELDS
 
-    order = "field by field" if FIELD_MAJOR[0] else "tick by tick"
-    print(f"load average {load():.2f} (1 min), {os.cpu_count()} cores; values handed {order}")
+    shape = "one array an entity, tick by tick" if ARRAYS[0] else "one value a callback, field by field"
+    harness = "from C" if _shim() is not None else "from Python (no C compiler)"
+    print(f"load average {load():.2f} (1 min), {os.cpu_count()} cores; values handed {shape}, {harness}")
     print(
         f"{'node':<28} {'--interval':>10} {'batches':>8} {'values':>8} {'ms a read':>10} {'CPU at 1/s':>11}"
     )
@@ -188,7 +265,7 @@ def against(base: Path, reads: int, rounds: int) -> None:
     for round_index in range(rounds):
         for label, code in (("before", base), ("after", ROOT)):
             command = [sys.executable, __file__, "--child", str(code), "--reads", str(reads)]
-            command += ["--field-major"] if FIELD_MAJOR[0] else []
+            command += ["--arrays"] if ARRAYS[0] else []
             output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             runs[label].append(json.loads(output.strip().splitlines()[-1]))
         print(f"round {round_index + 1}")
@@ -272,11 +349,11 @@ def main() -> None:
         "--profile", action="store_true", help="cProfile one node's reads, and the fake's cost"
     )
     parser.add_argument(
-        "--field-major", action="store_true", help="values field by field (oldest first), not tick by tick"
+        "--arrays", action="store_true", help="one array per entity, tick by tick (not one value a call)"
     )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    FIELD_MAJOR[0] = args.field_major
+    ARRAYS[0] = args.arrays
     if args.profile:
         if args.base is not None:  # the older code first, in a process of its own
             print("before (--base):", flush=True)

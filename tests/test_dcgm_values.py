@@ -28,7 +28,16 @@ from exporter.sources import dcgm
 from exporter.sources.base import SourceOptions
 from exporter.sources.dcgm import DcgmSource, columns_as_ticks, values_as_ticks
 from exporter.sources.dcgm_bindings import load_bindings
-from exporter.sources.dcgm_values import FIELD_VALUE_V1, FIELD_VALUE_V2, Columns, decode, layout_matches
+from exporter.sources.dcgm_values import (
+    FIELD_VALUE_V1,
+    FIELD_VALUE_V1_HEADS,
+    FIELD_VALUE_V2,
+    Columns,
+    decode,
+    in_place,
+    layout_matches,
+    record_heads,
+)
 
 FAKE_DIR = Path(__file__).parent / "fakes" / "dcgm"
 FAKE_MODULES = ("pydcgm", "dcgm_agent", "dcgm_structs", "dcgm_fields", "dcgmvalue", "_fake_dcgm_engine")
@@ -287,7 +296,9 @@ def test_every_special_value_decodes_as_the_record_by_record_read(source: DcgmSo
         rows += [(field_id, INT64, -15, START, None, 1755)]
         rows += [(field_id, kind, 0, START, 0.5, None) for kind in (STRING, BINARY, 0)]
     array = _records(rows)
-    decoded = decode(ctypes.addressof(array), len(array), FIELD_VALUE_V1, DOUBLE, INT64)
+    decoded = decode(
+        in_place(ctypes.addressof(array), len(array), FIELD_VALUE_V1), FIELD_VALUE_V1, DOUBLE, INT64
+    )
     expected = [source._value(record) for record in array]
     assert _same(decoded.values, expected)
     assert decoded.field_ids == [row[0] for row in rows]
@@ -317,8 +328,13 @@ def test_any_records_decode_as_the_record_by_record_read(
     array = _records(
         [(f, k, s, ts, d if k != INT64 else None, i if k == INT64 else None) for f, k, s, ts, d, i in rows]
     )
-    decoded = decode(ctypes.addressof(array), len(array), FIELD_VALUE_V1, DOUBLE, INT64)
+    decoded = decode(
+        in_place(ctypes.addressof(array), len(array), FIELD_VALUE_V1), FIELD_VALUE_V1, DOUBLE, INT64
+    )
     assert _same(decoded.values, [source._value(record) for record in array])
+    packed = b"".join(record_heads(ctypes.addressof(record), 1) for record in array)
+    assert packed == record_heads(ctypes.addressof(array), len(array)) or not len(array)
+    assert decode(memoryview(packed), FIELD_VALUE_V1_HEADS, DOUBLE, INT64) == decoded
     assert decoded.ts == [row[3] for row in rows]
     assert decoded.field_ids == [row[0] for row in rows]
 
@@ -329,7 +345,7 @@ def test_v2_records_carry_their_entity(source: DcgmSource) -> None:
         record.entityGroupId, record.entityId = (1, 4, 4)[index], (0, 7, 13)[index]
         record.fieldId, record.fieldType, record.ts = RATIO, DOUBLE, START + index
         record.value.dbl = index / 4
-    decoded = decode(ctypes.addressof(array), 3, FIELD_VALUE_V2, DOUBLE, INT64)
+    decoded = decode(in_place(ctypes.addressof(array), 3, FIELD_VALUE_V2), FIELD_VALUE_V2, DOUBLE, INT64)
     assert decoded.entity_groups == [1, 4, 4]
     assert decoded.entity_ids == [0, 7, 13]
     assert decoded.ts == [START, START + 1, START + 2]
@@ -337,7 +353,30 @@ def test_v2_records_carry_their_entity(source: DcgmSource) -> None:
 
 
 def test_no_records_decode_as_empty_columns() -> None:
-    assert decode(0, 0, FIELD_VALUE_V1, DOUBLE, INT64) == Columns(ts=[], field_ids=[], values=[])
+    assert decode(in_place(0, 0, FIELD_VALUE_V1), FIELD_VALUE_V1, DOUBLE, INT64) == Columns([], [], [])
+    assert decode(memoryview(b""), FIELD_VALUE_V1_HEADS, DOUBLE, INT64) == Columns([], [], [])
+
+
+def test_record_heads_keep_what_is_read_and_drop_the_blob() -> None:
+    """A callback copies each record's first 32 bytes (DCGM reuses its record after the call);
+    decoding the copies reads what decoding the records in place reads."""
+    assert FIELD_VALUE_V1_HEADS.size == 32 == FIELD_VALUE_V1.value + 8
+    assert (
+        FIELD_VALUE_V1_HEADS.ts == FIELD_VALUE_V1.ts and FIELD_VALUE_V1_HEADS.status == FIELD_VALUE_V1.status
+    )
+    rows = [(RATIO, DOUBLE, 0, START + i, i / 10, None) for i in range(5)]
+    rows += [(fields.SM_CLOCK, INT64, 0, START + 9, None, 1755), (RATIO, DOUBLE, -15, START + 10, 0.5, None)]
+    array = _records(rows)
+    ctypes.memset(ctypes.addressof(array[0].value) + 8, 0x7F, 64)  # the blob past the 8 bytes read
+    one = record_heads(ctypes.addressof(array), 1)
+    assert len(one) == 32 and one == bytes(array)[:32]
+    packed = record_heads(ctypes.addressof(array), len(array))
+    assert len(packed) == 32 * len(array)
+    whole = decode(
+        in_place(ctypes.addressof(array), len(array), FIELD_VALUE_V1), FIELD_VALUE_V1, DOUBLE, INT64
+    )
+    assert decode(memoryview(packed), FIELD_VALUE_V1_HEADS, DOUBLE, INT64) == whole
+    assert whole.values == [0.0, 0.1, 0.2, 0.3, 0.4, 1755.0, None]
 
 
 # -- ticks -------------------------------------------------------------------------------------
@@ -368,6 +407,8 @@ def test_regular_ticks_split_as_values_as_ticks_does() -> None:
     "shape",
     [
         "field_major",
+        "field_major_equal_stamps",
+        "field_major_one_late_stamp",
         "partial_last_tick",
         "tail_with_a_new_field",
         "a_tick_lacks_a_field",
@@ -383,6 +424,13 @@ def test_irregular_ticks_split_as_values_as_ticks_does(shape: str) -> None:
     rows = _regular(4, three)
     if shape == "field_major":
         rows.sort(key=lambda row: three.index(row[1]))
+    elif shape == "field_major_equal_stamps":  # a stable sort keeps these in the order given
+        rows = sorted(
+            ((START + (ts - START) // TICK, f, v) for ts, f, v in rows), key=lambda r: three.index(r[1])
+        )
+    elif shape == "field_major_one_late_stamp":
+        rows.sort(key=lambda row: three.index(row[1]))
+        rows[1] = (rows[1][0] + 2 * TICK, rows[1][1], rows[1][2])
     elif shape == "partial_last_tick":
         rows = rows[:-1]
     elif shape == "tail_with_a_new_field":
@@ -484,8 +532,18 @@ def test_latest_values_decode_statuses_too(fake: ModuleType) -> None:
     assert samples[0].values[fields.SM_CLOCK] == 1755
 
 
-@pytest.mark.parametrize("engine", [{"callback_values": 7}, {"field_major": True}, {"callback_values": 1}])
-def test_values_in_several_callbacks_or_field_by_field_read_the_same(fake: ModuleType, engine: Any) -> None:
+@pytest.mark.parametrize(
+    "engine",
+    [
+        {"callback_values": None, "field_major": False},  # one array an entity, tick by tick
+        {"callback_values": None},
+        {"callback_values": 7},
+        {"field_major": False},
+    ],
+)
+def test_values_in_one_array_or_tick_by_tick_read_as_dcgm_hands_them(fake: ModuleType, engine: Any) -> None:
+    """The fake's default is DCGM's: one value a callback, field by field, into one reused record."""
+    assert fake.Engine().callback_values == 1 and fake.Engine().field_major
     assert _read(fake, **engine) == _read(fake)
 
 

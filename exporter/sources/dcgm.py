@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import itemgetter, lt
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,16 @@ from exporter.sample import Entity, Sample
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
 from exporter.sources.dcgm_bindings import Bindings, load_bindings
 from exporter.sources.dcgm_values import (
+    ENTITY_CALLBACK,
     FIELD_VALUE_V1,
+    FIELD_VALUE_V1_HEADS,
     FIELD_VALUE_V2,
     Columns,
     decode,
+    in_place,
     kind_code,
     layout_matches,
+    record_heads,
 )
 
 log = logging.getLogger(__name__)
@@ -188,31 +192,48 @@ class DcgmSource:
         b = self._bindings
         session = self._session
         targets = {(t.entity_group, t.entity_id): t.entity for t in session.targets}
+        heads: dict[tuple[int, int], list[bytes]] = {}
         rows: dict[tuple[int, int], Columns] = {}
-        whole = layout_matches(FIELD_VALUE_V1, b.dcgm_structs.c_dcgmFieldValue_v1)
-        kinds = self._kinds()
 
-        def collect(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
-            # DCGM reuses the buffer: decoded now, into plain values
-            if whole:
-                address = ctypes.addressof(values.contents) if count > 0 else 0
-                columns = decode(address, int(count), FIELD_VALUE_V1, *kinds)
-            else:
-                columns = self._columns(values[index] for index in range(int(count)))
-            kept = rows.get((int(group), int(entity)))
-            if kept is None:
-                rows[(int(group), int(entity))] = columns
-            else:
-                kept.extend(columns)
+        current: list[Any] = [None, None, []]  # the entity called for last, and its list
+
+        def collect_heads(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
+            # DCGM calls once a value and reuses its record: copy the 32 bytes read, decode after
+            if entity == current[1] and group == current[0]:
+                kept = current[2]
+            else:  # DCGM hands one entity's values after another: a dict look-up per entity
+                kept = heads.get((group, entity))
+                if kept is None:
+                    kept = heads[(group, entity)] = []
+                current[:] = [group, entity, kept]
+            if count == 1:
+                kept.append(values.contents.raw)
+            elif count > 1:
+                kept.append(record_heads(ctypes.addressof(values.contents), count))
             return 0
 
-        callback = b.dcgm_agent.dcgmFieldValueEntityEnumeration_f(collect)
+        def collect(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
+            columns = self._columns(values[index] for index in range(count))
+            known = rows.get((group, entity))
+            if known is None:
+                rows[(group, entity)] = columns
+            else:
+                known.extend(columns)
+            return 0
+
+        if layout_matches(FIELD_VALUE_V1, b.dcgm_structs.c_dcgmFieldValue_v1):
+            callback = ENTITY_CALLBACK(collect_heads)
+        else:  # another layout than dcgm_structs.h's: the bindings' Structure reads each record
+            callback = b.dcgm_agent.dcgmFieldValueEntityEnumeration_f(collect)
         try:
             self._since = b.dcgm_agent.dcgmGetValuesSince_v2(
                 session.handle, session.group, session.field_group, self._since, callback, None
             )
         except b.dcgm_structs.DCGMError as exc:
             raise self._error(exc, "reading the values since the last read") from exc
+        kinds = self._kinds()
+        for key, blocks in heads.items():
+            rows[key] = decode(memoryview(b"".join(blocks)), FIELD_VALUE_V1_HEADS, *kinds)
         samples = [
             Sample(timestamp=stamp / 1e6, entity=targets[key], values=values)
             for key, kept in rows.items()
@@ -391,7 +412,8 @@ class DcgmSource:
         """dcgmEntitiesGetLatestValues' records as (entity, stamp usec, field, value): the whole
         array decoded at once where its layout is DCGM's (dcgm_values), else record by record."""
         if isinstance(values, ctypes.Array) and layout_matches(FIELD_VALUE_V2, values._type_):
-            columns = decode(ctypes.addressof(values), len(values), FIELD_VALUE_V2, *self._kinds())
+            records = in_place(ctypes.addressof(values), len(values), FIELD_VALUE_V2)
+            columns = decode(records, FIELD_VALUE_V2, *self._kinds())
             assert columns.entity_groups is not None and columns.entity_ids is not None
             entities = zip(columns.entity_groups, columns.entity_ids, strict=True)
             return zip(entities, columns.ts, columns.field_ids, columns.values, strict=True)
@@ -456,8 +478,9 @@ def columns_as_ticks(columns: Columns) -> list[tuple[int, dict[int, float | None
     if ordered[0] <= 0:  # never collected: values_as_ticks leaves those out
         return values_as_ticks(list(zip(ts, fids, values, strict=True)))
     if ts != ordered and len(ts) > 1:
-        order = sorted(range(len(ts)), key=ts.__getitem__)  # stable, as values_as_ticks sorts
-        pick = itemgetter(*order)
+        pick = _field_by_field(ts, fids)
+        if pick is None:
+            pick = itemgetter(*sorted(range(len(ts)), key=ts.__getitem__))  # stable, as values_as_ticks
         ts, fids, values = ordered, list(pick(fids)), list(pick(values))
     width = fids.index(fids[0], 1) if fids.count(fids[0]) > 1 else len(fids)  # else: one tick
     head = fids[:width]
@@ -472,6 +495,26 @@ def columns_as_ticks(columns: Columns) -> list[tuple[int, dict[int, float | None
     if whole < len(fids):  # a tick the engine had not finished: values_as_ticks splits it
         ticks.extend(values_as_ticks(list(zip(ts[whole:], fids[whole:], values[whole:], strict=True))))
     return ticks
+
+
+_TRANSPOSES: dict[tuple[int, int], itemgetter[Any]] = {}
+
+
+def _field_by_field(ts: list[int], fids: list[int]) -> itemgetter[Any] | None:
+    """The stamp order of records DCGM hands field by field (each field's values oldest first,
+    the first field's count of them per field), when taking them tick by tick gives it: their
+    stamps then rise strictly, so no other order (stable or not) sorts them. None otherwise."""
+    run = fids.count(fids[0])
+    if run < 2 or len(fids) % run:
+        return None
+    shape = (len(fids), run)
+    pick = _TRANSPOSES.get(shape)
+    if pick is None:
+        fields_ = len(fids) // run
+        order = [field * run + tick for tick in range(run) for field in range(fields_)]
+        pick = _TRANSPOSES[shape] = itemgetter(*order)
+    stamps = pick(ts)
+    return pick if all(map(lt, stamps, stamps[1:])) else None
 
 
 def ticks_as_batches(samples: list[Sample]) -> list[list[Sample]]:

@@ -18,6 +18,8 @@ differs (a bindings release with another layout) the source reads value by value
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -145,13 +147,63 @@ def kind_code(kind: object) -> int:
     return ord(str(kind)[0])
 
 
-def decode(address: int, count: int, layout: RecordLayout, double: int, int64: int) -> Columns:
-    """`count` records of `layout` at `address`, read in place (DCGM reuses the buffer after the
-    callback returns: only plain Python values leave here). `double` and `int64` are the
-    bindings' DCGM_FT_DOUBLE and DCGM_FT_INT64 codes."""
+def in_place(address: int, count: int, layout: RecordLayout) -> memoryview:
+    """`count` records of `layout` at `address` as bytes, not copied (valid while they are)."""
     if count <= 0 or not address:
+        return memoryview(b"")
+    return memoryview((ctypes.c_char * (count * layout.size)).from_address(address)).cast("B")
+
+
+def heads_layout(layout: RecordLayout) -> RecordLayout:
+    """`layout` cut after the union's first 8 bytes (every member Ridgeline reads), as
+    `record_heads` packs records: the same offsets, a record every value + 8 bytes."""
+    return dataclasses.replace(
+        layout, name=f"{layout.name}, first {layout.value + 8} bytes", size=layout.value + 8
+    )
+
+
+FIELD_VALUE_V1_HEADS = heads_layout(FIELD_VALUE_V1)
+"""dcgmFieldValue_v1 as `record_heads` packs it: 32 bytes a record."""
+
+
+HEADS = ctypes.POINTER(ctypes.c_char * FIELD_VALUE_V1_HEADS.size)
+"""What a callback's `values` is declared as here: a pointer to the first record's first 32 bytes,
+so one value reads as `values.contents.raw` (one copy, no ctypes Structure)."""
+ENTITY_CALLBACK = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint32, HEADS, ctypes.c_int32, ctypes.c_void_p
+)
+"""dcgmFieldValueEntityEnumeration_f as the C library calls it (int (unsigned int entityGroupId,
+unsigned int entityId, dcgmFieldValue_v1 *values, int numValues, void *userData)), with `values`
+as HEADS rather than the bindings' POINTER(c_dcgmFieldValue_v1): the same pointer to C, and
+libdcgm calls it through a C function pointer (the bindings' dcgmGetValuesSince_v2 passes it on
+unchecked)."""
+
+
+def record_heads(address: int, count: int, layout: RecordLayout = FIELD_VALUE_V1) -> bytes:
+    """A copy of the first value + 8 bytes of each of `count` records at `address`, packed: what a
+    callback handed several records keeps (DCGM reuses its buffer once a callback returns)."""
+    view = in_place(address, count, layout)
+    return b"".join(part for (part,) in _splitter(layout).iter_unpack(view))
+
+
+_SPLITTERS: dict[RecordLayout, struct.Struct] = {}
+
+
+def _splitter(layout: RecordLayout) -> struct.Struct:
+    """A record as (its first value + 8 bytes, the rest skipped)."""
+    splitter = _SPLITTERS.get(layout)
+    if splitter is None:
+        head = layout.value + 8
+        splitter = _SPLITTERS[layout] = struct.Struct(f"{head}s{layout.size - head}x")
+    return splitter
+
+
+def decode(records: memoryview, layout: RecordLayout, double: int, int64: int) -> Columns:
+    """Every record of `layout` in `records` (bytes, a whole number of records), one list per
+    member. `double` and `int64` are the bindings' DCGM_FT_DOUBLE and DCGM_FT_INT64 codes."""
+    raw = records.cast("B") if records.format != "B" else records
+    if not len(raw):
         return Columns(ts=[], field_ids=[], values=[])
-    raw = memoryview((ctypes.c_char * (count * layout.size)).from_address(address)).cast("B")
     shorts, ints, longs = raw.cast("H"), raw.cast("i"), raw.cast("q")
     size = layout.size  # each view's step is one record; its start, the member's offset
     field_ids = shorts[layout.field_id // 2 :: size // 2].tolist()

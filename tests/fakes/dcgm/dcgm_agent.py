@@ -6,7 +6,7 @@ dcgm_structs._dcgmCheckReturn as the matching DCGMError_* subclass.
 """
 
 import time
-from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p, sizeof
+from ctypes import CFUNCTYPE, POINTER, addressof, c_int32, c_uint32, c_void_p, cast, memmove, sizeof
 
 import _fake_dcgm_engine
 import dcgm_fields
@@ -202,6 +202,11 @@ dcgmFieldValueEntityEnumeration_f = CFUNCTYPE(
 )
 
 
+_CALLED_FROM_C = CFUNCTYPE(c_int32, c_uint32, c_uint32, c_void_p, c_int32, c_void_p)
+"""The callback as the C library sees it: `values` a bare pointer, whatever ctypes type the
+caller's CFUNCTYPE gives it (the real wrapper hands enumCB to libdcgm without checking)."""
+
+
 def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, enumCB, userData):
     """Every value the host engine kept for the group's entities and the field group's fields
     with a timestamp at or after sinceTimestamp (usec; 0: all it kept), handed to enumCB one entity
@@ -244,10 +249,11 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
             next_since = max(next_since, ts + 1)
         # userData travels as the PyObject pointer the real wrapper passes (py_object(userData))
         step = engine.callback_values or len(rows)
+        record = sizeof(dcgm_structs.c_dcgmFieldValue_v1)
+        scratch = (dcgm_structs.c_dcgmFieldValue_v1 * step)()  # reused by every callback, as DCGM's
+        as_from_c = cast(enumCB, _CALLED_FROM_C)  # libdcgm calls a C function pointer, unchecked
         for first in range(0, len(rows), step):
             count = min(step, len(rows) - first)
-            part = (dcgm_structs.c_dcgmFieldValue_v1 * count).from_buffer(
-                array, first * sizeof(dcgm_structs.c_dcgmFieldValue_v1)
-            )
-            enumCB(group, entity, part, count, c_void_p(id(userData)))
+            memmove(scratch, addressof(array) + first * record, count * record)
+            as_from_c(group, entity, addressof(scratch), count, id(userData))
     return next_since
