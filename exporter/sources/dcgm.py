@@ -184,8 +184,10 @@ class DcgmSource:
 
         DCGM stamps each field value when it collects it, so one tick's fields of one entity
         differ by microseconds: an entity's values are taken in stamp order and a new sample
-        starts when a field repeats (`values_as_ticks`). A first call after a (re)connect
-        returns what the engine kept (at least 30 s)."""
+        starts when a field repeats (`values_as_ticks`, `columns_as_ticks`). DCGM calls back once
+        per value: each callback copies the record's first 32 bytes, and each entity's are decoded
+        together afterwards (dcgm_values). A first call after a (re)connect returns what the
+        engine kept (at least 30 s)."""
         if self._session is None:
             self._connect()
         assert self._session is not None and self._bindings is not None

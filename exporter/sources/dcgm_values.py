@@ -1,13 +1,15 @@
-"""DCGM's field-value records decoded a buffer at a time, not one ctypes attribute at a time.
+"""DCGM's field-value records decoded many at a time, not one ctypes attribute at a time.
 
-dcgmGetValuesSince_v2 hands its callback a C array of dcgmFieldValue_v1 records and
-dcgmEntitiesGetLatestValues returns one of dcgmFieldValue_v2; a record is 4,120 (v2: 4,128) bytes,
-almost all of it the value union's blob. Reading each record through its ctypes Structure builds
-a Python object per record and per member. Here one memoryview lies over the whole array (no
-copy), is cast to each member's C type and sliced at the record's stride, so one C call
-(`memoryview.tolist`) reads that member of every record; the values are then mapped as
-`fields.clean_value` maps them, with that function itself kept for whatever is not a plain
-in-range number (blanks, NaN, ratios to clamp).
+A dcgmFieldValue_v1 record is 4,120 bytes (v2: 4,128), almost all of it the value union's blob;
+Ridgeline reads its first 32 (40). dcgmGetValuesSince_v2 calls its callback once per value, into
+one record it reuses (NVIDIA/DCGM dcgmlib/src/DcgmApi.cpp, helperGetValuesSince), so a callback
+keeps a copy of those 32 bytes (`ENTITY_CALLBACK` declares `values` so that this is one
+`.contents.raw`) and the read decodes each entity's copies packed together once the enumeration is
+done (`FIELD_VALUE_V1_HEADS`); dcgmEntitiesGetLatestValues' array is decoded in place
+(`in_place`). Decoding casts one memoryview over the records to each member's C type and slices it
+at the record's stride, so one C call (`memoryview.tolist`) reads that member of every record;
+values are then mapped as `fields.clean_value` maps them, with that function itself kept for
+whatever is not a plain in-range number (blanks, NaN, ratios to clamp).
 
 The offsets are DCGM's own, from dcgm_structs.h (NVIDIA/DCGM, dcgmlib/dcgm_structs.h): the
 members in declaration order with C alignment, the union's int64_t i64 and double dbl both at
