@@ -319,7 +319,7 @@ def profile(code: Path, reads: int) -> None:
     profiler.disable()
     stats = pstats.Stats(profiler)
     whole = _cumulative(stats, "dcgmGetValuesSince_v2")
-    callbacks = _cumulative(stats, "collect")
+    callbacks = _cumulative(stats, "collect") + _cumulative(stats, "collect_heads")  # old, new name
     print(
         f"one read through the fake: dcgmGetValuesSince_v2 {whole * 1e3:.1f} ms, of which the source's "
         f"callback {callbacks * 1e3:.1f} ms: the fake's own {(whole - callbacks) * 1e3:.1f} ms "
