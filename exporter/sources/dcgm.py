@@ -11,10 +11,13 @@ that can be profiled and says why the others were left out.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter, lt
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,18 @@ from exporter.option_specs import OptionSpec
 from exporter.sample import Entity, Sample
 from exporter.sources.base import SourceError, SourceOptions, SourceUnavailable
 from exporter.sources.dcgm_bindings import Bindings, load_bindings
+from exporter.sources.dcgm_values import (
+    ENTITY_CALLBACK,
+    FIELD_VALUE_V1,
+    FIELD_VALUE_V1_HEADS,
+    FIELD_VALUE_V2,
+    Columns,
+    decode,
+    in_place,
+    kind_code,
+    layout_matches,
+    record_heads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +145,10 @@ class DcgmSource:
         now = time.time()
         by_entity: dict[tuple[int, int], dict[int, float | None]] = {}
         stamps: dict[tuple[int, int], float] = {}
-        for fv in values:
-            key = (int(fv.entityGroupId), int(fv.entityId))
-            fid = int(fv.fieldId)
-            by_entity.setdefault(key, {})[fid] = self._value(fv)
-            if int(fv.ts) > 0:
-                stamps[key] = max(stamps.get(key, 0.0), int(fv.ts) / 1e6)
+        for key, ts, fid, value in self._latest_rows(values):
+            by_entity.setdefault(key, {})[fid] = value
+            if ts > 0:
+                stamps[key] = max(stamps.get(key, 0.0), ts / 1e6)
         samples = []
         for target in session.targets:
             key = (target.entity_group, target.entity_id)
@@ -172,35 +185,63 @@ class DcgmSource:
 
         DCGM stamps each field value when it collects it, so one tick's fields of one entity
         differ by microseconds: an entity's values are taken in stamp order and a new sample
-        starts when a field repeats (`values_as_ticks`). A first call after a (re)connect
-        returns what the engine kept (at least 30 s)."""
+        starts when a field repeats (`values_as_ticks`, `columns_as_ticks`). DCGM calls back once
+        per value: each callback copies the record's first 32 bytes, and each entity's are decoded
+        together afterwards (dcgm_values). A first call after a (re)connect returns what the
+        engine kept (at least 30 s)."""
         if self._session is None:
             self._connect()
         assert self._session is not None and self._bindings is not None
         b = self._bindings
         session = self._session
         targets = {(t.entity_group, t.entity_id): t.entity for t in session.targets}
-        rows: dict[tuple[int, int], list[tuple[int, int, float | None]]] = {}
+        heads: dict[tuple[int, int], list[bytes]] = {}
+        rows: dict[tuple[int, int], Columns] = {}
 
-        def collect(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
-            kept = rows.setdefault((int(group), int(entity)), [])
-            for index in range(int(count)):
-                fv = values[index]  # DCGM reuses the buffer: keep plain values only
-                kept.append((int(fv.ts), int(fv.fieldId), self._value(fv)))
+        current: list[Any] = [None, None, []]  # the entity called for last, and its list
+
+        def collect_heads(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
+            # DCGM calls once a value and reuses its record: copy the 32 bytes read, decode after
+            if entity == current[1] and group == current[0]:
+                kept = current[2]
+            else:  # DCGM hands one entity's values after another: a dict look-up per entity
+                kept = heads.get((group, entity))
+                if kept is None:
+                    kept = heads[(group, entity)] = []
+                current[:] = [group, entity, kept]
+            if count == 1:
+                kept.append(values.contents.raw)
+            elif count > 1:
+                kept.append(record_heads(ctypes.addressof(values.contents), count))
             return 0
 
-        callback = b.dcgm_agent.dcgmFieldValueEntityEnumeration_f(collect)
+        def collect(group: int, entity: int, values: Any, count: int, _user: Any) -> int:
+            columns = self._columns(values[index] for index in range(count))
+            known = rows.get((group, entity))
+            if known is None:
+                rows[(group, entity)] = columns
+            else:
+                known.extend(columns)
+            return 0
+
+        if layout_matches(FIELD_VALUE_V1, b.dcgm_structs.c_dcgmFieldValue_v1):
+            callback = ENTITY_CALLBACK(collect_heads)
+        else:  # another layout than dcgm_structs.h's: the bindings' Structure reads each record
+            callback = b.dcgm_agent.dcgmFieldValueEntityEnumeration_f(collect)
         try:
             self._since = b.dcgm_agent.dcgmGetValuesSince_v2(
                 session.handle, session.group, session.field_group, self._since, callback, None
             )
         except b.dcgm_structs.DCGMError as exc:
             raise self._error(exc, "reading the values since the last read") from exc
+        kinds = self._kinds()
+        for key, blocks in heads.items():
+            rows[key] = decode(memoryview(b"".join(blocks)), FIELD_VALUE_V1_HEADS, *kinds)
         samples = [
             Sample(timestamp=stamp / 1e6, entity=targets[key], values=values)
             for key, kept in rows.items()
             if key in targets
-            for stamp, values in values_as_ticks(kept)
+            for stamp, values in columns_as_ticks(kept)
         ]
         samples.sort(key=lambda sample: sample.timestamp)
         return samples
@@ -364,6 +405,36 @@ class DcgmSource:
             )
         return SourceError("dcgm_error", f"{where} failed while {doing}: {exc}")
 
+    def _kinds(self) -> tuple[int, int]:
+        """The bindings' DCGM_FT_DOUBLE and DCGM_FT_INT64 as the numbers a record holds."""
+        assert self._bindings is not None
+        dcgm_fields = self._bindings.dcgm_fields
+        return kind_code(dcgm_fields.DCGM_FT_DOUBLE), kind_code(dcgm_fields.DCGM_FT_INT64)
+
+    def _latest_rows(self, values: Any) -> Iterable[tuple[tuple[int, int], int, int, float | None]]:
+        """dcgmEntitiesGetLatestValues' records as (entity, stamp usec, field, value): the whole
+        array decoded at once where its layout is DCGM's (dcgm_values), else record by record."""
+        if isinstance(values, ctypes.Array) and layout_matches(FIELD_VALUE_V2, values._type_):
+            records = in_place(ctypes.addressof(values), len(values), FIELD_VALUE_V2)
+            columns = decode(records, FIELD_VALUE_V2, *self._kinds())
+            assert columns.entity_groups is not None and columns.entity_ids is not None
+            entities = zip(columns.entity_groups, columns.entity_ids, strict=True)
+            return zip(entities, columns.ts, columns.field_ids, columns.values, strict=True)
+        return (
+            ((int(fv.entityGroupId), int(fv.entityId)), int(fv.ts), int(fv.fieldId), self._value(fv))
+            for fv in values
+        )
+
+    def _columns(self, records: Iterable[Any]) -> Columns:
+        """Records read one ctypes value at a time: for bindings whose record layout is not the
+        one dcgm_values knows from dcgm_structs.h."""
+        columns = Columns(ts=[], field_ids=[], values=[])
+        for fv in records:
+            columns.ts.append(int(fv.ts))
+            columns.field_ids.append(int(fv.fieldId))
+            columns.values.append(self._value(fv))
+        return columns
+
     def _value(self, fv: Any) -> float | None:
         """A field value as Ridgeline keeps it: blank sentinels and failed statuses are None."""
         assert self._bindings is not None
@@ -396,6 +467,57 @@ def values_as_ticks(rows: list[tuple[int, int, float | None]]) -> list[tuple[int
     if values:
         ticks.append((stamp, values))
     return ticks
+
+
+def columns_as_ticks(columns: Columns) -> list[tuple[int, dict[int, float | None]]]:
+    """values_as_ticks over one entity's decoded records, a run of records at a time where they
+    are regular: in stamp order, the first tick's fields (up to the first one that comes again)
+    repeat in that order, so each run of them is one tick, just where values_as_ticks would split.
+    A tail shorter than a tick is split by values_as_ticks; any other shape goes through it whole."""
+    ts, fids, values = columns.ts, columns.field_ids, columns.values
+    if not ts:
+        return []
+    ordered = sorted(ts)
+    if ordered[0] <= 0:  # never collected: values_as_ticks leaves those out
+        return values_as_ticks(list(zip(ts, fids, values, strict=True)))
+    if ts != ordered and len(ts) > 1:
+        pick = _field_by_field(ts, fids)
+        if pick is None:
+            pick = itemgetter(*sorted(range(len(ts)), key=ts.__getitem__))  # stable, as values_as_ticks
+        ts, fids, values = ordered, list(pick(fids)), list(pick(values))
+    width = fids.index(fids[0], 1) if fids.count(fids[0]) > 1 else len(fids)  # else: one tick
+    head = fids[:width]
+    whole = len(fids) - len(fids) % width
+    regular = len(set(head)) == width and all(
+        fids[start : start + width] == head for start in range(width, whole, width)
+    )
+    if not regular or (whole < len(fids) and fids[whole] not in head):
+        return values_as_ticks(list(zip(ts, fids, values, strict=True)))
+    rest = iter(values)  # zip stops at head's end before taking from rest: a tick's values each
+    ticks = [(ts[start + width - 1], dict(zip(head, rest, strict=False))) for start in range(0, whole, width)]
+    if whole < len(fids):  # a tick the engine had not finished: values_as_ticks splits it
+        ticks.extend(values_as_ticks(list(zip(ts[whole:], fids[whole:], values[whole:], strict=True))))
+    return ticks
+
+
+_TRANSPOSES: dict[tuple[int, int], itemgetter[Any]] = {}
+
+
+def _field_by_field(ts: list[int], fids: list[int]) -> itemgetter[Any] | None:
+    """The stamp order of records DCGM hands field by field (each field's values oldest first,
+    the first field's count of them per field), when taking them tick by tick gives it: their
+    stamps then rise strictly, so no other order (stable or not) sorts them. None otherwise."""
+    run = fids.count(fids[0])
+    if run < 2 or len(fids) % run:
+        return None
+    shape = (len(fids), run)
+    pick = _TRANSPOSES.get(shape)
+    if pick is None:
+        fields_ = len(fids) // run
+        order = [field * run + tick for tick in range(run) for field in range(fields_)]
+        pick = _TRANSPOSES[shape] = itemgetter(*order)
+    stamps = pick(ts)
+    return pick if all(map(lt, stamps, stamps[1:])) else None
 
 
 def ticks_as_batches(samples: list[Sample]) -> list[list[Sample]]:

@@ -67,9 +67,18 @@ class Engine:
     stamp_step_usec: int = 3
     """A watch tick collects one value after another, each stamped when collected: the n-th value
     of a tick (entities in group order, fields in field-group order) is stamped n steps later."""
-    field_major: bool = False
-    """dcgmGetValuesSince_v2 hands an entity's values field by field (each field's samples oldest
-    first) rather than tick by tick; NVIDIA documents neither order."""
+    field_major: bool = True
+    """dcgmGetValuesSince_v2 hands an entity's values field by field, each field's samples oldest
+    first, as DCGM does (dcgmlib/src/DcgmApi.cpp, helperGetValuesSince: for each entity, for each
+    field, the values since the timestamp in ascending order); False: tick by tick."""
+    callback_values: int | None = 1
+    """At most this many values per callback. DCGM calls back once per value (numValues 1, each
+    value converted into the same stack record); dcgm_structs.h allows "one or more times per
+    field". None: one callback per entity with all its values. Every callback's values lie in one
+    scratch array, overwritten by the next callback, as DCGM reuses its record."""
+    statuses: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(entity group, entity id, field id) -> the DCGM_ST_* a value carries instead of DCGM_ST_OK
+    (e.g. -15 DCGM_ST_STALE_DATA, -18 DCGM_ST_GPU_IS_LOST), in every read of it."""
 
     def new_handle(self) -> int:
         handle = self.next_handle

@@ -6,7 +6,7 @@ dcgm_structs._dcgmCheckReturn as the matching DCGMError_* subclass.
 """
 
 import time
-from ctypes import CFUNCTYPE, POINTER, c_int32, c_uint32, c_void_p
+from ctypes import CFUNCTYPE, POINTER, addressof, c_int32, c_uint32, c_void_p, cast, memmove, sizeof
 
 import _fake_dcgm_engine
 import dcgm_fields
@@ -164,7 +164,9 @@ def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
             fv.entityGroupId = pair.entityGroupId
             fv.entityId = pair.entityId
             fv.fieldId = field_id
-            fv.status = dcgm_structs.DCGM_ST_OK
+            fv.status = engine.statuses.get(
+                (pair.entityGroupId, pair.entityId, field_id), dcgm_structs.DCGM_ST_OK
+            )
             fv.ts = now_usec
             value = engine.value(pair.entityGroupId, pair.entityId, field_id)
             if field_id in _fake_dcgm_engine.INT64_FIELDS:
@@ -200,6 +202,11 @@ dcgmFieldValueEntityEnumeration_f = CFUNCTYPE(
 )
 
 
+_CALLED_FROM_C = CFUNCTYPE(c_int32, c_uint32, c_uint32, c_void_p, c_int32, c_void_p)
+"""The callback as the C library sees it: `values` a bare pointer, whatever ctypes type the
+caller's CFUNCTYPE gives it (the real wrapper hands enumCB to libdcgm without checking)."""
+
+
 def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, enumCB, userData):
     """Every value the host engine kept for the group's entities and the field group's fields
     with a timestamp at or after sinceTimestamp (usec; 0: all it kept), handed to enumCB one entity
@@ -230,7 +237,7 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
             fv = array[index]
             fv.version = dcgm_structs.dcgmFieldValue_version1
             fv.fieldId = field_id
-            fv.status = dcgm_structs.DCGM_ST_OK
+            fv.status = engine.statuses.get((group, entity, field_id), dcgm_structs.DCGM_ST_OK)
             fv.ts = ts
             value = values.get(field_id)
             if field_id in _fake_dcgm_engine.INT64_FIELDS:
@@ -241,5 +248,12 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
                 fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
             next_since = max(next_since, ts + 1)
         # userData travels as the PyObject pointer the real wrapper passes (py_object(userData))
-        enumCB(group, entity, array, len(rows), c_void_p(id(userData)))
+        step = engine.callback_values or len(rows)
+        record = sizeof(dcgm_structs.c_dcgmFieldValue_v1)
+        scratch = (dcgm_structs.c_dcgmFieldValue_v1 * step)()  # reused by every callback, as DCGM's
+        as_from_c = cast(enumCB, _CALLED_FROM_C)  # libdcgm calls a C function pointer, unchecked
+        for first in range(0, len(rows), step):
+            count = min(step, len(rows) - first)
+            memmove(scratch, addressof(array) + first * record, count * record)
+            as_from_c(group, entity, addressof(scratch), count, id(userData))
     return next_since
