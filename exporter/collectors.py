@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, overload
 
 from exporter import readings
 from exporter.roofline import REGIMES
@@ -45,12 +45,45 @@ class Row(NamedTuple):
     value: float
 
 
+class GaugeRows(Sequence[Row]):
+    """The rows of a per-GPU gauge (one sample name, no extra label), kept as two columns: each
+    GPU's label dict and its value. Read as Rows like any family's; the encoder reads the
+    columns, so a new snapshot builds no Row for the gauges (docs/daemon.md, "A new snapshot's
+    /metrics at 1,024 entities")."""
+
+    __slots__ = ("labels", "sample", "values")
+
+    def __init__(self, sample: str, labels: list[Mapping[str, str]], values: list[float]) -> None:
+        self.sample = sample
+        self.labels = labels
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return Row(self.sample, self.labels[index], (), self.values[index])
+
+    def __iter__(self) -> Iterator[Row]:
+        for labels, value in zip(self.labels, self.values, strict=True):
+            yield Row(self.sample, labels, (), value)
+
+    def __repr__(self) -> str:
+        return f"GaugeRows({self.sample!r}, {len(self)} rows)"
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
     documentation: str
     type: str
-    rows: list[Row]
+    rows: Sequence[Row]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +101,7 @@ class FamilySpec:
         """The name its samples have in /metrics (a counter's with _total)."""
         return self.name + "_total" if self.type == "counter" else self.name
 
-    def family(self, rows: list[Row]) -> Family:
+    def family(self, rows: Sequence[Row]) -> Family:
         return Family(name=self.name, documentation=self.help, type=self.type, rows=rows)
 
 
@@ -150,14 +183,13 @@ def _gauge(
     spec: FamilySpec, labelled: Sequence[Labelled], value_of: Callable[[Estimate], float | None]
 ) -> Family:
     """A per-GPU gauge of one Estimate field: a series per GPU where the field has a value."""
-    name = spec.name
-    return spec.family(
-        [
-            Row(name, labels, (), value)
-            for _, labels, estimate in labelled
-            if estimate is not None and (value := value_of(estimate)) is not None
-        ]
-    )
+    labels_column: list[Mapping[str, str]] = []
+    values: list[float] = []
+    for _, labels, estimate in labelled:
+        if estimate is not None and (value := value_of(estimate)) is not None:
+            labels_column.append(labels)
+            values.append(value)
+    return spec.family(GaugeRows(spec.name, labels_column, values))
 
 
 _NO_LABELS: Mapping[str, str] = {}

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, repeat
 from typing import Any, NamedTuple
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
@@ -30,6 +31,7 @@ from exporter.collectors import (
     SOURCE_HEALTH,
     WRITE_ORDER,
     Family,
+    GaugeRows,
     Labelled,
     Row,
     gpu_labels,
@@ -147,8 +149,10 @@ _LabelKey = tuple[Hashable, ...]
 _SeriesKey = tuple[int, str, tuple[tuple[str, str], ...]]
 """A series: (id of its label dict, sample name, extra labels)."""
 _Lines = dict[_SeriesKey, list[Any]]
-"""A series -> [the text its line starts with (`name{labels} `), (the value last written, its
-text)]."""
+"""A series -> [the text its line starts with (a newline, then `name{labels} `), (the value last
+written, its text)]."""
+_Column = tuple[list[Mapping[str, str]], list[str]]
+"""A per-GPU gauge's label dicts, in order, and their series' line starts."""
 _NO_VALUE: tuple[float | None, str] = (None, "")
 
 MAX_LINES_PER_GPU = 64
@@ -165,6 +169,12 @@ class _Held(NamedTuple):
     """The same dicts by id: held here, so no other object has one of these ids meanwhile."""
     lines: _Lines
     """The series of those label dicts (only theirs), as encode last wrote them."""
+    columns: dict[str, _Column]
+    """Each per-GPU gauge (collectors.GaugeRows) by sample name, as encode last wrote it."""
+
+
+def _empty() -> _Held:
+    return _Held(labels={}, by_id={}, lines={}, columns={})
 
 
 class SeriesCache:
@@ -177,7 +187,7 @@ class SeriesCache:
     """
 
     def __init__(self) -> None:
-        self.held = _Held(labels={}, by_id={}, lines={})
+        self.held = _empty()
 
     def labelled(self, snapshot: Snapshot) -> list[Labelled]:
         """collectors.labelled_gpus, with each GPU's label dict from the last snapshot where its
@@ -195,12 +205,13 @@ class SeriesCache:
             return labels
 
         labelled = labelled_gpus(snapshot, labels_of)
-        lines = known.lines
+        lines, columns = known.lines, known.columns
         if len(lines) > MAX_LINES_PER_GPU * max(1, len(by_id)):
-            lines = {}
+            lines, columns = {}, {}
         elif by_id.keys() != known.by_id.keys():  # departed or relabelled: drop their series
             lines = {key: line for key, line in lines.items() if key[0] in by_id}
-        self.held = _Held(labels=labels_now, by_id=by_id, lines=lines)
+            columns = {}
+        self.held = _Held(labels=labels_now, by_id=by_id, lines=lines, columns=columns)
         return labelled
 
     def __len__(self) -> int:
@@ -226,45 +237,80 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
     one GPU shares one label dict, so the text a series' line starts with (`name{labels} `,
     the same in both formats) is built once per label dict: once per snapshot, or, for the label
     dicts of `cache` (SeriesCache.labelled), once while the GPU's labels stay the same, with
-    the text of its value while that stays the same too. Values are escaped as the formats
-    require (backslash, newline, double quote) and numbers written as prometheus_client's
-    floatToGoString writes them (its own call outside [-inf, 1e6)).
+    the text of its value while that stays the same too. A per-GPU gauge (GaugeRows) whose GPUs
+    are those it had last time is written in one pass over its columns. Values are escaped as
+    the formats require (backslash, newline, double quote) and numbers written as
+    prometheus_client's floatToGoString writes them (its own call outside [-inf, 1e6)).
     tests/test_exposition.py checks the output equals prometheus_client's, in both formats.
+    Each piece is written with the newline before it, so a line's start and its value are two
+    pieces and a gauge's pieces are its line starts and values interleaved.
     """
-    held = cache.held if cache is not None else _Held(labels={}, by_id={}, lines={})
-    lines, by_id = held.lines, held.by_id
+    held = cache.held if cache is not None else _empty()
+    lines, by_id, columns = held.lines, held.by_id, held.columns
     local: _Lines = {}
     """The series of label dicts not held (the source health's, the roofs'): alive while the
     families are, so their ids are theirs for this call."""
+
+    def line_of(sample: str, labels: Mapping[str, str], extra: tuple[tuple[str, str], ...]) -> list[Any]:
+        key = (id(labels), sample, extra)
+        line = lines.get(key) or local.get(key)
+        if line is None:
+            line = ["\n" + _line_start(sample, labels, extra), _NO_VALUE]
+            (lines if key[0] in by_id else local)[key] = line
+        return line
+
     out: list[str] = []
     append = out.append
     for family in family_list:
         if openmetrics:
             doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-            append(f"# HELP {family.name} {doc}\n# TYPE {family.name} {family.type}\n")
+            head = f"\n# HELP {family.name} {doc}\n# TYPE {family.name} {family.type}"
         else:
             mname = family.name + "_total" if family.type == "counter" else family.name
             doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-            append(f"# HELP {mname} {doc}\n# TYPE {mname} {family.type}\n")
-        for sample, labels, extra, value in family.rows:
+            head = f"\n# HELP {mname} {doc}\n# TYPE {mname} {family.type}"
+        append(head if out else head[1:])
+        rows: Iterable[tuple[str, Mapping[str, str], tuple[tuple[str, str], ...], float]] = family.rows
+        if type(family.rows) is GaugeRows:  # its columns, without a Row each
+            gauge = family.rows
+            texts = _plain_texts(gauge.values)
+            if texts is not None:
+                column = columns.get(gauge.sample)
+                if column is None or column[0] != gauge.labels:  # the same GPUs (by identity)
+                    starts = [line_of(gauge.sample, labels, ())[0] for labels in gauge.labels]
+                    column = columns[gauge.sample] = (gauge.labels, starts)
+                out += chain.from_iterable(zip(column[1], texts, strict=True))
+                continue
+            rows = zip(repeat(gauge.sample), gauge.labels, repeat(()), gauge.values)
+        for sample, labels, extra, value in rows:
             key = (id(labels), sample, extra)
             line = lines.get(key)
             if line is None:
-                line = local.get(key)
-                if line is None:
-                    line = [_line_start(sample, labels, extra), _NO_VALUE]
-                    (lines if key[0] in by_id else local)[key] = line
+                line = line_of(sample, labels, extra)
             last = line[1]
             if value == last[0] and value:  # unchanged (not a zero: -0.0 is written apart)
                 text = last[1]
             else:
-                text = f"{float(value)!r}\n" if -_INF < value < _GO_SAME_MAX else _go_float(value) + "\n"
+                text = f"{float(value)!r}" if -_INF < value < _GO_SAME_MAX else _go_float(value)
                 line[1] = (value, text)  # one assignment: a concurrent encode reads a pair
             append(line[0])
             append(text)
-    if openmetrics:
-        append("# EOF\n")
+    if not out:
+        return OPENMETRICS_EOF if openmetrics else b""
+    append("\n# EOF\n" if openmetrics else "\n")
     return "".join(out).encode("utf-8")
+
+
+def _plain_texts(values: list[float]) -> list[str] | None:
+    """Each value's repr, where every one is a finite float below 1e6 (Python's repr is then
+    what floatToGoString writes); None otherwise (NaN, an infinity, Go's exponent form, an int)."""
+    total = sum(values)
+    if not -_INF < total < _INF or (values and max(values) >= _GO_SAME_MAX):
+        return None
+    try:
+        return list(map(float.__repr__, values))
+    except TypeError:
+        return None
 
 
 def _line_start(sample: str, labels: Mapping[str, str], extra: tuple[tuple[str, str], ...]) -> str:
