@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Literal, NamedTuple, overload
 
 from exporter import readings
@@ -45,18 +46,29 @@ class Row(NamedTuple):
     value: float
 
 
-class GaugeRows(Sequence[Row]):
-    """The rows of a per-GPU gauge (one sample name, no extra label), kept as two columns: each
-    GPU's label dict and its value. Read as Rows like any family's; the encoder reads the
-    columns, so a new snapshot builds no Row for the gauges (docs/daemon.md, "A new snapshot's
+Extra = tuple[tuple[str, str], ...]
+"""Labels a series has beside its GPU's (its regime, cause, link...)."""
+NO_EXTRA: Extra = ()
+
+
+class ColumnRows(Sequence[Row]):
+    """A family's rows as columns: one sample name, and per row its GPU's label dict, its extra
+    labels and its value. Read as Rows like any family's; the encoder reads the columns, so a
+    new snapshot builds no Row for the per-GPU families (docs/daemon.md, "A new snapshot's
     /metrics at 1,024 entities")."""
 
-    __slots__ = ("labels", "sample", "values")
+    __slots__ = ("extras", "labels", "sample", "values")
 
-    def __init__(self, sample: str, labels: list[Mapping[str, str]], values: list[float]) -> None:
+    def __init__(self, sample: str) -> None:
         self.sample = sample
-        self.labels = labels
-        self.values = values
+        self.labels: list[Mapping[str, str]] = []
+        self.extras: list[Extra] = []
+        self.values: list[float] = []
+
+    def add(self, labels: Mapping[str, str], extra: Extra, value: float) -> None:
+        self.labels.append(labels)
+        self.extras.append(extra)
+        self.values.append(value)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -68,14 +80,14 @@ class GaugeRows(Sequence[Row]):
     def __getitem__(self, index: int | slice) -> Row | list[Row]:
         if isinstance(index, slice):
             return list(self)[index]
-        return Row(self.sample, self.labels[index], (), self.values[index])
+        return Row(self.sample, self.labels[index], self.extras[index], self.values[index])
 
     def __iter__(self) -> Iterator[Row]:
-        for labels, value in zip(self.labels, self.values, strict=True):
-            yield Row(self.sample, labels, (), value)
+        for labels, extra, value in zip(self.labels, self.extras, self.values, strict=True):
+            yield Row(self.sample, labels, extra, value)
 
     def __repr__(self) -> str:
-        return f"GaugeRows({self.sample!r}, {len(self)} rows)"
+        return f"ColumnRows({self.sample!r}, {len(self)} rows)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,13 +195,14 @@ def _gauge(
     spec: FamilySpec, labelled: Sequence[Labelled], value_of: Callable[[Estimate], float | None]
 ) -> Family:
     """A per-GPU gauge of one Estimate field: a series per GPU where the field has a value."""
-    labels_column: list[Mapping[str, str]] = []
-    values: list[float] = []
+    rows = ColumnRows(spec.name)
+    add_labels, add_extra, add_value = rows.labels.append, rows.extras.append, rows.values.append
     for _, labels, estimate in labelled:
         if estimate is not None and (value := value_of(estimate)) is not None:
-            labels_column.append(labels)
-            values.append(value)
-    return spec.family(GaugeRows(spec.name, labels_column, values))
+            add_labels(labels)
+            add_extra(NO_EXTRA)
+            add_value(value)
+    return spec.family(rows)
 
 
 _NO_LABELS: Mapping[str, str] = {}
@@ -303,22 +316,23 @@ GPU_SHARE = FamilySpec(
 )
 
 
+_REGIME_EXTRA: dict[str, Extra] = {name: (("regime", name),) for name in REGIMES}
+"""Each regime's extra label, built once: a series' cached text is found by it."""
+
+
 def _read_regime(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
     """The current regime, one series per GPU: a state set wrote five zeros beside it, and every
     rule and panel selects `== 1` (docs/rules-and-dashboards.md, "Series budget"). The share of
     MIG instances only, so that a node without MIG gets no empty HELP/TYPE header for it (a whole
     GPU is 1: the rules weight GPU counts by it)."""
-    regime_rows = [
-        Row(REGIME.name, labels, (("regime", estimate.regime),), 1.0)
-        for _, labels, estimate in labelled
-        if estimate is not None
-    ]
+    regime_rows, share_rows = ColumnRows(REGIME.name), ColumnRows(GPU_SHARE.name)
+    for gpu, labels, estimate in labelled:
+        if estimate is not None:
+            regime = estimate.regime
+            regime_rows.add(labels, _REGIME_EXTRA.get(regime) or (("regime", regime),), 1.0)
+            if gpu.entity.gpu_instance is not None:
+                share_rows.add(labels, NO_EXTRA, gpu.gpu_share)
     yield REGIME.family(regime_rows)
-    share_rows = [
-        Row(GPU_SHARE.name, labels, (), gpu.gpu_share)
-        for gpu, labels, estimate in labelled
-        if estimate is not None and gpu.entity.gpu_instance is not None
-    ]
     if share_rows:
         yield GPU_SHARE.family(share_rows)
 
@@ -349,24 +363,21 @@ DRAM_BYTES = FamilySpec(
 )
 
 
-_REGIME_EXTRAS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = tuple(
-    (name, (("regime", name),)) for name in REGIMES
-)
-"""Each regime with its extra label, built once (the encoder keys a series' text by it)."""
-
-
 def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    seconds_rows, flop_rows, dram_rows = [], [], []
-    seconds_name, flop_name, dram_name = REGIME_SECONDS.exposed, FLOP.exposed, DRAM_BYTES.exposed
+    seconds_rows = ColumnRows(REGIME_SECONDS.exposed)
+    flop_rows, dram_rows = ColumnRows(FLOP.exposed), ColumnRows(DRAM_BYTES.exposed)
+    regime_extras = [_REGIME_EXTRA[name] for name in REGIMES]
     for gpu, labels, _ in labelled:
         totals = gpu.totals
         seconds = totals.regime_seconds
-        if seconds is not None:
-            seconds_rows += [Row(seconds_name, labels, extra, seconds[r]) for r, extra in _REGIME_EXTRAS]
+        if seconds is not None:  # a series per regime, in REGIMES' order
+            seconds_rows.labels += repeat(labels, len(REGIMES))
+            seconds_rows.extras += regime_extras
+            seconds_rows.values += map(seconds.__getitem__, REGIMES)
         if totals.flop_total is not None:
-            flop_rows.append(Row(flop_name, labels, (), totals.flop_total))
+            flop_rows.add(labels, NO_EXTRA, totals.flop_total)
         if totals.dram_bytes_total is not None:
-            dram_rows.append(Row(dram_name, labels, (), totals.dram_bytes_total))
+            dram_rows.add(labels, NO_EXTRA, totals.dram_bytes_total)
     yield REGIME_SECONDS.family(seconds_rows)
     yield FLOP.family(flop_rows)
     yield DRAM_BYTES.family(dram_rows)
@@ -431,8 +442,8 @@ def _read_card(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Fam
     yield _hpc_job_family(labelled)
 
 
-def _gpu_info_rows(labelled: Sequence[Labelled]) -> tuple[list[Row], dict[_RoofKey, Roof]]:
-    info_rows: list[Row] = []
+def _gpu_info_rows(labelled: Sequence[Labelled]) -> tuple[ColumnRows, dict[_RoofKey, Roof]]:
+    info_rows = ColumnRows(GPU_INFO.name)
     roofs: dict[_RoofKey, Roof] = {}
     for gpu, labels, estimate in labelled:
         if estimate is None:
@@ -445,7 +456,7 @@ def _gpu_info_rows(labelled: Sequence[Labelled]) -> tuple[list[Row], dict[_RoofK
             if profile is not None:
                 extra = (("mig_profile", profile), *extra)
             roofs.setdefault((estimate.card, estimate.precision, profile), roof)
-        info_rows.append(Row(GPU_INFO.name, labels, extra, 1.0))
+        info_rows.add(labels, extra, 1.0)
     return info_rows, roofs
 
 
@@ -499,11 +510,11 @@ def _read_missing(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[
     """One series per GPU that lacks a field, naming them all: every GPU the source sees stays in
     /metrics and says what it lacks (docs/runbooks.md, RidgelineProfilingCountersMissing), at one
     series however many fields its source leaves off (dcgm-exporter's default counters: seven)."""
-    rows = []
+    rows = ColumnRows(FIELDS_MISSING.name)
     for gpu, labels, _ in labelled:
         missing = (*gpu.inference.missing_fields, *gpu.inference.missing_link_fields)
         if missing:
-            rows.append(Row(FIELDS_MISSING.name, labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0))
+            rows.add(labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0)
     yield FIELDS_MISSING.family(rows)
 
 

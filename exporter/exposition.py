@@ -30,8 +30,9 @@ from exporter.collectors import (
     SCRAPE_SUCCESS,
     SOURCE_HEALTH,
     WRITE_ORDER,
+    ColumnRows,
+    Extra,
     Family,
-    GaugeRows,
     Labelled,
     Row,
     gpu_labels,
@@ -151,8 +152,8 @@ _SeriesKey = tuple[int, str, tuple[tuple[str, str], ...]]
 _Lines = dict[_SeriesKey, list[Any]]
 """A series -> [the text its line starts with (a newline, then `name{labels} `), (the value last
 written, its text)]."""
-_Column = tuple[list[Mapping[str, str]], list[str]]
-"""A per-GPU gauge's label dicts, in order, and their series' line starts."""
+_Column = tuple[list[Mapping[str, str]], list[Extra], list[str]]
+"""A family of ColumnRows: its label dicts and extra labels, in order, and their line starts."""
 _NO_VALUE: tuple[float | None, str] = (None, "")
 
 MAX_LINES_PER_GPU = 64
@@ -170,7 +171,7 @@ class _Held(NamedTuple):
     lines: _Lines
     """The series of those label dicts (only theirs), as encode last wrote them."""
     columns: dict[str, _Column]
-    """Each per-GPU gauge (collectors.GaugeRows) by sample name, as encode last wrote it."""
+    """Each family of ColumnRows by sample name, as encode last wrote it."""
 
 
 def _empty() -> _Held:
@@ -237,7 +238,7 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
     one GPU shares one label dict, so the text a series' line starts with (`name{labels} `,
     the same in both formats) is built once per label dict: once per snapshot, or, for the label
     dicts of `cache` (SeriesCache.labelled), once while the GPU's labels stay the same, with
-    the text of its value while that stays the same too. A per-GPU gauge (GaugeRows) whose GPUs
+    the text of its value while that stays the same too. A family of ColumnRows whose series
     are those it had last time is written in one pass over its columns. Values are escaped as
     the formats require (backslash, newline, double quote) and numbers written as
     prometheus_client's floatToGoString writes them (its own call outside [-inf, 1e6)).
@@ -251,7 +252,7 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
     """The series of label dicts not held (the source health's, the roofs'): alive while the
     families are, so their ids are theirs for this call."""
 
-    def line_of(sample: str, labels: Mapping[str, str], extra: tuple[tuple[str, str], ...]) -> list[Any]:
+    def line_of(sample: str, labels: Mapping[str, str], extra: Extra) -> list[Any]:
         key = (id(labels), sample, extra)
         line = lines.get(key) or local.get(key)
         if line is None:
@@ -271,17 +272,19 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
             head = f"\n# HELP {mname} {doc}\n# TYPE {mname} {family.type}"
         append(head if out else head[1:])
         rows: Iterable[tuple[str, Mapping[str, str], tuple[tuple[str, str], ...], float]] = family.rows
-        if type(family.rows) is GaugeRows:  # its columns, without a Row each
-            gauge = family.rows
-            texts = _plain_texts(gauge.values)
+        if type(family.rows) is ColumnRows:  # its columns, without a Row each
+            cols = family.rows
+            texts = _plain_texts(cols.values)
             if texts is not None:
-                column = columns.get(gauge.sample)
-                if column is None or column[0] != gauge.labels:  # the same GPUs (by identity)
-                    starts = [line_of(gauge.sample, labels, ())[0] for labels in gauge.labels]
-                    column = columns[gauge.sample] = (gauge.labels, starts)
-                out += chain.from_iterable(zip(column[1], texts, strict=True))
+                column = columns.get(cols.sample)
+                # the same series as last time: label dicts compared by identity first
+                if column is None or column[0] != cols.labels or column[1] != cols.extras:
+                    pairs = zip(cols.labels, cols.extras, strict=True)
+                    starts = [line_of(cols.sample, labels, extra)[0] for labels, extra in pairs]
+                    column = columns[cols.sample] = (cols.labels, cols.extras, starts)
+                out += chain.from_iterable(zip(column[2], texts, strict=True))
                 continue
-            rows = zip(repeat(gauge.sample), gauge.labels, repeat(()), gauge.values)
+            rows = zip(repeat(cols.sample), cols.labels, cols.extras, cols.values)
         for sample, labels, extra, value in rows:
             key = (id(labels), sample, extra)
             line = lines.get(key)

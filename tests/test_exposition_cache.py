@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from exporter import fields
 from exporter.catalog import load_catalog
-from exporter.collectors import Family, Row
+from exporter.collectors import ColumnRows, Family, Row
 from exporter.exposition import (
     MAX_LINES_PER_GPU,
     MetricsEndpoint,
@@ -161,3 +161,30 @@ def test_the_endpoint_serves_what_a_fresh_one_would_as_a_pod_moves() -> None:
         fresh = MetricsEndpoint(lambda: current[0], process_metrics=False, clock=_zero)
         for accept in (None, "application/openmetrics-text; version=1.0.0"):
             assert endpoint.render(accept) == fresh.render(accept), (step, accept)
+
+
+def test_a_column_family_whose_series_change_under_the_same_gpus_is_written_afresh() -> None:
+    """The GPUs stay (so the cache keeps its columns), but a gauge's GPUs, or a GPU's extra
+    label (its regime), change from one encode to the next: the bytes are prometheus_client's."""
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    cache = SeriesCache()
+    (_, first, _), (_, second, _), *_ = cache.labelled(sampler.snapshot)
+    idle, busy = (("regime", "idle"),), (("regime", "compute_bound"),)
+    for labels, extras in [
+        ([first, second], [idle, busy]),
+        ([first, second], [busy, busy]),  # a regime changes
+        ([second, first], [busy, busy]),  # the same GPUs in another order
+        ([second], [busy]),  # a GPU's value goes blank
+        ([first], [busy]),  # and another's instead: the same length
+        ([first, second], [busy, idle]),
+    ]:
+        rows = ColumnRows("ridgeline_regime")
+        for gpu_labels, extra in zip(labels, extras, strict=True):
+            rows.add(gpu_labels, extra, 1.0)
+        family = Family(name="ridgeline_regime", documentation="d", type="gauge", rows=rows)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families([family]))
+        for openmetrics in (False, True):
+            expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
+            assert encode([family], openmetrics=openmetrics, cache=cache) == expected, (labels, extras)
