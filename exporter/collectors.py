@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from typing import TYPE_CHECKING, Literal, NamedTuple, overload
+from itertools import compress, repeat
+from operator import attrgetter
+from typing import TYPE_CHECKING, Literal, NamedTuple, cast, overload
 
 from exporter import readings
 from exporter.roofline import REGIMES
@@ -59,11 +60,19 @@ class ColumnRows(Sequence[Row]):
 
     __slots__ = ("extras", "labels", "sample", "values")
 
-    def __init__(self, sample: str) -> None:
+    def __init__(
+        self,
+        sample: str,
+        labels: Iterable[Mapping[str, str]] = (),
+        extras: Iterable[Extra] = (),
+        values: Iterable[float] = (),
+    ) -> None:
         self.sample = sample
-        self.labels: list[Mapping[str, str]] = []
-        self.extras: list[Extra] = []
-        self.values: list[float] = []
+        self.labels: list[Mapping[str, str]] = list(labels)
+        self.extras: list[Extra] = list(extras)
+        self.values: list[float] = list(values)
+        if not len(self.labels) == len(self.extras) == len(self.values):
+            raise ValueError("ColumnRows: columns of different lengths")
 
     def add(self, labels: Mapping[str, str], extra: Extra, value: float) -> None:
         self.labels.append(labels)
@@ -191,18 +200,24 @@ def labelled_gpus(
     return [(g, labels_of(g), g.estimate) for g in snapshot.gpus if not g.mig_parent]
 
 
-def _gauge(
-    spec: FamilySpec, labelled: Sequence[Labelled], value_of: Callable[[Estimate], float | None]
-) -> Family:
+_Present = tuple[list[Mapping[str, str]], list["Estimate"]]
+"""The GPUs with an Estimate: their label dicts and their Estimates, as two columns."""
+
+
+def _present(labelled: Sequence[Labelled]) -> _Present:
+    with_estimate = [(labels, estimate) for _, labels, estimate in labelled if estimate is not None]
+    return [labels for labels, _ in with_estimate], [estimate for _, estimate in with_estimate]
+
+
+def _gauge(spec: FamilySpec, present: _Present, value_of: Callable[[Estimate], float | None]) -> Family:
     """A per-GPU gauge of one Estimate field: a series per GPU where the field has a value."""
-    rows = ColumnRows(spec.name)
-    add_labels, add_extra, add_value = rows.labels.append, rows.extras.append, rows.values.append
-    for _, labels, estimate in labelled:
-        if estimate is not None and (value := value_of(estimate)) is not None:
-            add_labels(labels)
-            add_extra(NO_EXTRA)
-            add_value(value)
-    return spec.family(rows)
+    labels, estimates = present
+    found = list(map(value_of, estimates))
+    if None in found:
+        keep = [value is not None for value in found]
+        labels, found = list(compress(labels, keep)), list(compress(found, keep))
+    values = cast("list[float]", found)  # its Nones left out
+    return spec.family(ColumnRows(spec.name, labels, [NO_EXTRA] * len(values), values))
 
 
 _NO_LABELS: Mapping[str, str] = {}
@@ -237,9 +252,10 @@ FLOP_UTILIZATION = FamilySpec(
 
 
 def _read_activity(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    yield _gauge(DRAM_ACTIVE, labelled, lambda e: e.dram_active)
-    yield _gauge(TENSOR_ACTIVE, labelled, lambda e: e.tensor_active)
-    yield _gauge(FLOP_UTILIZATION, labelled, lambda e: e.flop_utilization)
+    present = _present(labelled)
+    yield _gauge(DRAM_ACTIVE, present, attrgetter("dram_active"))
+    yield _gauge(TENSOR_ACTIVE, present, attrgetter("tensor_active"))
+    yield _gauge(FLOP_UTILIZATION, present, attrgetter("flop_utilization"))
 
 
 # -- roofline ------------------------------------------------------------------------------
@@ -260,8 +276,9 @@ EFFICIENCY = FamilySpec(
 
 
 def _read_roofline(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    yield _gauge(INTENSITY, labelled, lambda e: e.intensity_flop_per_byte)
-    yield _gauge(EFFICIENCY, labelled, lambda e: e.roofline_efficiency)
+    present = _present(labelled)
+    yield _gauge(INTENSITY, present, attrgetter("intensity_flop_per_byte"))
+    yield _gauge(EFFICIENCY, present, attrgetter("roofline_efficiency"))
 
 
 # -- engine --------------------------------------------------------------------------------
@@ -288,11 +305,12 @@ GR_ENGINE_CONTRADICTED = FamilySpec(
 
 
 def _read_engine(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    yield _gauge(GR_ENGINE_ACTIVE, labelled, lambda e: e.gr_engine_active)
-    yield _gauge(GPU_UTILIZATION, labelled, lambda e: e.gpu_utilization)
+    present = _present(labelled)
+    yield _gauge(GR_ENGINE_ACTIVE, present, attrgetter("gr_engine_active"))
+    yield _gauge(GPU_UTILIZATION, present, attrgetter("gpu_utilization"))
     yield _gauge(
         GR_ENGINE_CONTRADICTED,
-        labelled,
+        present,
         lambda e: None if e.gr_engine_active is None else (1.0 if e.gr_engine_contradicted else 0.0),
     )
 
@@ -550,7 +568,7 @@ def _read_clocks(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
     """The clock ratio; 1 per cause holding a clock down by the latest sample
     (clock_events.causes_of); the GPU-seconds a reduced clock cost each compute-bound GPU by
     cause, what `ridgeline report` sums (docs/report.md, "The levers")."""
-    yield _gauge(CLOCK_RATIO, labelled, lambda e: e.clock_ratio)
+    yield _gauge(CLOCK_RATIO, _present(labelled), attrgetter("clock_ratio"))
     yield CLOCK_EVENT.family(
         [
             Row(CLOCK_EVENT.name, labels, (("cause", cause.lower().replace(" ", "_")),), 1.0)
