@@ -37,9 +37,10 @@ ROOF_LABELS: tuple[str, ...] = ("card", "precision", "mig_profile")
 class Row(NamedTuple):
     """One sample: its name, the GPU's (shared) label dict, extra labels, and the value.
 
-    A NamedTuple, built by position in the per-GPU readers: a new snapshot's /metrics builds
-    about 18 per GPU, and a frozen dataclass's __init__ cost 1 µs each of them (docs/daemon.md,
-    "A new snapshot's /metrics at 1,024 entities")."""
+    A NamedTuple built by position: construction is one tuple allocation, where a frozen
+    dataclass's __init__ pays an object.__setattr__ per field, and the families not kept as
+    ColumnRows build one per series of every new snapshot (docs/daemon.md, "A new snapshot's
+    /metrics at 1,024 entities")."""
 
     sample: str
     labels: Mapping[str, str]
