@@ -4,7 +4,9 @@ and `/healthz` while /metrics is scraped back to back.
 Run: .venv/bin/python benchmarks/bench_metrics.py [--requests 400] [--new 20] [--src DIR]
 
 Both exporters run as their own processes on loopback and are scraped by the same keep-alive
-HTTP client. Ridgeline replays a generated trace at real pace (one batch per second). Printed:
+HTTP client. Ridgeline replays a generated trace at real pace (one batch per second), or with
+`--feed live` reads benchmarks/live_standin.py's live-like source of the same node at
+`--interval 1` (no text parsed per batch, as from DCGM or NVML). Printed:
 
 * back-to-back scrapes (most find the snapshot already encoded, as several Prometheus servers
   would), p50/p99;
@@ -156,26 +158,25 @@ def print_encode_costs() -> None:
         )
 
 
-def start_ridgeline(trace: Path, port: int, src: Path | None = None) -> subprocess.Popen[bytes]:
+BENCHMARKS = Path(__file__).resolve().parent
+
+
+def start_ridgeline(
+    trace: Path, port: int, src: Path | None = None, feed: str = "replay", entities: int = 8
+) -> subprocess.Popen[bytes]:
+    """`serve` on `port`, fed by the trace replayed at real pace, or (`feed` "live") by
+    live_standin.py's live-like source of `entities` at --interval 1: no text parsed per batch."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = str(src)
+    if feed == "live":
+        command = [str(BENCHMARKS / "live_standin.py"), str(entities), "--log-level", "warning",
+                   "serve", "--source", "standin", "--interval", "1"]  # fmt: skip
+    else:
+        command = ["-m", "exporter", "--log-level", "warning", "serve", "--replay", str(trace), "--loop",
+                   "--speed", "1"]  # fmt: skip
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "--log-level",
-            "warning",
-            "serve",
-            "--replay",
-            str(trace),
-            "--loop",
-            "--speed",
-            "1",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
+        [sys.executable, *command, "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=src,
@@ -283,12 +284,18 @@ def main() -> None:
         "--src", type=Path, default=None, help="serve (and encode in-process) from this checkout"
     )
     parser.add_argument("--encode-only", action="store_true", help="print the in-process encode costs only")
+    parser.add_argument(
+        "--feed",
+        choices=("replay", "live"),
+        default="replay",
+        help="what feeds serve (live: live_standin.py)",
+    )
     args = parser.parse_args()
     if args.encode_only:
         print_encode_costs()
         return
     src = args.src.resolve() if args.src is not None else None
-    print(f"serving from {src or Path(__file__).resolve().parent.parent}; {load()}")
+    print(f"serving from {src or BENCHMARKS.parent}, fed by {args.feed}; {load()}")
 
     results: dict[str, tuple[float, float, int]] = {}
     node: subprocess.Popen[bytes] | None = None
@@ -315,9 +322,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for n in SIZES:
                 trace = Path(tmp) / f"trace-{n}.jsonl"
-                write_trace(trace, n, 120)
+                if args.feed == "replay":
+                    write_trace(trace, n, 120)
                 port = free_port()
-                serve = start_ridgeline(trace, port, src)
+                serve = start_ridgeline(trace, port, src, args.feed, n)
                 try:
                     wait_http(port, "/readyz", seconds=120)
                     scrape_latencies(port, "/metrics", 20)
