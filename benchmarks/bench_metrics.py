@@ -4,7 +4,9 @@ and `/healthz` while /metrics is scraped back to back.
 Run: .venv/bin/python benchmarks/bench_metrics.py [--requests 400] [--new 20] [--src DIR]
 
 Both exporters run as their own processes on loopback and are scraped by the same keep-alive
-HTTP client. Ridgeline replays a generated trace at real pace (one batch per second). Printed:
+HTTP client. Ridgeline replays a generated trace at real pace (one batch per second), or with
+`--feed live` reads benchmarks/live_standin.py's live-like source of the same node at
+`--interval 1` (no text parsed per batch, as from DCGM or NVML). Printed:
 
 * back-to-back scrapes (most find the snapshot already encoded, as several Prometheus servers
   would), p50/p99;
@@ -13,10 +15,12 @@ HTTP client. Ridgeline replays a generated trace at real pace (one batch per sec
   <= 0.5x at 8 GPUs, <= 1x at 64, <= 4x at 1,024);
 * `/healthz` p50/p99 at 1,024 entities (one every 10 ms) while another client scrapes /metrics
   back to back (goal: p99 <= 50 ms; the DaemonSet's probe timeout is 3 s);
-* the in-process cost of encoding a new snapshot, for scale.
+* the in-process cost of encoding a new snapshot, and the part of it deriving the snapshot's
+  Estimates (exporter/inference.py's, not the encoder's), for scale.
 
-`--src DIR` serves from another checkout (e.g. a `git worktree` of the base commit) for a
-before/after in one run of this script. The load average is printed beside the figures.
+`--src DIR` serves from another checkout (e.g. a `git worktree` of the base commit), and times
+the in-process encoding of that checkout too, for a before/after in one run of this script.
+The load average is printed beside the figures.
 """
 
 from __future__ import annotations
@@ -125,40 +129,54 @@ def percentiles(times: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
 
 
-def encode_cost(n: int, rounds: int = 200) -> tuple[float, float]:
-    """Milliseconds to encode a new snapshot (the scrape that finds a batch not yet encoded)."""
+def encode_cost(n: int, rounds: int = 200) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Milliseconds to encode a new snapshot (the scrape that finds a batch not yet encoded),
+    p50/p99: the whole render, and the part of it that derives the snapshot's Estimates
+    (exporter/inference.py), timed apart."""
     sampler = Sampler("replay", SourceOptions(), load_catalog(), InferenceConfig())
     endpoint = MetricsEndpoint(lambda: sampler.snapshot, process_metrics=True)
     ents = entities(n)
-    times = []
+    times, estimates = [], []
     for step in range(rounds):
         sampler.ingest([Sample(1000.0 + step, e, entity_values(i, step), a) for i, (e, a) in enumerate(ents)])
         start = time.perf_counter()
+        for gpu in sampler.snapshot.gpus:
+            gpu.estimate  # noqa: B018  (derived on first read, kept with the GpuState)
+        derived = time.perf_counter()
         endpoint.render(None)
         times.append(time.perf_counter() - start)
-    return percentiles(times)
+        estimates.append(derived - start)
+    return percentiles(times), percentiles(estimates)
 
 
-def start_ridgeline(trace: Path, port: int, src: Path | None = None) -> subprocess.Popen[bytes]:
+def print_encode_costs() -> None:
+    for n in SIZES:
+        (p50, p99), (est50, _) = encode_cost(n, rounds=200 if n <= 64 else 20)
+        print(
+            f"encode new snapshot, {n:>4} entities (in-process): p50 {p50:.3f} ms, p99 {p99:.3f} ms"
+            f" (of which deriving the Estimates: p50 {est50:.3f} ms)"
+        )
+
+
+BENCHMARKS = Path(__file__).resolve().parent
+
+
+def start_ridgeline(
+    trace: Path, port: int, src: Path | None = None, feed: str = "replay", entities: int = 8
+) -> subprocess.Popen[bytes]:
+    """`serve` on `port`, fed by the trace replayed at real pace, or (`feed` "live") by
+    live_standin.py's live-like source of `entities` at --interval 1: no text parsed per batch."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = str(src)
+    if feed == "live":
+        command = [str(BENCHMARKS / "live_standin.py"), str(entities), "--log-level", "warning",
+                   "serve", "--source", "standin", "--interval", "1"]  # fmt: skip
+    else:
+        command = ["-m", "exporter", "--log-level", "warning", "serve", "--replay", str(trace), "--loop",
+                   "--speed", "1"]  # fmt: skip
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "--log-level",
-            "warning",
-            "serve",
-            "--replay",
-            str(trace),
-            "--loop",
-            "--speed",
-            "1",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
+        [sys.executable, *command, "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=src,
@@ -262,10 +280,22 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="back-to-back scrapes per exporter")
     parser.add_argument("--new", type=int, default=20, help="scrapes of a new snapshot per size")
     parser.add_argument("--healthz-seconds", type=float, default=20.0)
-    parser.add_argument("--src", type=Path, default=None, help="serve from this checkout")
+    parser.add_argument(
+        "--src", type=Path, default=None, help="serve (and encode in-process) from this checkout"
+    )
+    parser.add_argument("--encode-only", action="store_true", help="print the in-process encode costs only")
+    parser.add_argument(
+        "--feed",
+        choices=("replay", "live"),
+        default="replay",
+        help="what feeds serve (live: live_standin.py)",
+    )
     args = parser.parse_args()
+    if args.encode_only:
+        print_encode_costs()
+        return
     src = args.src.resolve() if args.src is not None else None
-    print(f"serving from {src or Path(__file__).resolve().parent.parent}; {load()}")
+    print(f"serving from {src or BENCHMARKS.parent}, fed by {args.feed}; {load()}")
 
     results: dict[str, tuple[float, float, int]] = {}
     node: subprocess.Popen[bytes] | None = None
@@ -292,9 +322,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for n in SIZES:
                 trace = Path(tmp) / f"trace-{n}.jsonl"
-                write_trace(trace, n, 120)
+                if args.feed == "replay":
+                    write_trace(trace, n, 120)
                 port = free_port()
-                serve = start_ridgeline(trace, port, src)
+                serve = start_ridgeline(trace, port, src, args.feed, n)
                 try:
                     wait_http(port, "/readyz", seconds=120)
                     scrape_latencies(port, "/metrics", 20)
@@ -340,9 +371,11 @@ def main() -> None:
             f"{count} probes): p50 {p50:.2f} ms, p99 {p99:.2f} ms ({verdict} goal <= {HEALTHZ_GOAL_MS:g} ms);"
             f" without scrapes: p50 {alone_p50:.2f} ms, p99 {alone_p99:.2f} ms"
         )
-    for n in SIZES:
-        p50, p99 = encode_cost(n, rounds=200 if n <= 64 else 20)
-        print(f"encode new snapshot, {n:>4} entities (in-process): p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+    if src is None:
+        print_encode_costs()
+    else:  # the in-process figures of the checkout served, not of this one
+        env = dict(os.environ, PYTHONPATH=str(src))
+        subprocess.run([sys.executable, __file__, "--encode-only"], env=env, check=True)
     print(load())
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from itertools import compress, repeat
+from operator import attrgetter
+from typing import TYPE_CHECKING, Literal, NamedTuple, cast, overload
 
 from exporter import readings
 from exporter.roofline import REGIMES
@@ -32,9 +34,13 @@ GPU_LABELS: tuple[str, ...] = (
 ROOF_LABELS: tuple[str, ...] = ("card", "precision", "mig_profile")
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One sample: its name, the GPU's (shared) label dict, extra labels, and the value."""
+class Row(NamedTuple):
+    """One sample: its name, the GPU's (shared) label dict, extra labels, and the value.
+
+    A NamedTuple built by position: construction is one tuple allocation, where a frozen
+    dataclass's __init__ pays an object.__setattr__ per field, and the families not kept as
+    ColumnRows build one per series of every new snapshot (docs/daemon.md, "A new snapshot's
+    /metrics at 1,024 entities")."""
 
     sample: str
     labels: Mapping[str, str]
@@ -42,12 +48,64 @@ class Row:
     value: float
 
 
+Extra = tuple[tuple[str, str], ...]
+"""Labels a series has beside its GPU's (its regime, cause, link...)."""
+NO_EXTRA: Extra = ()
+
+
+class ColumnRows(Sequence[Row]):
+    """A family's rows as columns: one sample name, and per row its GPU's label dict, its extra
+    labels and its value. Read as Rows like any family's; the encoder reads the columns, so a
+    new snapshot builds no Row for the per-GPU families (docs/daemon.md, "A new snapshot's
+    /metrics at 1,024 entities")."""
+
+    __slots__ = ("extras", "labels", "sample", "values")
+
+    def __init__(
+        self,
+        sample: str,
+        labels: Iterable[Mapping[str, str]] = (),
+        extras: Iterable[Extra] = (),
+        values: Iterable[float] = (),
+    ) -> None:
+        self.sample = sample
+        self.labels: list[Mapping[str, str]] = list(labels)
+        self.extras: list[Extra] = list(extras)
+        self.values: list[float] = list(values)
+        if not len(self.labels) == len(self.extras) == len(self.values):
+            raise ValueError("ColumnRows: columns of different lengths")
+
+    def add(self, labels: Mapping[str, str], extra: Extra, value: float) -> None:
+        self.labels.append(labels)
+        self.extras.append(extra)
+        self.values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return Row(self.sample, self.labels[index], self.extras[index], self.values[index])
+
+    def __iter__(self) -> Iterator[Row]:
+        for labels, extra, value in zip(self.labels, self.extras, self.values, strict=True):
+            yield Row(self.sample, labels, extra, value)
+
+    def __repr__(self) -> str:
+        return f"ColumnRows({self.sample!r}, {len(self)} rows)"
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
     documentation: str
     type: str
-    rows: list[Row]
+    rows: Sequence[Row]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +123,7 @@ class FamilySpec:
         """The name its samples have in /metrics (a counter's with _total)."""
         return self.name + "_total" if self.type == "counter" else self.name
 
-    def family(self, rows: list[Row]) -> Family:
+    def family(self, rows: Sequence[Row]) -> Family:
         return Family(name=self.name, documentation=self.help, type=self.type, rows=rows)
 
 
@@ -134,22 +192,33 @@ def gpu_labels(gpu: GpuState) -> dict[str, str]:
     return dict(sorted(labels.items()))  # sorted once, as the encoders write them
 
 
-def labelled_gpus(snapshot: Snapshot) -> list[Labelled]:
+def labelled_gpus(
+    snapshot: Snapshot, labels_of: Callable[[GpuState], Mapping[str, str]] = gpu_labels
+) -> list[Labelled]:
     """Every GPU of the snapshot but a MIG parent, whose instances carry the time, the work and
-    the verdicts (docs/model.md, "One count per physical GPU")."""
-    return [(g, gpu_labels(g), g.estimate) for g in snapshot.gpus if not g.mig_parent]
+    the verdicts (docs/model.md, "One count per physical GPU"); `labels_of` may hand back the
+    label dict of an earlier snapshot (the encoder's cache, exporter/exposition.py)."""
+    return [(g, labels_of(g), g.estimate) for g in snapshot.gpus if not g.mig_parent]
 
 
-def _gauge(
-    spec: FamilySpec, labelled: Sequence[Labelled], value_of: Callable[[Estimate], float | None]
-) -> Family:
+_Present = tuple[list[Mapping[str, str]], list["Estimate"]]
+"""The GPUs with an Estimate: their label dicts and their Estimates, as two columns."""
+
+
+def _present(labelled: Sequence[Labelled]) -> _Present:
+    with_estimate = [(labels, estimate) for _, labels, estimate in labelled if estimate is not None]
+    return [labels for labels, _ in with_estimate], [estimate for _, estimate in with_estimate]
+
+
+def _gauge(spec: FamilySpec, present: _Present, value_of: Callable[[Estimate], float | None]) -> Family:
     """A per-GPU gauge of one Estimate field: a series per GPU where the field has a value."""
-    rows = []
-    for _, labels, estimate in labelled:
-        value = value_of(estimate) if estimate is not None else None
-        if value is not None:
-            rows.append(Row(sample=spec.name, labels=labels, extra=(), value=value))
-    return spec.family(rows)
+    labels, estimates = present
+    found = list(map(value_of, estimates))
+    if None in found:
+        keep = [value is not None for value in found]
+        labels, found = list(compress(labels, keep)), list(compress(found, keep))
+    values = cast("list[float]", found)  # its Nones left out
+    return spec.family(ColumnRows(spec.name, labels, [NO_EXTRA] * len(values), values))
 
 
 _NO_LABELS: Mapping[str, str] = {}
@@ -184,9 +253,10 @@ FLOP_UTILIZATION = FamilySpec(
 
 
 def _read_activity(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    yield _gauge(DRAM_ACTIVE, labelled, lambda e: e.dram_active)
-    yield _gauge(TENSOR_ACTIVE, labelled, lambda e: e.tensor_active)
-    yield _gauge(FLOP_UTILIZATION, labelled, lambda e: e.flop_utilization)
+    present = _present(labelled)
+    yield _gauge(DRAM_ACTIVE, present, attrgetter("dram_active"))
+    yield _gauge(TENSOR_ACTIVE, present, attrgetter("tensor_active"))
+    yield _gauge(FLOP_UTILIZATION, present, attrgetter("flop_utilization"))
 
 
 # -- roofline ------------------------------------------------------------------------------
@@ -207,8 +277,9 @@ EFFICIENCY = FamilySpec(
 
 
 def _read_roofline(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    yield _gauge(INTENSITY, labelled, lambda e: e.intensity_flop_per_byte)
-    yield _gauge(EFFICIENCY, labelled, lambda e: e.roofline_efficiency)
+    present = _present(labelled)
+    yield _gauge(INTENSITY, present, attrgetter("intensity_flop_per_byte"))
+    yield _gauge(EFFICIENCY, present, attrgetter("roofline_efficiency"))
 
 
 # -- engine --------------------------------------------------------------------------------
@@ -235,11 +306,12 @@ GR_ENGINE_CONTRADICTED = FamilySpec(
 
 
 def _read_engine(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    yield _gauge(GR_ENGINE_ACTIVE, labelled, lambda e: e.gr_engine_active)
-    yield _gauge(GPU_UTILIZATION, labelled, lambda e: e.gpu_utilization)
+    present = _present(labelled)
+    yield _gauge(GR_ENGINE_ACTIVE, present, attrgetter("gr_engine_active"))
+    yield _gauge(GPU_UTILIZATION, present, attrgetter("gpu_utilization"))
     yield _gauge(
         GR_ENGINE_CONTRADICTED,
-        labelled,
+        present,
         lambda e: None if e.gr_engine_active is None else (1.0 if e.gr_engine_contradicted else 0.0),
     )
 
@@ -263,22 +335,23 @@ GPU_SHARE = FamilySpec(
 )
 
 
+_REGIME_EXTRA: dict[str, Extra] = {name: (("regime", name),) for name in REGIMES}
+"""Each regime's extra label, built once: a series' cached text is found by it."""
+
+
 def _read_regime(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
     """The current regime, one series per GPU: a state set wrote five zeros beside it, and every
     rule and panel selects `== 1` (docs/rules-and-dashboards.md, "Series budget"). The share of
     MIG instances only, so that a node without MIG gets no empty HELP/TYPE header for it (a whole
     GPU is 1: the rules weight GPU counts by it)."""
-    regime_rows = [
-        Row(sample=REGIME.name, labels=labels, extra=(("regime", estimate.regime),), value=1.0)
-        for _, labels, estimate in labelled
-        if estimate is not None
-    ]
+    regime_rows, share_rows = ColumnRows(REGIME.name), ColumnRows(GPU_SHARE.name)
+    for gpu, labels, estimate in labelled:
+        if estimate is not None:
+            regime = estimate.regime
+            regime_rows.add(labels, _REGIME_EXTRA.get(regime) or (("regime", regime),), 1.0)
+            if gpu.entity.gpu_instance is not None:
+                share_rows.add(labels, NO_EXTRA, gpu.gpu_share)
     yield REGIME.family(regime_rows)
-    share_rows = [
-        Row(sample=GPU_SHARE.name, labels=labels, extra=(), value=gpu.gpu_share)
-        for gpu, labels, estimate in labelled
-        if estimate is not None and gpu.entity.gpu_instance is not None
-    ]
     if share_rows:
         yield GPU_SHARE.family(share_rows)
 
@@ -310,18 +383,20 @@ DRAM_BYTES = FamilySpec(
 
 
 def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    seconds_rows, flop_rows, dram_rows = [], [], []
+    seconds_rows = ColumnRows(REGIME_SECONDS.exposed)
+    flop_rows, dram_rows = ColumnRows(FLOP.exposed), ColumnRows(DRAM_BYTES.exposed)
+    regime_extras = [_REGIME_EXTRA[name] for name in REGIMES]
     for gpu, labels, _ in labelled:
         totals = gpu.totals
-        if totals.regime_seconds is not None:
-            for name in REGIMES:
-                seconds_rows.append(
-                    Row(REGIME_SECONDS.exposed, labels, (("regime", name),), totals.regime_seconds[name])
-                )
+        seconds = totals.regime_seconds
+        if seconds is not None:  # a series per regime, in REGIMES' order
+            seconds_rows.labels += repeat(labels, len(REGIMES))
+            seconds_rows.extras += regime_extras
+            seconds_rows.values += map(seconds.__getitem__, REGIMES)
         if totals.flop_total is not None:
-            flop_rows.append(Row(FLOP.exposed, labels, (), totals.flop_total))
+            flop_rows.add(labels, NO_EXTRA, totals.flop_total)
         if totals.dram_bytes_total is not None:
-            dram_rows.append(Row(DRAM_BYTES.exposed, labels, (), totals.dram_bytes_total))
+            dram_rows.add(labels, NO_EXTRA, totals.dram_bytes_total)
     yield REGIME_SECONDS.family(seconds_rows)
     yield FLOP.family(flop_rows)
     yield DRAM_BYTES.family(dram_rows)
@@ -386,8 +461,8 @@ def _read_card(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Fam
     yield _hpc_job_family(labelled)
 
 
-def _gpu_info_rows(labelled: Sequence[Labelled]) -> tuple[list[Row], dict[_RoofKey, Roof]]:
-    info_rows: list[Row] = []
+def _gpu_info_rows(labelled: Sequence[Labelled]) -> tuple[ColumnRows, dict[_RoofKey, Roof]]:
+    info_rows = ColumnRows(GPU_INFO.name)
     roofs: dict[_RoofKey, Roof] = {}
     for gpu, labels, estimate in labelled:
         if estimate is None:
@@ -400,7 +475,7 @@ def _gpu_info_rows(labelled: Sequence[Labelled]) -> tuple[list[Row], dict[_RoofK
             if profile is not None:
                 extra = (("mig_profile", profile), *extra)
             roofs.setdefault((estimate.card, estimate.precision, profile), roof)
-        info_rows.append(Row(sample=GPU_INFO.name, labels=labels, extra=extra, value=1.0))
+        info_rows.add(labels, extra, 1.0)
     return info_rows, roofs
 
 
@@ -454,11 +529,11 @@ def _read_missing(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[
     """One series per GPU that lacks a field, naming them all: every GPU the source sees stays in
     /metrics and says what it lacks (docs/runbooks.md, RidgelineProfilingCountersMissing), at one
     series however many fields its source leaves off (dcgm-exporter's default counters: seven)."""
-    rows = []
+    rows = ColumnRows(FIELDS_MISSING.name)
     for gpu, labels, _ in labelled:
         missing = (*gpu.inference.missing_fields, *gpu.inference.missing_link_fields)
         if missing:
-            rows.append(Row(FIELDS_MISSING.name, labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0))
+            rows.add(labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0)
     yield FIELDS_MISSING.family(rows)
 
 
@@ -494,7 +569,7 @@ def _read_clocks(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
     """The clock ratio; 1 per cause holding a clock down by the latest sample
     (clock_events.causes_of); the GPU-seconds a reduced clock cost each compute-bound GPU by
     cause, what `ridgeline report` sums (docs/report.md, "The levers")."""
-    yield _gauge(CLOCK_RATIO, labelled, lambda e: e.clock_ratio)
+    yield _gauge(CLOCK_RATIO, _present(labelled), attrgetter("clock_ratio"))
     yield CLOCK_EVENT.family(
         [
             Row(CLOCK_EVENT.name, labels, (("cause", cause.lower().replace(" ", "_")),), 1.0)

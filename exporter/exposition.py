@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, repeat
+from typing import Any, NamedTuple
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 from prometheus_client.metrics_core import Metric
@@ -28,6 +30,8 @@ from exporter.collectors import (
     SCRAPE_SUCCESS,
     SOURCE_HEALTH,
     WRITE_ORDER,
+    ColumnRows,
+    Extra,
     Family,
     Labelled,
     Row,
@@ -35,9 +39,12 @@ from exporter.collectors import (
     labelled_gpus,
 )
 from exporter.collectors import Collector as SnapshotReader
-from exporter.state import Snapshot
+from exporter.state import GpuState, Snapshot
 
-__all__ = ["HPC_JOB_SEPARATOR", "Family", "MetricsEndpoint", "Row", "build_families", "encode", "gpu_labels"]
+__all__ = [
+    "HPC_JOB_SEPARATOR", "Family", "MetricsEndpoint", "Row", "SeriesCache", "build_families", "encode",
+    "gpu_labels",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +78,14 @@ def build_families(
     *,
     registry: Sequence[SnapshotReader] = (*COLLECTORS, SOURCE_HEALTH),
     clock: Callable[[], float] = time.perf_counter,
+    cache: SeriesCache | None = None,
 ) -> list[Family]:
     """The families of the enabled collectors for one snapshot (docs/design.md, "Prometheus
     metrics"), the source health always, in WRITE_ORDER; then each collector's success and
-    duration. A collector that raises is logged and reports 0; the others are still written."""
-    labelled = labelled_gpus(snapshot)
+    duration. A collector that raises is logged and reports 0; the others are still written.
+    With `cache`, each GPU's label dict is the one of the last snapshot while its labels stay
+    the same (so `encode` with that cache finds its series' text already written)."""
+    labelled = labelled_gpus(snapshot) if cache is None else cache.labelled(snapshot)
     written: dict[str, Family] = {}
     success: list[Row] = []
     duration: list[Row] = []
@@ -135,47 +145,183 @@ def _escape_label_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def encode(family_list: list[Family], *, openmetrics: bool) -> bytes:
+_LabelKey = tuple[Hashable, ...]
+"""What a GPU's labels are made of (collectors.gpu_labels): (entity, card, attribution, hpc_job)."""
+_SeriesKey = tuple[int, str, tuple[tuple[str, str], ...]]
+"""A series: (id of its label dict, sample name, extra labels)."""
+_Lines = dict[_SeriesKey, list[Any]]
+"""A series -> [the text its line starts with (a newline, then `name{labels} `), (the value last
+written, its text)]."""
+_Column = tuple[list[Mapping[str, str]], list[Extra], list[str]]
+"""A family of ColumnRows: its label dicts and extra labels, in order, and their line starts."""
+_NO_VALUE: tuple[float | None, str] = (None, "")
+
+MAX_LINES_PER_GPU = 64
+"""Series kept per GPU on average; past it every series is dropped and rebuilt (the `fields`
+label of ridgeline_profiling_fields_missing can take many values over a GPU's life)."""
+
+
+class _Held(NamedTuple):
+    """One generation of a SeriesCache, swapped in whole."""
+
+    labels: dict[_LabelKey, Mapping[str, str]]
+    """Each GPU's label dict, by what it is made of."""
+    by_id: dict[int, Mapping[str, str]]
+    """The same dicts by id: held here, so no other object has one of these ids meanwhile."""
+    lines: _Lines
+    """The series of those label dicts (only theirs), as encode last wrote them."""
+    columns: dict[str, _Column]
+    """Each family of ColumnRows by sample name, as encode last wrote it."""
+
+
+def _empty() -> _Held:
+    return _Held(labels={}, by_id={}, lines={}, columns={})
+
+
+class SeriesCache:
+    """What stays the same across snapshots while a GPU's labels do: its label dict (one object
+    for as long as its entity, card, pod and HPC job stay the same) and, per series, the escaped
+    text its line starts with and the text of the value last written. Only the entities of the
+    latest snapshot read are kept: one that departs, or whose labels change, is dropped with
+    the next snapshot. Thread-safe by replacement: `labelled` builds a new generation and swaps
+    it in; an encode uses the generation it found when it started.
+    """
+
+    def __init__(self) -> None:
+        self.held = _empty()
+
+    def labelled(self, snapshot: Snapshot) -> list[Labelled]:
+        """collectors.labelled_gpus, with each GPU's label dict from the last snapshot where its
+        labels are unchanged."""
+        known = self.held
+        labels_now: dict[_LabelKey, Mapping[str, str]] = {}
+        by_id: dict[int, Mapping[str, str]] = {}
+
+        def labels_of(gpu: GpuState) -> Mapping[str, str]:
+            key = (gpu.entity, gpu.card, gpu.attribution, gpu.hpc_job)
+            labels = known.labels.get(key)
+            if labels is None:
+                labels = gpu_labels(gpu)
+            labels_now[key] = by_id[id(labels)] = labels
+            return labels
+
+        labelled = labelled_gpus(snapshot, labels_of)
+        lines, columns = known.lines, known.columns
+        if len(lines) > MAX_LINES_PER_GPU * max(1, len(by_id)):
+            lines, columns = {}, {}
+        elif by_id.keys() != known.by_id.keys():  # departed or relabelled: drop their series
+            lines = {key: line for key, line in lines.items() if key[0] in by_id}
+            columns = {}
+        self.held = _Held(labels=labels_now, by_id=by_id, lines=lines, columns=columns)
+        return labelled
+
+    def __len__(self) -> int:
+        """The GPUs held (those of the latest snapshot read)."""
+        return len(self.held.labels)
+
+    @property
+    def series(self) -> int:
+        """The series whose text is held."""
+        return len(self.held.lines)
+
+
+_INF = float("inf")
+_GO_SAME_MAX = 1e6
+"""Below it (and finite), Python's repr of a float is what Go (and floatToGoString) writes."""
+
+
+def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache | None = None) -> bytes:
     """Text format 0.0.4 or OpenMetrics 1.0.0, byte for byte what prometheus_client writes.
 
     prometheus_client re-validates and re-escapes every label name of every sample (its cost:
     docs/daemon.md, "Figures"). Ridgeline's label names are fixed and legal, and every series of
-    one GPU shares one label dict, so its escaped label block is built once per GPU per snapshot.
-    Values are escaped as the formats require (backslash, newline, double quote) and numbers are
-    written with prometheus_client's own float formatter.
+    one GPU shares one label dict, so the text a series' line starts with (`name{labels} `,
+    the same in both formats) is built once per label dict: once per snapshot, or, for the label
+    dicts of `cache` (SeriesCache.labelled), once while the GPU's labels stay the same, with
+    the text of its value while that stays the same too. A family of ColumnRows whose series
+    are those it had last time is written in one pass over its columns. Values are escaped as
+    the formats require (backslash, newline, double quote) and numbers written as
+    prometheus_client's floatToGoString writes them (its own call outside [-inf, 1e6)).
     tests/test_exposition.py checks the output equals prometheus_client's, in both formats.
+    Each piece is written with the newline before it, so a line's start and its value are two
+    pieces and a gauge's pieces are its line starts and values interleaved.
     """
-    blocks: dict[tuple[int, tuple[tuple[str, str], ...]], str] = {}
-    escaped: dict[int, list[tuple[str, str]]] = {}
-    lines: list[str] = []
-    append = lines.append
+    held = cache.held if cache is not None else _empty()
+    lines, by_id, columns = held.lines, held.by_id, held.columns
+    local: _Lines = {}
+    """The series of label dicts not held (the source health's, the roofs'): alive while the
+    families are, so their ids are theirs for this call."""
+
+    def line_of(sample: str, labels: Mapping[str, str], extra: Extra) -> list[Any]:
+        key = (id(labels), sample, extra)
+        line = lines.get(key) or local.get(key)
+        if line is None:
+            line = ["\n" + _line_start(sample, labels, extra), _NO_VALUE]
+            (lines if key[0] in by_id else local)[key] = line
+        return line
+
+    out: list[str] = []
+    append = out.append
     for family in family_list:
         if openmetrics:
             doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-            append(f"# HELP {family.name} {doc}\n# TYPE {family.name} {family.type}\n")
+            head = f"\n# HELP {family.name} {doc}\n# TYPE {family.name} {family.type}"
         else:
             mname = family.name + "_total" if family.type == "counter" else family.name
             doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-            append(f"# HELP {mname} {doc}\n# TYPE {mname} {family.type}\n")
-        for row in family.rows:
-            key = (id(row.labels), row.extra)
-            labels = blocks.get(key)
-            if labels is None:
-                pairs = escaped.get(key[0])
-                if pairs is None:
-                    pairs = [(k, f'{k}="{_escape_label_value(v)}"') for k, v in row.labels.items()]
-                    escaped[key[0]] = pairs
-                if row.extra:
-                    extra = [(k, f'{k}="{_escape_label_value(v)}"') for k, v in row.extra]
-                    labels = ",".join(text for _, text in sorted([*pairs, *extra]))
-                else:
-                    labels = ",".join(text for _, text in sorted(pairs))
-                blocks[key] = labels
-            value = _go_float(row.value)
-            append(f"{row.sample}{{{labels}}} {value}\n" if labels else f"{row.sample} {value}\n")
-    if openmetrics:
-        append("# EOF\n")
-    return "".join(lines).encode("utf-8")
+            head = f"\n# HELP {mname} {doc}\n# TYPE {mname} {family.type}"
+        append(head if out else head[1:])
+        rows: Iterable[tuple[str, Mapping[str, str], tuple[tuple[str, str], ...], float]] = family.rows
+        if type(family.rows) is ColumnRows:  # its columns, without a Row each
+            cols = family.rows
+            texts = _plain_texts(cols.values)
+            if texts is not None:
+                column = columns.get(cols.sample)
+                # the same series as last time: label dicts compared by identity first
+                if column is None or column[0] != cols.labels or column[1] != cols.extras:
+                    pairs = zip(cols.labels, cols.extras, strict=True)
+                    starts = [line_of(cols.sample, labels, extra)[0] for labels, extra in pairs]
+                    column = columns[cols.sample] = (cols.labels, cols.extras, starts)
+                out += chain.from_iterable(zip(column[2], texts, strict=True))
+                continue
+            rows = zip(repeat(cols.sample), cols.labels, cols.extras, cols.values)
+        for sample, labels, extra, value in rows:
+            key = (id(labels), sample, extra)
+            line = lines.get(key)
+            if line is None:
+                line = line_of(sample, labels, extra)
+            last = line[1]
+            if value == last[0] and value:  # unchanged (not a zero: -0.0 is written apart)
+                text = last[1]
+            else:
+                text = f"{float(value)!r}" if -_INF < value < _GO_SAME_MAX else _go_float(value)
+                line[1] = (value, text)  # one assignment: a concurrent encode reads a pair
+            append(line[0])
+            append(text)
+    if not out:
+        return OPENMETRICS_EOF if openmetrics else b""
+    append("\n# EOF\n" if openmetrics else "\n")
+    return "".join(out).encode("utf-8")
+
+
+def _plain_texts(values: list[float]) -> list[str] | None:
+    """Each value's repr, where every one is a finite float below 1e6 (Python's repr is then
+    what floatToGoString writes); None otherwise (NaN, an infinity, Go's exponent form, an int)."""
+    total = sum(values)
+    if not -_INF < total < _INF or (values and max(values) >= _GO_SAME_MAX):
+        return None
+    try:
+        return list(map(float.__repr__, values))
+    except TypeError:
+        return None
+
+
+def _line_start(sample: str, labels: Mapping[str, str], extra: tuple[tuple[str, str], ...]) -> str:
+    """`sample{labels} ` (or `sample `): the labels sorted by name, their values escaped."""
+    pairs = [(k, f'{k}="{_escape_label_value(v)}"') for k, v in (*labels.items(), *extra)]
+    if not pairs:
+        return sample + " "
+    return f"{sample}{{{','.join(text for _, text in sorted(pairs))}}} "
 
 
 class MetricsEndpoint:
@@ -203,6 +349,7 @@ class MetricsEndpoint:
         self._cached_snapshot: Snapshot | None = None
         self._cache: dict[str, bytes] = {}
         self._families: list[Family] | None = None
+        self._series = SeriesCache()
         self._process_registry: CollectorRegistry | None = None
         if process_metrics:
             self._process_registry = CollectorRegistry(auto_describe=False)
@@ -232,11 +379,11 @@ class MetricsEndpoint:
         if cached is not None:
             return cached
         if family_list is None:
-            family_list = build_families(snapshot, self._collectors, clock=self._clock)
+            family_list = build_families(snapshot, self._collectors, clock=self._clock, cache=self._series)
         if content_type.startswith("application/openmetrics-text"):
-            encoded = encode(family_list, openmetrics=True)
+            encoded = encode(family_list, openmetrics=True, cache=self._series)
         elif content_type == CONTENT_TYPE_PLAIN_0_0_4:
-            encoded = encode(family_list, openmetrics=False)
+            encoded = encode(family_list, openmetrics=False, cache=self._series)
         else:  # text format 1.x with an escaping scheme: let prometheus_client write it
             registry = CollectorRegistry(auto_describe=False)
             registry.register(_FamilyListCollector(family_list))
