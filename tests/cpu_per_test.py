@@ -1,5 +1,6 @@
-"""A pytest plugin that writes each test's CPU time (this process and its reaped children) and
-wall time, for finding where a run's CPU-seconds go (docs/testing.md, "The quick run").
+"""A pytest plugin that writes each test's CPU time (this process, its reaped children and the
+serves forked for it, tests/forked_serve.py) and wall time, for finding where a run's CPU-seconds
+go (docs/testing.md, "The quick run").
 
     PYTHONPATH=tests CPU_PER_TEST_OUT=/tmp/cpu ./scripts/test --quick -p cpu_per_test
 
