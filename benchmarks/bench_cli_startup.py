@@ -3,6 +3,8 @@
 
 `python -c pass` is timed beside it: the interpreter's own floor, which no CLI can beat. The
 command runs as `python -m exporter` with the venv's interpreter, as the console script would.
+Beside the wall time, the CPU time of the process (what a test suite that starts many pays), and
+`serve`'s start-up mistakes, which end before it imports FastAPI (docs/testing.md).
 
     .venv/bin/python benchmarks/bench_cli_startup.py [--runs 15]
 """
@@ -10,6 +12,7 @@ command runs as `python -m exporter` with the venv's interpreter, as the console
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -17,30 +20,46 @@ import time
 
 CLASSIFY = ["-m", "exporter", "classify", "--card", "h100-sxm", "--flops", "4e12", "--bytes", "40e9"]
 CARDS = ["-m", "exporter", "cards"]
+SERVE = ["-m", "exporter", "serve", "--listen", "127.0.0.1:0"]
+SERVE_MISTAKES = [
+    ("serve --bad-flag", ["-m", "exporter", "serve", "--bad-flag"]),
+    ("serve --listen nonsense", ["-m", "exporter", "serve", "--listen", "nonsense"]),
+    ("serve --replay /nonexistent", [*SERVE, "--replay", "/nonexistent/trace.jsonl"]),
+    ("serve --model (a typo)", [*SERVE, "--replay", "demo", "--model", "H100 typo"]),
+]
+"""Each ends with exit 2: timed to the exit, as a test of the mistake pays."""
 
 
-def median_ms(argv: list[str], runs: int) -> tuple[float, float]:
-    """(median, min) wall time in ms of running the interpreter with argv; one unmeasured warm-up."""
-    subprocess.run([sys.executable, *argv], check=True, capture_output=True)
-    times = []
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def median_ms(argv: list[str], runs: int, check: bool = True) -> tuple[float, float, float]:
+    """(median, min) wall time and median CPU time in ms of running the interpreter with argv;
+    one unmeasured warm-up."""
+    subprocess.run([sys.executable, *argv], check=check, capture_output=True)
+    times, cpu = [], []
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, *argv], check=True, capture_output=True)
+        start, cpu_start = time.perf_counter(), _children_cpu()
+        subprocess.run([sys.executable, *argv], check=check, capture_output=True)
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times), min(times)
+        cpu.append((_children_cpu() - cpu_start) * 1e3)
+    return statistics.median(times), min(times), statistics.median(cpu)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    for label, argv in (
-        ("python -c pass", ["-c", "pass"]),
-        ("ridgeline classify (kernel)", CLASSIFY),
-        ("ridgeline cards", CARDS),
-    ):
-        median, best = median_ms(argv, args.runs)
-        print(f"{label:<30} median {median:7.1f} ms   min {best:7.1f} ms   ({args.runs} runs)")
+    answers = [("python -c pass", ["-c", "pass"]), ("ridgeline classify (kernel)", CLASSIFY)]
+    answers.append(("ridgeline cards", CARDS))
+    for label, argv in [*answers, *SERVE_MISTAKES]:
+        median, best, cpu = median_ms(argv, args.runs, check=(label, argv) in answers)
+        print(
+            f"{label:<30} median {median:7.1f} ms   min {best:7.1f} ms   CPU {cpu:6.1f} ms   "
+            f"({args.runs} runs)"
+        )
 
 
 if __name__ == "__main__":

@@ -71,13 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean "the input was wrong": reported in one line, exit 2."""
-    from exporter.catalog import CatalogError, UnknownCard, UnknownPrecision
-    from exporter.roofline import RooflineInputError
-    from exporter.sources.base import SourceError
+USER_ERRORS: dict[str, tuple[str, ...]] = {
+    "exporter.catalog": ("CatalogError", "UnknownCard", "UnknownPrecision"),
+    "exporter.roofline": ("RooflineInputError",),
+    "exporter.sources.base": ("SourceError",),
+}
+"""Exceptions that mean "the input was wrong", besides UserError, by the module defining them."""
 
-    return (UserError, CatalogError, UnknownCard, UnknownPrecision, RooflineInputError, SourceError)
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the input was wrong": reported in one line, exit 2. Only those of
+    modules already loaded (none other can have been raised), so that a mistake found early
+    (`--listen nonsense`) does not import the catalog's pydantic to be reported."""
+    types: list[type[BaseException]] = [UserError]
+    for module_name, names in USER_ERRORS.items():
+        module = sys.modules.get(module_name)
+        if module is not None:
+            types.extend(getattr(module, name) for name in names)
+    return tuple(types)
 
 
 def command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

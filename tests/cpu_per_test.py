@@ -1,5 +1,6 @@
-"""A pytest plugin that writes each test's CPU time (this process and its reaped children) and
-wall time, for finding where a run's CPU-seconds go (docs/testing.md, "The quick run").
+"""A pytest plugin that writes each test's CPU time (this process, its reaped children and the
+serves forked for it, tests/forked_serve.py) and wall time, for finding where a run's CPU-seconds
+go (docs/testing.md, "The quick run").
 
     PYTHONPATH=tests CPU_PER_TEST_OUT=/tmp/cpu ./scripts/test --quick -p cpu_per_test
 
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from forked_serve import zygote_cpu_seconds
 
 _rows: list[tuple[float, float, str]] = []
 
@@ -23,7 +25,8 @@ _rows: list[tuple[float, float, str]] = []
 def _cpu_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    forked = zygote_cpu_seconds()  # the serves forked for this worker (tests/forked_serve.py)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + forked
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from conftest import serve_process
+from conftest import OutputSoFar, serve_process
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +51,7 @@ def test_sighup_reloads_the_web_config_and_other_signals_are_ignored(tmp_path: P
     path = tmp_path / "web.yml"
     path.write_text(_config("first-password"))
     with serve_process("--replay", "demo", "--loop", "--web-config", str(path)) as (base, process):
+        log = OutputSoFar(process)
         assert _status(base, "prometheus", "first-password") == 200
         # A change the once-a-second poll cannot see: same inode, size and mtime.
         before = os.stat(path)
@@ -62,12 +63,17 @@ def test_sighup_reloads_the_web_config_and_other_signals_are_ignored(tmp_path: P
         assert _wait_for(lambda: _status(base, "prometheus", "other-password") == 200)
         for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGHUP):
             process.send_signal(signum)
-        time.sleep(1.0)
+        log.until(  # each one handled: the three ignored, the second reload
+            lambda text: (
+                text.count("SIGHUP: reloading the web config") == 2
+                and all(f"{name} received: ignored" in text for name in ("SIGUSR1", "SIGUSR2", "SIGALRM"))
+            )
+        )
         assert process.poll() is None, "a signal killed the daemon"
         assert _status(base, "prometheus", "other-password") == 200
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
-        output = process.stdout.read() if process.stdout else ""
+        output = log.rest()
     assert output.count("SIGHUP: reloading the web config") == 2, output
     assert "reloaded on request (SIGHUP)" in output
     assert "SIGUSR1 received: ignored" in output and "SIGUSR2 received: ignored" in output
@@ -76,15 +82,16 @@ def test_sighup_reloads_the_web_config_and_other_signals_are_ignored(tmp_path: P
 
 def test_sighup_without_a_web_config_is_logged_not_fatal() -> None:
     with serve_process("--replay", "demo", "--loop") as (base, process):
+        log = OutputSoFar(process)
         process.send_signal(signal.SIGHUP)
         process.send_signal(signal.SIGUSR1)
-        time.sleep(1.0)
+        log.until(lambda text: "SIGHUP: no --web-config" in text and "SIGUSR1 received: ignored" in text)
         assert process.poll() is None
         with urllib.request.urlopen(f"{base}/healthz", timeout=10) as response:
             assert response.status == 200
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
-        output = process.stdout.read() if process.stdout else ""
+        output = log.rest()
     assert "SIGHUP: no --web-config to reload" in output, output
 
 
@@ -109,15 +116,16 @@ def test_a_web_config_truncated_while_serving_keeps_basic_auth_on(tmp_path: Path
     path = tmp_path / "web.yml"
     path.write_text(_config("first-password"))
     with serve_process("--replay", "demo", "--loop", "--web-config", str(path)) as (base, process):
+        log = OutputSoFar(process)
         assert _status(base, "prometheus", "first-password") == 200
         path.write_text("")  # `: > web.yml`, or an editor that truncates before it writes
-        time.sleep(2.5)  # more than two polls of the watcher
+        log.until(lambda text: "the file is empty" in text)  # the watcher's poll has seen it
         process.send_signal(signal.SIGHUP)  # and a reload asked for on top
-        time.sleep(1.0)
+        log.until(lambda text: text.count("the file is empty") == 2)
         assert _status(base, "nobody", "") == 401  # was: auth off, every page open
         assert _status(base, "prometheus", "first-password") == 200
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
-        output = process.stdout.read() if process.stdout else ""
+        output = log.rest()
     warnings = [line for line in output.splitlines() if "the file is empty" in line]
     assert warnings and all("WARNING" in line for line in warnings), output

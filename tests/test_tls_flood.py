@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import os
 import socket
 import ssl
 import subprocess
@@ -15,11 +16,13 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import pytest
 from conftest import listening_port, stop_process
 from flood_clients import attacking, hold_connections
+from forked_serve import ForkedProcess, forkable
 from test_webconfig import OPENSSL, _make_ca, _make_leaf
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(OPENSSL is None, reason="openssl CLI needed for certs")]
@@ -95,8 +98,14 @@ def serving(*args: str, ca: Path | None = None) -> Iterator[tuple[int, subproces
     """`ridgeline serve ARGS` until an authorised scrape (over TLS with `ca`) answers 200; its
     output goes to a file, so a process that never comes up cannot block a pipe."""
     with tempfile.TemporaryFile() as log:
-        command = [sys.executable, "-m", "exporter", "serve", "--listen", "127.0.0.1:0", *args]
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        argv = ["serve", "--listen", "127.0.0.1:0", *args]
+        process: Any = (  # forked, as conftest.serve_process's are (tests/forked_serve.py)
+            ForkedProcess(argv, dict(os.environ), output=log.fileno())
+            if forkable(None, None)
+            else subprocess.Popen(
+                [sys.executable, "-m", "exporter", *argv], stdout=log, stderr=subprocess.STDOUT
+            )
+        )
         try:
             port = listening_port(process, "serve", timeout=30)
             deadline = time.monotonic() + 30

@@ -107,13 +107,16 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Open everything that can fail because of the user first, then serve until signalled."""
+    old_variables = deprecated_variables()
+    if old_variables:
+        log.warning(
+            "deprecated environment variables (every command once read them): %s",
+            ", ".join(f"{old} (now {new})" for old, new in old_variables),
+        )
+    host, port = parse_listen(args.listen)  # a typo here costs no import below
+
     from exporter.catalog import load_catalog
-    from exporter.sampler import Sampler
     from exporter.sources import open_source
-    from exporter.view.trails import Trails
-    from exporter.web.answers import SnapshotAnswers
-    from exporter.web.app import AUTH_EXEMPT, create_app
-    from exporter.web.live_routes import build_live_router
     from exporter.web.server import (
         ConnectionGuard,
         ConnectionLimits,
@@ -127,15 +130,7 @@ def run(args: argparse.Namespace) -> int:
         raise_open_file_limit,
         serve,
     )
-    from exporter.web.view_routes import view_router
 
-    old_variables = deprecated_variables()
-    if old_variables:
-        log.warning(
-            "deprecated environment variables (every command once read them): %s",
-            ", ".join(f"{old} (now {new})" for old, new in old_variables),
-        )
-    host, port = parse_listen(args.listen)
     catalog = load_catalog(args.cards)
     if args.model:
         from exporter.catalog import UnknownCard
@@ -182,6 +177,14 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         listener.close()
         raise
+    # FastAPI and the sampler only now: a mistake above ends without paying for their imports
+    from exporter.sampler import Sampler
+    from exporter.view.trails import Trails
+    from exporter.web.answers import SnapshotAnswers
+    from exporter.web.app import AUTH_EXEMPT, create_app
+    from exporter.web.live_routes import build_live_router
+    from exporter.web.view_routes import view_router
+
     enrichers, attribution_threads = _start_enrichers(args)
     trails = Trails()  # the live page's trails: fed as snapshots are published, not per scrape
     sampler = Sampler(
