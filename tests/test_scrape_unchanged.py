@@ -16,7 +16,7 @@ import pytest
 
 from exporter import fields
 from exporter.catalog import load_catalog
-from exporter.inference import InferenceConfig
+from exporter.inference import InferenceConfig, Totals
 from exporter.sample import Sample
 from exporter.sampler import Sampler
 from exporter.sources.base import SourceOptions
@@ -450,3 +450,172 @@ def test_a_bad_job_label_is_counted_on_every_line_that_has_it() -> None:
     assert reader.skipped == {"bad_hpc_job": 2}
     assert [s.hpc_job for s in samples] == [None, "42"]
     assert samples[0].values[fields.SM_ACTIVE] == 0.5
+
+
+# -- batches: what the sampler folds about once a second -------------------------------------
+
+
+def _stamped(body: bytes, version: int, stamp_ms: int) -> bytes:
+    """The page of collection `version`: its ratios nudged, every series stamped `stamp_ms`."""
+    lines = body.replace(b"} 0.", f"}} 0.{version % 10}".encode()).split(b"\n")
+    return b"\n".join(
+        line + f" {stamp_ms}".encode() if line.startswith(b"DCGM_FI_") else line for line in lines
+    )
+
+
+class _ReadOnly:
+    """The source as the sampler saw it before batches: read() only, one fold per read."""
+
+    name = "scrape"
+    paced = False
+
+    def __init__(self, source: ScrapeSource) -> None:
+        self._source = source
+
+    @property
+    def records_skipped(self) -> int:
+        return self._source.records_skipped
+
+    def open(self) -> None:
+        pass
+
+    def read(self) -> list[Sample]:
+        return self._source.read()
+
+    def close(self) -> None:
+        self._source.close()
+
+
+def test_totals_over_a_run_of_unchanged_reads_equal_those_of_folding_every_read(
+    upstream: _Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten reads a second of a page that changes every 1-3 s: the thread keeps the changed pages,
+    the sampler folds them once a second, and every GPU's totals, stamp and recent intervals (the
+    gap rule's window) equal those of folding every read, duplicates and all."""
+    monkeypatch.setattr("exporter.sources.scrape._Gatherer.start", lambda self: None)  # reads by hand
+    import time as _time
+
+    start_ms = int((_time.time() - 600) * 1000)
+    body = upstream.body
+    options = SourceOptions(interval_seconds=0.1)
+    catalog, config = load_catalog(), InferenceConfig()
+    plain_source, batched_source = _open(upstream), _open(upstream)
+    batched_source._cadence.interval = 0.1
+    plain = Sampler("scrape", options, catalog, config, source=_ReadOnly(plain_source))  # type: ignore[arg-type]
+    batched = Sampler("scrape", options, catalog, config, source=batched_source)
+    handed: list[float] = []
+    original_take = batched_source.read_batches
+
+    def take() -> list[list[Sample]]:
+        batches = original_take()
+        handed.extend(batch[0].timestamp for batch in batches)
+        return batches
+
+    batched_source.read_batches = take  # type: ignore[method-assign]
+    stamp = start_ms
+    for read in range(120):
+        if read % 10 == 0 or read % 17 == 0:  # a new collection every 1-1.7 s of reads
+            stamp += 1000 + 100 * (read % 7)
+            upstream.body = _stamped(body, read, stamp)
+        assert plain.run_once()
+        if read % 10 == 0:
+            assert batched.run_once()
+        else:
+            assert batched_source._gatherer is not None and batched_source._gatherer.gather()
+    assert batched.run_once() and plain.run_once()
+    by_key = {(g.entity.uuid, g.entity.gpu_instance): g.inference for g in plain.snapshot.gpus}
+    assert len(by_key) == 2 and len(batched.snapshot.gpus) == 2
+    for gpu in batched.snapshot.gpus:
+        expected = by_key[(gpu.entity.uuid, gpu.entity.gpu_instance)]
+        assert gpu.inference.totals == expected.totals
+        assert gpu.inference.timestamp == expected.timestamp
+        assert gpu.inference.recent_intervals == expected.recent_intervals
+        assert gpu.inference.totals != Totals()  # something was integrated
+    # each collection handed over once, in order: no duplicate beyond one per quiet fold
+    changed = sorted(set(handed))
+    assert handed == sorted(handed) and len(changed) > 12
+    assert batched.snapshot.source.samples_total < plain.snapshot.source.samples_total / 5
+
+
+def test_the_thread_reads_between_the_samplers_reads_and_stops_on_close(upstream: _Upstream) -> None:
+    import time as _time
+
+    body = upstream.body
+    source = _open(upstream)
+    source._cadence.interval = 0.05
+    first = source.read_batches()
+    assert len(first) == 1 and source._gatherer is not None
+    for version in range(1, 4):
+        _time.sleep(0.25)
+        upstream.body = body.replace(b"} 0.", f"}} 0.{version}".encode())
+    _time.sleep(0.25)
+    batches = source.read_batches()
+    dram = [batch[0].values[fields.DRAM_ACTIVE] for batch in batches]
+    assert len(batches) == 3 and len(set(dram)) == 3  # each change once, none repeated
+    assert upstream.gets >= 10 and upstream.connections == 1
+    assert source.read_batches() == [batches[-1]]  # nothing new: the last page once, a duplicate
+    thread = source._gatherer._thread
+    source.close()
+    assert thread is not None and not thread.is_alive() and source._gatherer is None
+    gets = upstream.gets
+    _time.sleep(0.2)
+    assert upstream.gets == gets
+
+
+def test_a_failed_read_on_the_thread_is_raised_after_the_pages_before_it(
+    upstream: _Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.sources.base import SourceError
+
+    monkeypatch.setattr("exporter.sources.scrape._Gatherer.start", lambda self: None)
+    body = upstream.body
+    source = _open(upstream)
+    source._cadence.interval = 0.1
+    source.read_batches()
+    gatherer = source._gatherer
+    assert gatherer is not None
+    upstream.body = body.replace(b"} 0.", b"} 0.0")
+    assert gatherer.gather()
+    upstream.body = b"# HELP nothing here\n"
+    assert not gatherer.gather()
+    (changed,) = source.read_batches()  # the page read before the failure, no read of its own
+    assert (
+        changed[0].values[fields.DRAM_ACTIVE] != parse_page(body.decode(), 0.0)[0].values[fields.DRAM_ACTIVE]
+    )
+    gets = upstream.gets
+    with pytest.raises(SourceError) as failure:
+        source.read_batches()
+    assert failure.value.reason == "no_dcgm_metrics" and upstream.gets == gets
+
+
+def test_with_an_interval_of_a_second_every_read_is_the_samplers(upstream: _Upstream) -> None:
+    from exporter.sampler import FOLD_EVERY_SECONDS
+    from exporter.sources.scrape import GATHER_BELOW_SECONDS
+
+    assert GATHER_BELOW_SECONDS == FOLD_EVERY_SECONDS
+    source = _open(upstream)
+    for _ in range(3):
+        assert len(source.read_batches()) == 1
+    assert source._gatherer is None and upstream.gets == 3
+
+
+@pytest.mark.parametrize("change", ["one_byte", "longer", "shorter"])
+def test_a_page_that_differs_anywhere_from_the_last_is_parsed(
+    upstream: _Upstream, counting: type[_Counting], change: str
+) -> None:
+    """The comparison is chunk by chunk as the body arrives: a byte changed mid-page (the same
+    length), bytes added after the last page's end or a page cut short of it all read as new."""
+    body = upstream.body
+    middle = body.index(b"} 0.", len(body) // 2) + 3
+    changed = {
+        "one_byte": body[:middle] + b"9" + body[middle + 1 :],
+        "longer": body + body.splitlines(keepends=True)[-1].replace(b'gpu="1"', b'gpu="2"'),
+        "shorter": body[: body.rindex(b"\n", 0, len(body) - 1) + 1],
+    }[change]
+    assert changed != body and (change != "one_byte" or len(changed) == len(body))
+    source = _open(upstream)
+    source.read()
+    upstream.body = changed
+    samples = source.read()
+    assert counting.pages == 2
+    assert _without_stamps(samples) == _without_stamps(parse_page(changed.decode(), 0.0))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -64,6 +65,12 @@ CADENCE_GAPS = 8
 MAX_SKIP_SECONDS = 10.0
 """Following the upstream's cadence, a GET is never skipped for longer than this: an upstream
 that died is noticed within it (and the sampler's grace period) even if it changes rarely."""
+GATHER_BELOW_SECONDS = 1.0
+"""With an interval under this, reads between the sampler's (it reads a batching source about
+this often: sampler.FOLD_EVERY_SECONDS) are made by the source's own thread, which keeps only
+the pages that changed (_Gatherer); at this interval or above every read is the sampler's."""
+MAX_PENDING_PAGES = 256
+"""Changed pages kept for the sampler's next read at most (the oldest is dropped first)."""
 
 
 _DEVICE_RE = re.compile(r"nvidia(\d{1,5})")
@@ -616,6 +623,8 @@ class _Cadence:
 
     def __init__(self, follow: bool, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.follow = follow
+        self.interval = interval
+        """The source's read interval (--interval)."""
         self._interval = interval
         self._clock = clock
         self._changes: list[float] = []
@@ -648,11 +657,109 @@ class _Cadence:
         return since < period - margin if since < period else margin <= phase <= period - margin
 
 
+class _Gatherer:
+    """The reads between the sampler's, on a thread of their own, when reads are due more often
+    than the sampler folds (--interval under GATHER_BELOW_SECONDS).
+
+    The sampler reads a batching source about once a second; this thread reads the page every
+    interval in between and keeps only the pages that changed. A read of an unchanged page gives
+    the sampler nothing new (dcgm-exporter's interval averages stand until its next collect), so
+    it is not kept: folding it would have been a duplicate (inference.step: no interval). What
+    the sampler is handed (`take`) is therefore what it would have folded read by read, less
+    the duplicates. A failed read ends the thread; the failure is raised by the next `take`,
+    after the pages read before it were handed over. Every read, the sampler's and this
+    thread's, holds one lock: the source's page, connection and cadence are never shared.
+    """
+
+    def __init__(
+        self, read: Callable[[], tuple[list[Sample], bool]], interval: float, closing: Callable[[], None]
+    ) -> None:
+        self._read = read
+        self._interval = interval
+        self._closing = closing
+        self._lock = threading.Lock()
+        self._pending: list[list[Sample]] = []
+        self._failure: Exception | None = None
+        self._read_at = time.monotonic()
+        self._stopping = False
+        self._wake = threading.Lock()
+        """Held until stop() releases it: the thread waits on it (a lock's timed acquire is a
+        cheaper wait than an Event's)."""
+        self._wake.acquire()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ridgeline-scrape", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """End the thread; it closes the connection itself if it was mid-read past `timeout`."""
+        if not self._stopping:
+            self._stopping = True
+            self._wake.release()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                delay = self._read_at + self._interval - time.monotonic()
+                if delay > 0:
+                    self._wake.acquire(timeout=delay)
+                    continue  # the sampler may have read meanwhile: due again from its read
+                if not self.gather():
+                    return
+        finally:
+            if self._stopping:
+                self._closing()  # stop() may have given up waiting: the connection is no one's
+
+    def gather(self) -> bool:
+        """One read of the thread's: a changed page is kept for the sampler. False once failed."""
+        with self._lock:
+            self._read_at = time.monotonic()
+            try:
+                samples, new = self._read()
+            except Exception as exc:  # raised to the sampler by take(), as read() would
+                self._failure = exc
+                return False
+            if new:
+                self._pending.append(samples)
+                del self._pending[:-MAX_PENDING_PAGES]
+        return True
+
+    def take(self) -> list[list[Sample]]:
+        """The changed pages since the last call and this read's page, oldest first; the page
+        once more (a duplicate) when nothing changed. A failure of the thread's is raised once
+        the pages read before it are handed over; one of this read's, likewise."""
+        with self._lock:
+            batches, self._pending = self._pending, []
+            failure = self._failure
+            if failure is None:
+                self._read_at = time.monotonic()
+                try:
+                    samples, new = self._read()
+                except Exception as exc:
+                    if not batches:
+                        raise
+                    self._failure = exc
+                    return batches
+                if new or not batches:
+                    batches.append(samples)
+                return batches
+            if batches:
+                return batches
+            self._failure = None
+            raise failure
+
+
 class ScrapeSource:
     """Reads dcgm-exporter's `/metrics` once per sampling interval (paced by the sampler)."""
 
     name = "scrape"
     paced = False
+    _gatherer: _Gatherer | None = None
+    """The thread reading between the sampler's reads (read_batches); None until it starts."""
 
     def __init__(self, options: SourceOptions) -> None:
         self._url = options.scrape_url or ""
@@ -724,19 +831,38 @@ class ScrapeSource:
         )
 
     def read(self) -> list[Sample]:
+        return list(self._read_page()[0])
+
+    def read_batches(self) -> list[list[Sample]]:
+        """What the sampler folds, about once a second: this read's page and, with an interval
+        under GATHER_BELOW_SECONDS, every changed page the source's thread read since the last
+        call (_Gatherer), oldest first. An unchanged page is handed over once, not once per read:
+        to the sampler each repeat was a duplicate. With a longer interval, one read per call."""
+        gatherer = self._gatherer
+        if gatherer is not None:
+            return gatherer.take()
+        samples = self.read()
+        interval = self._cadence.interval
+        if interval < GATHER_BELOW_SECONDS:
+            self._gatherer = _Gatherer(self._read_page, interval, self._kept.close)
+            self._gatherer.start()
+        return [samples]
+
+    def _read_page(self) -> tuple[list[Sample], bool]:
+        """One read: the page's samples, and whether they are new (not the last page again)."""
         if self._request is None:
             raise SourceError("not_open", "scrape source read before open()")
         now = time.time()
         page = self._page
         if page is not None and self._cadence.may_skip():
-            return list(page.samples)  # the upstream has no new page yet: no GET at all
+            return page.samples, False  # the upstream has no new page yet: no GET at all
         validators = Validators()
         body, reader = self._fetch(self._page_request(page), validators, now, page)
         if reader is None:  # the same page as last time
             assert page is not None
             self._cadence.saw(changed=False)
             self._note_skipped(page.skipped, page.first_skip)  # what a parse would count again
-            return list(page.samples)
+            return page.samples, False
         samples = reader.finish()
         self._note_skipped(reader.skipped, reader.first_skip)
         if not samples:
@@ -751,7 +877,7 @@ class ScrapeSource:
             skipped=dict(reader.skipped),
             first_skip=reader.first_skip,
         )
-        return samples
+        return samples, True
 
     def _page_request(self, page: _Page | None) -> Request:
         """The GET with its credentials read afresh (a rotated secret applies) and, when the last
@@ -776,10 +902,11 @@ class ScrapeSource:
         shown = self.display_name
         deadline = Deadline(self._timeout)
         try:
-            chunks, reader = self._download(request, deadline, validators, now)
+            known = page.body if page is not None else None
+            chunks, reader, same = self._download(request, deadline, validators, now, known)
+            if page is not None and (validators.not_modified or same):
+                return known, None
             body = b"".join(chunks) if chunks is not None else None
-            if page is not None and (validators.not_modified or (body is not None and body == page.body)):
-                return body, None
             if reader is None:
                 reader = PageReader(now, self._hints)
                 for held in chunks or ():
@@ -794,14 +921,22 @@ class ScrapeSource:
             raise SourceError(exc.reason, f"{shown} {exc.message}") from None
 
     def _download(
-        self, request: Request, deadline: Deadline, validators: Validators, now: float
-    ) -> tuple[list[bytes] | None, PageReader | None]:
+        self, request: Request, deadline: Deadline, validators: Validators, now: float, known: bytes | None
+    ) -> tuple[list[bytes] | None, PageReader | None, bool]:
         """The body's chunks while they fit MAX_REMEMBERED_BYTES (kept to compare with the next
-        page); past that, no chunks and a reader that parsed them as they streamed."""
+        page); past that, no chunks and a reader that parsed them as they streamed. And whether
+        the body is `known` (the last page's bytes) again: each chunk is compared as it arrives,
+        while it is still in the cache, and an unchanged body is never joined."""
         chunks: list[bytes] | None = []
         size = 0
         reader: PageReader | None = None
+        same = known is not None
+        offset = 0
         for chunk in get(request, deadline, validators, self._kept):
+            if same:
+                assert known is not None
+                same = known.startswith(chunk, offset)  # a memcmp in place, no slice
+                offset += len(chunk)
             if chunks is not None:
                 chunks.append(chunk)
                 size += len(chunk)
@@ -815,7 +950,7 @@ class ScrapeSource:
                 assert reader is not None
                 reader.feed(chunk)
             deadline.remaining()  # parsing counts against the deadline too
-        return chunks, reader
+        return chunks, reader, same and known is not None and offset == len(known)
 
     def _no_samples(self, reader: PageReader) -> SourceError:
         """Why a page gave no sample: not the text format, every series skipped, or no DCGM series."""
@@ -833,7 +968,11 @@ class ScrapeSource:
         )
 
     def close(self) -> None:
-        """Close the kept-alive connection (safe twice); the last page is kept."""
+        """Stop the reading thread, close the kept-alive connection (safe twice); the last page
+        is kept."""
+        gatherer, self._gatherer = self._gatherer, None
+        if gatherer is not None:
+            gatherer.stop(self._timeout + 1.0)  # a read ends by its deadline
         self._kept.close()
 
     def _note_skipped(self, skipped: Mapping[str, int], first_skip: str | None) -> None:
