@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 CHUNK_BYTES = 65536
+"""The socket stream's buffer: status and header lines are read through it."""
+BODY_PIECE_BYTES = 1024 * 1024
+"""The most body handed out at once: a page of a few hundred KiB is one or two pieces (fewer
+reads, each a recv and its poll) while a 64 MiB one still streams."""
 MAX_HEADER_LINE = 65536
 """A status or header line longer than this is not HTTP (as http.client's limit)."""
 MAX_HEADERS = 100
@@ -459,7 +463,7 @@ def _body(response: _Answer) -> Iterator[bytes]:
     """The body chunk by chunk; one cut short of its Content-Length is a `connection` error."""
     while True:
         try:
-            chunk = response.read(CHUNK_BYTES)
+            chunk = response.read(BODY_PIECE_BYTES)
         except http.client.IncompleteRead as exc:
             raise FetchError("connection", f"the connection closed mid-body ({exc})") from None
         except http.client.HTTPException as exc:
