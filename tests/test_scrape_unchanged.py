@@ -619,3 +619,166 @@ def test_a_page_that_differs_anywhere_from_the_last_is_parsed(
     samples = source.read()
     assert counting.pages == 2
     assert _without_stamps(samples) == _without_stamps(parse_page(changed.decode(), 0.0))
+
+
+# -- a changed page with the same series: read by the last page's template -----------------------
+
+
+def _revalued(body: bytes, k: int, stamp: bool = False) -> bytes:
+    """The page with every DCGM_FI_ value changed (as a next collect changes them), and with
+    `stamp`, a timestamp column added: the same series, line for line."""
+    out = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"DCGM_FI_") and b"}" in line:
+            head, _, tail = line.rpartition(b"}")
+            token = tail.split()[0] if tail.split() else b""
+            try:
+                value = float(token)
+            except ValueError:
+                out.append(line)
+                continue
+            new = value * (1 + k / 10) if value == value and abs(value) < 1e15 else value
+            text = (b"%d" % new) if token.isdigit() else repr(new).encode()
+            line = head + b"} " + text + (b" %d" % (1764633600000 + k) if stamp else b"")
+        out.append(line)
+    return b"\n".join(out)
+
+
+def _full(body: bytes) -> PageReader:
+    reader = PageReader(5.0, record=True)
+    reader.feed(body)
+    return reader
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in PAGES.glob("*.txt")))
+def test_a_page_with_the_same_series_reads_by_its_template_as_the_full_parse(name: str) -> None:
+    from exporter.sources.scrape import replay
+
+    body = (PAGES / name).read_bytes()
+    first = _full(body)
+    first.finish()
+    template = first.template()
+    if first.skipped or not first._series:
+        assert template is None  # odd series are the full parse's to count
+        return
+    assert template is not None
+    for k, stamp in ((1, False), (2, True), (3, False)):
+        page = _revalued(body, k, stamp)
+        replayed = replay(template, page, 5.0, ())
+        expected = _full(page)
+        samples = expected.finish()
+        assert replayed is not None and not expected.skipped
+        assert replayed.finish() == samples
+
+
+def test_the_benchmarks_pages_read_by_their_template() -> None:
+    import sys
+
+    from exporter.sources.scrape import replay
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from bench_scrape_source import page
+
+    for entities in (8, 56):
+        first = _full(page(entities, 0))
+        first.finish()
+        template = first.template()
+        assert template is not None
+        for version in range(1, 6):
+            body = page(entities, version)
+            replayed = replay(template, body, 5.0, ())
+            assert replayed is not None and replayed.finish() == _full(body).finish()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "label",
+        "added",
+        "removed",
+        "bad_value",
+        "three_parts",
+        "brace_in_value",
+        "not_utf8",
+        "too_long",
+        "comment_to_series",
+    ],
+)
+def test_a_page_whose_series_are_not_the_templates_takes_the_full_parse(change: str) -> None:
+    from exporter.sources.scrape import MAX_LINE_BYTES, replay
+
+    body = (PAGES / "legacy-h100-pods.txt").read_bytes()
+    first = _full(body)
+    first.finish()
+    template = first.template()
+    assert template is not None
+    lines = body.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"DCGM_FI_PROF_DRAM_ACTIVE{"))
+    unread = next(i for i, line in enumerate(lines) if line.startswith(b"DCGM_FI_DEV_FB_FREE{"))
+    line = lines[at]
+    head, _, _ = line.rpartition(b"}")
+    edited = list(lines)
+    if change == "label":
+        edited[at] = line.replace(b'pod="', b'pod="x')
+    elif change == "added":
+        edited.insert(at + 1, line)
+    elif change == "removed":
+        del edited[at]
+    elif change == "bad_value":
+        edited[at] = head + b"} 0.3x"
+    elif change == "three_parts":
+        edited[at] = head + b"} 0.3 1 2"
+    elif change == "brace_in_value":
+        edited[at] = head + b"} 0.3 }"
+    elif change == "not_utf8":
+        edited[unread] = lines[unread].rpartition(b"}")[0] + b"} \xff"
+    elif change == "too_long":
+        edited[unread] = lines[unread].rpartition(b"}")[0] + b"} " + b"1" * MAX_LINE_BYTES
+    elif change == "comment_to_series":
+        comment = next(i for i, line in enumerate(lines) if line.startswith(b"# HELP"))
+        edited[comment] = line
+    assert replay(template, b"\n".join(edited), 5.0, ()) is None
+
+
+def test_the_source_reads_a_changed_page_by_its_template(
+    upstream: _Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.sources import scrape
+
+    results: list[bool] = []
+    original = scrape.replay
+
+    def counted(*args: object) -> PageReader | None:
+        reader = original(*args)  # type: ignore[arg-type]
+        results.append(reader is not None)
+        return reader
+
+    monkeypatch.setattr(scrape, "replay", counted)
+    body = upstream.body
+    source = _open(upstream)
+    source.read()
+    assert results == []  # the first page: parsed whole, its template kept
+    upstream.body = _revalued(body, 1)
+    changed = source.read()
+    assert results == [True]
+    assert _without_stamps(changed) == _without_stamps(parse_page(upstream.body.decode(), 0.0))
+    upstream.body = upstream.body.replace(b'pod="', b'pod="x', 1)  # a new series: parsed whole
+    source.read()
+    upstream.body = _revalued(upstream.body, 2)
+    source.read()
+    assert results == [True, False, True]
+
+
+def test_a_series_printed_twice_keeps_its_first_value_by_the_template_too() -> None:
+    from exporter.sources.scrape import replay
+
+    lines = (PAGES / "legacy-h100-pods.txt").read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"DCGM_FI_PROF_DRAM_ACTIVE{"))
+    body = b"\n".join([*lines[: at + 1], lines[at].rpartition(b"}")[0] + b"} 0.99", *lines[at + 1 :]])
+    first = _full(body)
+    first.finish()
+    template = first.template()
+    assert template is not None
+    page = _revalued(body, 1)
+    replayed = replay(template, page, 5.0, ())
+    assert replayed is not None and replayed.finish() == _full(page).finish()

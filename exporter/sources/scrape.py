@@ -152,9 +152,17 @@ class PageReader:
     Ridgeline reads, and counts of what it skipped, by reason.
     """
 
-    def __init__(self, now: float, hints: tuple[MigProfileHint, ...] = ()) -> None:
+    def __init__(self, now: float, hints: tuple[MigProfileHint, ...] = (), *, record: bool = False) -> None:
         self._now = now
         self._hints = hints
+        self._plan: list[tuple[bytes | None, _Series | None, tuple[int, float] | str | None]] | None = (
+            [] if record else None
+        )
+        """With record: per line, its bytes up to the label set's end (None: not a DCGM_FI_
+        line) and the entity and family it gave a value to (a _Template is made of it)."""
+        self._taken: tuple[_Series, tuple[int, float] | str] | None = None
+        self._replayable = True
+        """False once a line makes this page no template (a skip, a line with no label set)."""
         self._tail = b""
         self._discarding = False
         self._line_number = 0
@@ -217,6 +225,11 @@ class PageReader:
         ]
 
     @property
+    def recorded(self) -> bool:
+        """Whether this reader noted its page's structure (template() may give one)."""
+        return self._plan is not None
+
+    @property
     def looks_like_exposition(self) -> bool:
         """Whether any line had the Prometheus text format's shape (a comment or `name value`)."""
         return self._saw_exposition
@@ -224,6 +237,44 @@ class PageReader:
     # one line
 
     def _line(self, raw: bytes) -> None:
+        if self._plan is not None:
+            self._record(raw)
+            return
+        self._read_line(raw)
+
+    def _record(self, raw: bytes) -> None:
+        """_read_line, noting what the line gave for the template."""
+        assert self._plan is not None
+        if not raw.startswith(b"DCGM_FI_"):
+            self._plan.append((None, None, None))
+            self._read_line(raw)
+            return
+        close_at = raw.rfind(b"}")
+        if raw.find(b"{") < 0 or close_at < 0 or len(raw) > MAX_LINE_BYTES:
+            self._replayable = False
+        self._taken = None
+        self._read_line(raw)
+        taken = self._taken
+        self._plan.append(
+            (raw[: close_at + 1], *taken) if taken is not None else (raw[: close_at + 1], None, None)
+        )
+
+    def template(self) -> _Template | None:
+        """What the next page's parse may reuse when its lines are this page's up to their values
+        (recorded pages only; none after a skip or an odd line: those take the full parse)."""
+        if self._plan is None or not self._replayable or self.skipped or not self._series:
+            return None
+        slots = {id(entry): slot for slot, entry in enumerate(self._series.values())}
+        return _Template(
+            lines=tuple(
+                (prefix, None if entry is None else slots[id(entry)], family)
+                for prefix, entry, family in self._plan
+            ),
+            series=tuple(self._series.items()),
+            has_4_7_names=self.has_4_7_names,
+        )
+
+    def _read_line(self, raw: bytes) -> None:
         if not raw.startswith(b"DCGM_FI_"):
             if not self._saw_exposition:
                 stripped = raw.strip()
@@ -309,6 +360,8 @@ class PageReader:
 
     def _take_value(self, entry: _Series, family: tuple[int, float] | str, rest: str, text: str) -> None:
         """The value (and any timestamp) after a line's labels, kept where the entity has none."""
+        if self._plan is not None:
+            self._taken = (entry, family)
         parts = rest.split()
         if not 1 <= len(parts) <= 2:
             self._skip("bad_line", f"line {self._line_number}: expected a value: {text[:120]!r}")
@@ -365,6 +418,8 @@ class PageReader:
         if entry.values.get(fid) is None:
             scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
             entry.values[fid] = fields.clean_value(fid, scaled)
+        if self._plan is not None:
+            self._taken = (entry, family)
         return True
 
     def _adds_nothing(self, raw: bytes) -> bool:
@@ -493,6 +548,79 @@ class PageReader:
             entry.values[fields.GPU_UTIL] = fields.clean_value(
                 fields.GPU_UTIL, value if percent else value * 100.0
             )
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A parsed page's structure: per line, its bytes up to the end of its label set (None: not
+    a DCGM_FI_ line) and the entity slot and family its value goes to (None: it gives none); the
+    entities it named (index and instance -> their record: entity, pod, jobs); its 4.7 names.
+
+    dcgm-exporter prints the same series in the same order on every collect, only the values
+    change. A next page whose every line is the template's line up to its value is read by
+    `replay`: a prefix compare a line and a float for each value, the labels not looked at."""
+
+    lines: tuple[tuple[bytes | None, int | None, tuple[int, float] | str | None], ...]
+    series: tuple[tuple[tuple[int, int | None], _Series], ...]
+    has_4_7_names: bool
+
+
+def replay(
+    template: _Template, body: bytes, now: float, hints: tuple[MigProfileHint, ...]
+) -> PageReader | None:
+    """The page read by its template (finish() gives the samples), or None when a line is not
+    the template's up to its value, or a value does not read: that page takes the full parse,
+    which says what is wrong with it. What it gives is what the full parse gives: a line whose
+    label set is byte for byte the template's means what it meant there; only the values and
+    stamps after it are new, and they are taken as the full parse takes them."""
+    lines = body.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    if len(lines) != len(template.lines):
+        return None
+    reader = PageReader(now, hints)
+    entries = [
+        _Series(entity=e.entity, attribution=e.attribution, timestamp=None, hpc_jobs=list(e.hpc_jobs))
+        for _, e in template.series
+    ]
+    reader._series = {key: entry for (key, _), entry in zip(template.series, entries, strict=True)}
+    reader.has_4_7_names = template.has_4_7_names
+    reader._saw_exposition = True
+    limit = MAX_LINE_BYTES
+    ratio_name = fields.GPU_UTIL_RATIO_NAME
+    for line, (prefix, slot, family) in zip(lines, template.lines, strict=True):
+        if prefix is None:
+            if line.startswith(b"DCGM_FI_"):
+                return None
+            continue
+        if len(line) > limit or not line.startswith(prefix):
+            return None
+        rest = line[len(prefix) :]
+        if b"}" in rest or not rest.isascii():
+            return None  # another label set's end, or bytes a decode would refuse
+        if family is None or slot is None:
+            continue
+        parts = rest.split()
+        if not 1 <= len(parts) <= 2:
+            return None
+        try:
+            raw_value = float(parts[0])
+            stamp = float(parts[1]) / 1000.0 if len(parts) == 2 else None
+        except ValueError:
+            return None
+        entry = entries[slot]
+        if entry.timestamp is None and stamp is not None:
+            entry.timestamp = stamp
+        if family == ratio_name:
+            if entry.util_ratio is None:
+                entry.util_ratio = (raw_value, not any(c in parts[0] for c in b".eEnN"))
+            continue
+        assert not isinstance(family, str)
+        fid, factor = family
+        if entry.values.get(fid) is None:
+            scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
+            entry.values[fid] = fields.clean_value(fid, scaled)
+    return reader
 
 
 def _label_bytes(raw: bytes, opening: bytes) -> bytes | None:
@@ -760,6 +888,8 @@ class ScrapeSource:
     paced = False
     _gatherer: _Gatherer | None = None
     """The thread reading between the sampler's reads (read_batches); None until it starts."""
+    _template: _Template | None = None
+    """The last fully parsed page's structure, which a changed page is read by (`replay`)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self._url = options.scrape_url or ""
@@ -864,9 +994,12 @@ class ScrapeSource:
             self._note_skipped(page.skipped, page.first_skip)  # what a parse would count again
             return page.samples, False
         samples = reader.finish()
+        if reader.recorded or self._template is None:
+            self._template = reader.template()  # a replayed page keeps the template it matched
         self._note_skipped(reader.skipped, reader.first_skip)
         if not samples:
             self._page = None
+            self._template = None
             raise self._no_samples(reader)
         self._cadence.saw(changed=page is not None)  # a first page is no change: no cadence yet
         cachable = validators.etag is not None or validators.last_modified is not None
@@ -907,8 +1040,10 @@ class ScrapeSource:
             if page is not None and (validators.not_modified or same):
                 return known, None
             body = b"".join(chunks) if chunks is not None else None
+            if reader is None and body is not None and self._template is not None:
+                reader = replay(self._template, body, now, self._hints)  # the same series, new values
             if reader is None:
-                reader = PageReader(now, self._hints)
+                reader = PageReader(now, self._hints, record=True)
                 for held in chunks or ():
                     reader.feed(held)
                     deadline.remaining()
