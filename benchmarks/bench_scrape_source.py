@@ -15,8 +15,9 @@ collectors) runs beside it. Each window scrapes both every 15 s, as Prometheus w
 each one's CPU from /proc over the same wall time after a settle. With --base DIR (a checkout of
 an older commit, e.g. `git worktree add /tmp/base-sources <commit>`), every round runs the old
 code and then this one, alternating, and the medians of the rounds are printed side by side.
-With --standin each round also runs benchmarks/live_standin.py's feed (no text, new values on
-every read, as DCGM's would be): the sampler's own cost at 10 Hz, which a scrape adds to.
+With --standin each round also runs benchmarks/live_standin.py's feed (`--source standin`: no
+text, new values every tick, kept and folded about once a second, as DCGM's would be): the
+serving process's own cost at 10 Hz, which a scrape adds to.
 Goals (issue 22): 8 GPUs at 10 Hz <= 0.5 % of one core, 56 MIG instances <= 1 %.
 """
 

@@ -17,7 +17,7 @@ import pytest
 
 from exporter import fields
 from exporter.catalog import load_catalog
-from exporter.inference import InferenceConfig
+from exporter.inference import InferenceConfig, Totals
 from exporter.sample import Sample
 from exporter.sampler import Sampler
 from exporter.sources.base import SourceOptions
@@ -452,3 +452,335 @@ def test_a_bad_job_label_is_counted_on_every_line_that_has_it() -> None:
     assert reader.skipped == {"bad_hpc_job": 2}
     assert [s.hpc_job for s in samples] == [None, "42"]
     assert samples[0].values[fields.SM_ACTIVE] == 0.5
+
+
+# -- batches: what the sampler folds about once a second -------------------------------------
+
+
+def _stamped(body: bytes, version: int, stamp_ms: int) -> bytes:
+    """The page of collection `version`: its ratios nudged, every series stamped `stamp_ms`."""
+    lines = body.replace(b"} 0.", f"}} 0.{version % 10}".encode()).split(b"\n")
+    return b"\n".join(
+        line + f" {stamp_ms}".encode() if line.startswith(b"DCGM_FI_") else line for line in lines
+    )
+
+
+class _ReadOnly:
+    """The source as the sampler saw it before batches: read() only, one fold per read."""
+
+    name = "scrape"
+    paced = False
+
+    def __init__(self, source: ScrapeSource) -> None:
+        self._source = source
+
+    @property
+    def records_skipped(self) -> int:
+        return self._source.records_skipped
+
+    def open(self) -> None:
+        pass
+
+    def read(self) -> list[Sample]:
+        return self._source.read()
+
+    def close(self) -> None:
+        self._source.close()
+
+
+def test_totals_over_a_run_of_unchanged_reads_equal_those_of_folding_every_read(
+    upstream: _Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten reads a second of a page that changes every 1-3 s: the thread keeps the changed pages,
+    the sampler folds them once a second, and every GPU's totals, stamp and recent intervals (the
+    gap rule's window) equal those of folding every read, duplicates and all."""
+    monkeypatch.setattr("exporter.sources.scrape._Gatherer.start", lambda self: None)  # reads by hand
+    import time as _time
+
+    start_ms = int((_time.time() - 600) * 1000)
+    body = upstream.body
+    options = SourceOptions(interval_seconds=0.1)
+    catalog, config = load_catalog(), InferenceConfig()
+    plain_source, batched_source = _open(upstream), _open(upstream)
+    batched_source._cadence.interval = 0.1
+    plain = Sampler("scrape", options, catalog, config, source=_ReadOnly(plain_source))  # type: ignore[arg-type]
+    batched = Sampler("scrape", options, catalog, config, source=batched_source)
+    handed: list[float] = []
+    original_take = batched_source.read_batches
+
+    def take() -> list[list[Sample]]:
+        batches = original_take()
+        handed.extend(batch[0].timestamp for batch in batches)
+        return batches
+
+    batched_source.read_batches = take  # type: ignore[method-assign]
+    stamp = start_ms
+    for read in range(120):
+        if read % 10 == 0 or read % 17 == 0:  # a new collection every 1-1.7 s of reads
+            stamp += 1000 + 100 * (read % 7)
+            upstream.body = _stamped(body, read, stamp)
+        assert plain.run_once()
+        if read % 10 == 0:
+            assert batched.run_once()
+        else:
+            assert batched_source._gatherer is not None and batched_source._gatherer.gather()
+    assert batched.run_once() and plain.run_once()
+    by_key = {(g.entity.uuid, g.entity.gpu_instance): g.inference for g in plain.snapshot.gpus}
+    assert len(by_key) == 2 and len(batched.snapshot.gpus) == 2
+    for gpu in batched.snapshot.gpus:
+        expected = by_key[(gpu.entity.uuid, gpu.entity.gpu_instance)]
+        assert gpu.inference.totals == expected.totals
+        assert gpu.inference.timestamp == expected.timestamp
+        assert gpu.inference.recent_intervals == expected.recent_intervals
+        assert gpu.inference.totals != Totals()  # something was integrated
+    # each collection handed over once, in order: no duplicate beyond one per quiet fold
+    changed = sorted(set(handed))
+    assert handed == sorted(handed) and len(changed) > 12
+    assert batched.snapshot.source.samples_total < plain.snapshot.source.samples_total / 5
+
+
+def test_the_thread_reads_between_the_samplers_reads_and_stops_on_close(upstream: _Upstream) -> None:
+    import time as _time
+
+    body = upstream.body
+    source = _open(upstream)
+    source._cadence.interval = 0.05
+    first = source.read_batches()
+    assert len(first) == 1 and source._gatherer is not None
+    for version in range(1, 4):
+        _time.sleep(0.25)
+        upstream.body = body.replace(b"} 0.", f"}} 0.{version}".encode())
+    _time.sleep(0.25)
+    batches = source.read_batches()
+    dram = [batch[0].values[fields.DRAM_ACTIVE] for batch in batches]
+    assert len(batches) == 3 and len(set(dram)) == 3  # each change once, none repeated
+    assert upstream.gets >= 10 and upstream.connections == 1
+    assert source.read_batches() == [batches[-1]]  # nothing new: the last page once, a duplicate
+    thread = source._gatherer._thread
+    source.close()
+    assert thread is not None and not thread.is_alive() and source._gatherer is None
+    gets = upstream.gets
+    _time.sleep(0.2)
+    assert upstream.gets == gets
+
+
+def test_a_failed_read_on_the_thread_is_raised_after_the_pages_before_it(
+    upstream: _Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.sources.base import SourceError
+
+    monkeypatch.setattr("exporter.sources.scrape._Gatherer.start", lambda self: None)
+    body = upstream.body
+    source = _open(upstream)
+    source._cadence.interval = 0.1
+    source.read_batches()
+    gatherer = source._gatherer
+    assert gatherer is not None
+    upstream.body = body.replace(b"} 0.", b"} 0.0")
+    assert gatherer.gather()
+    upstream.body = b"# HELP nothing here\n"
+    assert not gatherer.gather()
+    (changed,) = source.read_batches()  # the page read before the failure, no read of its own
+    assert (
+        changed[0].values[fields.DRAM_ACTIVE] != parse_page(body.decode(), 0.0)[0].values[fields.DRAM_ACTIVE]
+    )
+    gets = upstream.gets
+    with pytest.raises(SourceError) as failure:
+        source.read_batches()
+    assert failure.value.reason == "no_dcgm_metrics" and upstream.gets == gets
+
+
+def test_with_an_interval_of_a_second_every_read_is_the_samplers(upstream: _Upstream) -> None:
+    from exporter.sampler import FOLD_EVERY_SECONDS
+    from exporter.sources.scrape import GATHER_BELOW_SECONDS
+
+    assert GATHER_BELOW_SECONDS == FOLD_EVERY_SECONDS
+    source = _open(upstream)
+    for _ in range(3):
+        assert len(source.read_batches()) == 1
+    assert source._gatherer is None and upstream.gets == 3
+
+
+@pytest.mark.parametrize("change", ["one_byte", "longer", "shorter"])
+def test_a_page_that_differs_anywhere_from_the_last_is_parsed(
+    upstream: _Upstream, counting: type[_Counting], change: str
+) -> None:
+    """The comparison is chunk by chunk as the body arrives: a byte changed mid-page (the same
+    length), bytes added after the last page's end or a page cut short of it all read as new."""
+    body = upstream.body
+    middle = body.index(b"} 0.", len(body) // 2) + 3
+    changed = {
+        "one_byte": body[:middle] + b"9" + body[middle + 1 :],
+        "longer": body + body.splitlines(keepends=True)[-1].replace(b'gpu="1"', b'gpu="2"'),
+        "shorter": body[: body.rindex(b"\n", 0, len(body) - 1) + 1],
+    }[change]
+    assert changed != body and (change != "one_byte" or len(changed) == len(body))
+    source = _open(upstream)
+    source.read()
+    upstream.body = changed
+    samples = source.read()
+    assert counting.pages == 2
+    assert _without_stamps(samples) == _without_stamps(parse_page(changed.decode(), 0.0))
+
+
+# -- a changed page with the same series: read by the last page's template -----------------------
+
+
+def _revalued(body: bytes, k: int, stamp: bool = False) -> bytes:
+    """The page with every DCGM_FI_ value changed (as a next collect changes them), and with
+    `stamp`, a timestamp column added: the same series, line for line."""
+    out = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"DCGM_FI_") and b"}" in line:
+            head, _, tail = line.rpartition(b"}")
+            token = tail.split()[0] if tail.split() else b""
+            try:
+                value = float(token)
+            except ValueError:
+                out.append(line)
+                continue
+            new = value * (1 + k / 10) if value == value and abs(value) < 1e15 else value
+            text = (b"%d" % new) if token.isdigit() else repr(new).encode()
+            line = head + b"} " + text + (b" %d" % (1764633600000 + k) if stamp else b"")
+        out.append(line)
+    return b"\n".join(out)
+
+
+def _full(body: bytes) -> PageReader:
+    reader = PageReader(5.0, record=True)
+    reader.feed(body)
+    return reader
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in PAGES.glob("*.txt")))
+def test_a_page_with_the_same_series_reads_by_its_template_as_the_full_parse(name: str) -> None:
+    from exporter.sources.scrape import replay
+
+    body = (PAGES / name).read_bytes()
+    first = _full(body)
+    first.finish()
+    template = first.template()
+    if first.skipped or not first._series:
+        assert template is None  # odd series are the full parse's to count
+        return
+    assert template is not None
+    for k, stamp in ((1, False), (2, True), (3, False)):
+        page = _revalued(body, k, stamp)
+        replayed = replay(template, page, 5.0, ())
+        expected = _full(page)
+        samples = expected.finish()
+        assert replayed is not None and not expected.skipped
+        assert replayed.finish() == samples
+
+
+def test_the_benchmarks_pages_read_by_their_template() -> None:
+    import sys
+
+    from exporter.sources.scrape import replay
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from bench_scrape_source import page
+
+    for entities in (8, 56):
+        first = _full(page(entities, 0))
+        first.finish()
+        template = first.template()
+        assert template is not None
+        for version in range(1, 6):
+            body = page(entities, version)
+            replayed = replay(template, body, 5.0, ())
+            assert replayed is not None and replayed.finish() == _full(body).finish()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "label",
+        "added",
+        "removed",
+        "bad_value",
+        "three_parts",
+        "brace_in_value",
+        "not_utf8",
+        "too_long",
+        "comment_to_series",
+    ],
+)
+def test_a_page_whose_series_are_not_the_templates_takes_the_full_parse(change: str) -> None:
+    from exporter.sources.scrape import MAX_LINE_BYTES, replay
+
+    body = (PAGES / "legacy-h100-pods.txt").read_bytes()
+    first = _full(body)
+    first.finish()
+    template = first.template()
+    assert template is not None
+    lines = body.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"DCGM_FI_PROF_DRAM_ACTIVE{"))
+    unread = next(i for i, line in enumerate(lines) if line.startswith(b"DCGM_FI_DEV_FB_FREE{"))
+    line = lines[at]
+    head, _, _ = line.rpartition(b"}")
+    edited = list(lines)
+    if change == "label":
+        edited[at] = line.replace(b'pod="', b'pod="x')
+    elif change == "added":
+        edited.insert(at + 1, line)
+    elif change == "removed":
+        del edited[at]
+    elif change == "bad_value":
+        edited[at] = head + b"} 0.3x"
+    elif change == "three_parts":
+        edited[at] = head + b"} 0.3 1 2"
+    elif change == "brace_in_value":
+        edited[at] = head + b"} 0.3 }"
+    elif change == "not_utf8":
+        edited[unread] = lines[unread].rpartition(b"}")[0] + b"} \xff"
+    elif change == "too_long":
+        edited[unread] = lines[unread].rpartition(b"}")[0] + b"} " + b"1" * MAX_LINE_BYTES
+    elif change == "comment_to_series":
+        comment = next(i for i, line in enumerate(lines) if line.startswith(b"# HELP"))
+        edited[comment] = line
+    assert replay(template, b"\n".join(edited), 5.0, ()) is None
+
+
+def test_the_source_reads_a_changed_page_by_its_template(
+    upstream: _Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.sources import scrape
+
+    results: list[bool] = []
+    original = scrape.replay
+
+    def counted(*args: object) -> PageReader | None:
+        reader = original(*args)  # type: ignore[arg-type]
+        results.append(reader is not None)
+        return reader
+
+    monkeypatch.setattr(scrape, "replay", counted)
+    body = upstream.body
+    source = _open(upstream)
+    source.read()
+    assert results == []  # the first page: parsed whole, its template kept
+    upstream.body = _revalued(body, 1)
+    changed = source.read()
+    assert results == [True]
+    assert _without_stamps(changed) == _without_stamps(parse_page(upstream.body.decode(), 0.0))
+    upstream.body = upstream.body.replace(b'pod="', b'pod="x', 1)  # a new series: parsed whole
+    source.read()
+    upstream.body = _revalued(upstream.body, 2)
+    source.read()
+    assert results == [True, False, True]
+
+
+def test_a_series_printed_twice_keeps_its_first_value_by_the_template_too() -> None:
+    from exporter.sources.scrape import replay
+
+    lines = (PAGES / "legacy-h100-pods.txt").read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"DCGM_FI_PROF_DRAM_ACTIVE{"))
+    body = b"\n".join([*lines[: at + 1], lines[at].rpartition(b"}")[0] + b"} 0.99", *lines[at + 1 :]])
+    first = _full(body)
+    first.finish()
+    template = first.template()
+    assert template is not None
+    page = _revalued(body, 1)
+    replayed = replay(template, page, 5.0, ())
+    assert replayed is not None and replayed.finish() == _full(page).finish()

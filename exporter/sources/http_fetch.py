@@ -3,9 +3,10 @@
 A socket timeout bounds each read, not the answer: an upstream that drips one byte every two
 seconds never trips a 5 s timeout. Here every blocking call gets the time *left* as its timeout
 (CPython bounds one recv, sendall or TLS handshake by its timeout as a whole), so the GET as a
-whole ends by the deadline. Standard library only: socket, ssl, and http.client's response parser
-(status line, headers, chunked and Content-Length bodies), fed by a socket wrapper that applies
-the deadline. The body is handed out chunk by chunk so the caller can parse it as it streams.
+whole ends by the deadline. Standard library only: socket, ssl, and a small reader of the answer
+(`_Answer`: status line, headers, chunked, Content-Length and read-to-close bodies) over a
+buffered socket wrapper that applies the deadline. The body is handed out chunk by chunk so the
+caller can parse it as it streams.
 A caller that reads one upstream over and over keeps its connection open (KeptConnection).
 """
 
@@ -21,9 +22,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import cast
 
 CHUNK_BYTES = 65536
+"""The socket stream's buffer: status and header lines are read through it."""
+BODY_PIECE_BYTES = 1024 * 1024
+"""The most body handed out at once: a page of a few hundred KiB is one or two pieces (fewer
+reads, each a recv and its poll) while a 64 MiB one still streams."""
+MAX_HEADER_LINE = 65536
+"""A status or header line longer than this is not HTTP (as http.client's limit)."""
+MAX_HEADERS = 100
+"""More header lines than this in one answer are not HTTP (as http.client's limit)."""
 
 
 class FetchError(Exception):
@@ -101,7 +109,7 @@ class _DeadlineReader(io.RawIOBase):
 
 
 class _DeadlineSocket:
-    """What http.client.HTTPResponse needs of a socket (makefile), with the deadline applied."""
+    """The socket as a buffered stream (makefile), with the deadline applied."""
 
     def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
         self._sock = sock
@@ -110,6 +118,133 @@ class _DeadlineSocket:
     def makefile(self, mode: str) -> io.BufferedReader:
         assert mode == "rb"
         return io.BufferedReader(_DeadlineReader(self._sock, self._deadline), CHUNK_BYTES)
+
+
+class _Answer:
+    """One HTTP/1.x answer read off the buffered socket: status, headers, and its body by framing.
+
+    In place of http.client.HTTPResponse, whose header block goes through the email package: at
+    ten GETs a second of a kept-alive loopback page that parse was a third of the GET's CPU. It
+    raises http.client's exceptions (HTTPException and its kinds), so callers treat both alike.
+    A 1xx interim answer is skipped; a body is framed by Transfer-Encoding: chunked, else by
+    Content-Length, else read until the upstream closes (and the connection is not kept).
+    """
+
+    def __init__(self, fp: io.BufferedReader) -> None:
+        self._fp = fp
+        while True:
+            version, status, reason = self._status_line()
+            headers = self._header_block()
+            if not 100 <= status < 200:
+                break
+        self.status = status
+        self.reason = reason
+        self._headers = headers
+        connection = (headers.get("connection") or "").lower()
+        if version == "HTTP/1.1" or (version.startswith("HTTP/1.") and version != "HTTP/1.0"):
+            self.will_close = "close" in connection
+        else:  # HTTP/1.0 keeps the connection only when it says so
+            self.will_close = "keep-alive" not in connection
+        self.chunked = (headers.get("transfer-encoding") or "").strip().lower() == "chunked"
+        self._chunk_left = 0
+        self._done = False
+        self.length: int | None = None
+        """Body bytes still to come by Content-Length (None: framed otherwise)."""
+        if status in (204, 304):
+            self.length = 0
+        elif not self.chunked:
+            declared = (headers.get("content-length") or "").strip()
+            if declared.isdigit():
+                self.length = int(declared)
+            else:
+                self.will_close = True  # read until it closes: the connection cannot be kept
+
+    def getheader(self, name: str) -> str | None:
+        """The header's value (several joined by ', '), or None."""
+        return self._headers.get(name.lower())
+
+    def _line(self, what: str) -> bytes:
+        line = self._fp.readline(MAX_HEADER_LINE + 1)
+        if len(line) > MAX_HEADER_LINE:
+            raise http.client.LineTooLong(what)
+        return line
+
+    def _status_line(self) -> tuple[str, int, str]:
+        line = self._line("status line")
+        if not line:
+            raise http.client.RemoteDisconnected("Remote end closed connection without response")
+        version, _, rest = line.decode("iso-8859-1").rstrip("\r\n").partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+            raise http.client.BadStatusLine(line[:80].decode("iso-8859-1"))
+        return version, int(code), reason.strip()
+
+    def _header_block(self) -> dict[str, str]:
+        """The headers by lower-cased name; a repeated one joined with ', ', a folded line (an
+        obsolete continuation) added to the one before, a line without a colon ignored."""
+        headers: dict[str, str] = {}
+        last: str | None = None
+        for _ in range(MAX_HEADERS + 1):
+            line = self._line("header line")
+            if line in (b"\r\n", b"\n", b""):
+                return headers
+            text = line.decode("iso-8859-1").rstrip("\r\n")
+            if text[:1] in (" ", "\t") and last is not None:
+                headers[last] = f"{headers[last]} {text.strip()}".strip()
+                continue
+            name, colon, value = text.partition(":")
+            if not colon:
+                continue
+            last = name.strip().lower()
+            value = value.strip()
+            headers[last] = f"{headers[last]}, {value}" if last in headers else value
+        raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
+
+    def read(self, amount: int = CHUNK_BYTES) -> bytes:
+        """Up to `amount` bytes of the body; b"" at its end. A chunked body cut short raises
+        IncompleteRead; one short of its Content-Length ends early, `length` left above 0."""
+        if self._done:
+            return b""
+        if self.chunked:
+            return self._read_chunked(amount)
+        if self.length is None:  # until the upstream closes
+            data = self._fp.read1(amount)
+            self._done = not data
+            return data
+        data = self._fp.read(min(amount, self.length)) if self.length > 0 else b""
+        self.length -= len(data)
+        self._done = not data
+        return data
+
+    def _read_chunked(self, amount: int) -> bytes:
+        if self._chunk_left == 0:
+            size_line = self._line("chunk size")
+            size_text = size_line.split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise http.client.IncompleteRead(b"") from None
+            if size < 0:
+                raise http.client.IncompleteRead(b"")
+            if size == 0:
+                while self._line("trailer line") not in (b"\r\n", b"\n", b""):
+                    pass
+                self._done = True
+                return b""
+            self._chunk_left = size
+        want = min(amount, self._chunk_left)
+        data = self._fp.read(want)
+        self._chunk_left -= len(data)
+        if len(data) < want:
+            raise http.client.IncompleteRead(data, self._chunk_left)
+        if self._chunk_left == 0 and self._fp.read(2) not in (b"\r\n",):
+            raise http.client.IncompleteRead(data)
+        return data
+
+    def drain(self) -> None:
+        """Read what is left of the body (nothing, for a 304)."""
+        while self.read():
+            pass
 
 
 _resolver: concurrent.futures.ThreadPoolExecutor | None = None
@@ -220,19 +355,15 @@ def _request_bytes(request: Request, *, keep_alive: bool = False) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _begin(
-    sock: socket.socket, request: Request, deadline: Deadline, keep_alive: bool
-) -> http.client.HTTPResponse:
+def _begin(sock: socket.socket, request: Request, deadline: Deadline, keep_alive: bool) -> _Answer:
     sock.settimeout(deadline.remaining())
     sock.sendall(_request_bytes(request, keep_alive=keep_alive))
-    response = http.client.HTTPResponse(cast(socket.socket, _DeadlineSocket(sock, deadline)), method="GET")
-    response.begin()
-    return response
+    return _Answer(_DeadlineSocket(sock, deadline).makefile("rb"))
 
 
 def _open_and_begin(
     request: Request, deadline: Deadline, kept: KeptConnection | None
-) -> tuple[socket.socket, http.client.HTTPResponse]:
+) -> tuple[socket.socket, _Answer]:
     """A socket with the answer's status and headers read: on the kept connection when there is
     one (and again on a new one if the upstream had closed it meanwhile), else on a new one."""
     sock = kept.take(request) if kept is not None else None
@@ -275,7 +406,7 @@ def get(
     whole = False
     try:
         if validators is not None and _not_modified(request, response, validators):
-            response.read()  # no body, by definition; the connection may be kept
+            response.drain()  # no body, by definition; the connection may be kept
             whole = True
             return
         _check_answer(response)
@@ -294,7 +425,7 @@ def get(
 
 def _opened(
     request: Request, deadline: Deadline, kept: KeptConnection | None
-) -> tuple[socket.socket, http.client.HTTPResponse]:
+) -> tuple[socket.socket, _Answer]:
     """A connection with the answer's status line and headers read, failures as FetchError."""
     try:
         return _open_and_begin(request, deadline, kept)
@@ -306,7 +437,7 @@ def _opened(
         raise FetchError("connection", f"connection failed: {exc.strerror or exc}") from None
 
 
-def _not_modified(request: Request, response: http.client.HTTPResponse, validators: Validators) -> bool:
+def _not_modified(request: Request, response: _Answer, validators: Validators) -> bool:
     """Whether the answer is a 304 to a conditional GET; else its validators are stored."""
     conditional = any(name.startswith("If-") for name, _ in request.headers)
     if response.status == 304 and conditional:
@@ -318,7 +449,7 @@ def _not_modified(request: Request, response: http.client.HTTPResponse, validato
     return False
 
 
-def _check_answer(response: http.client.HTTPResponse) -> None:
+def _check_answer(response: _Answer) -> None:
     """A 200 with a plain-text body, or the FetchError that says what it was instead."""
     if response.status != 200:
         hint = " (check the scrape credentials)" if response.status in (401, 403) else ""
@@ -328,11 +459,11 @@ def _check_answer(response: http.client.HTTPResponse) -> None:
         raise FetchError("parse_error", f"answered with Content-Encoding {encoding}, not plain text")
 
 
-def _body(response: http.client.HTTPResponse) -> Iterator[bytes]:
+def _body(response: _Answer) -> Iterator[bytes]:
     """The body chunk by chunk; one cut short of its Content-Length is a `connection` error."""
     while True:
         try:
-            chunk = response.read(CHUNK_BYTES)
+            chunk = response.read(BODY_PIECE_BYTES)
         except http.client.IncompleteRead as exc:
             raise FetchError("connection", f"the connection closed mid-body ({exc})") from None
         except http.client.HTTPException as exc:
@@ -340,8 +471,7 @@ def _body(response: http.client.HTTPResponse) -> Iterator[bytes]:
         if not chunk:
             missing = response.length
             if missing:
-                # http.client ends a Content-Length body short of its length quietly (it says
-                # so in its source): a page cut mid-number must not pass for a whole one
+                # a page cut mid-number must not pass for a whole one
                 raise FetchError(
                     "connection", f"the connection closed {missing} bytes short of the Content-Length"
                 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -60,6 +61,12 @@ CADENCE_GAPS = 8
 MAX_SKIP_SECONDS = 10.0
 """Following the upstream's cadence, a GET is never skipped for longer than this: an upstream
 that died is noticed within it (and the sampler's grace period) even if it changes rarely."""
+GATHER_BELOW_SECONDS = 1.0
+"""With an interval under this, reads between the sampler's (it reads a batching source about
+this often: sampler.FOLD_EVERY_SECONDS) are made by the source's own thread, which keeps only
+the pages that changed (_Gatherer); at this interval or above every read is the sampler's."""
+MAX_PENDING_PAGES = 256
+"""Changed pages kept for the sampler's next read at most (the oldest is dropped first)."""
 
 
 _DEVICE_RE = re.compile(r"nvidia(\d{1,5})")
@@ -141,9 +148,17 @@ class PageReader:
     Ridgeline reads, and counts of what it skipped, by reason.
     """
 
-    def __init__(self, now: float, hints: tuple[MigProfileHint, ...] = ()) -> None:
+    def __init__(self, now: float, hints: tuple[MigProfileHint, ...] = (), *, record: bool = False) -> None:
         self._now = now
         self._hints = hints
+        self._plan: list[tuple[bytes | None, _Series | None, tuple[int, float] | str | None]] | None = (
+            [] if record else None
+        )
+        """With record: per line, its bytes up to the label set's end (None: not a DCGM_FI_
+        line) and the entity and family it gave a value to (a _Template is made of it)."""
+        self._taken: tuple[_Series, tuple[int, float] | str] | None = None
+        self._replayable = True
+        """False once a line makes this page no template (a skip, a line with no label set)."""
         self._tail = b""
         self._discarding = False
         self._line_number = 0
@@ -206,6 +221,11 @@ class PageReader:
         ]
 
     @property
+    def recorded(self) -> bool:
+        """Whether this reader noted its page's structure (template() may give one)."""
+        return self._plan is not None
+
+    @property
     def looks_like_exposition(self) -> bool:
         """Whether any line had the Prometheus text format's shape (a comment or `name value`)."""
         return self._saw_exposition
@@ -213,6 +233,44 @@ class PageReader:
     # one line
 
     def _line(self, raw: bytes) -> None:
+        if self._plan is not None:
+            self._record(raw)
+            return
+        self._read_line(raw)
+
+    def _record(self, raw: bytes) -> None:
+        """_read_line, noting what the line gave for the template."""
+        assert self._plan is not None
+        if not raw.startswith(b"DCGM_FI_"):
+            self._plan.append((None, None, None))
+            self._read_line(raw)
+            return
+        close_at = raw.rfind(b"}")
+        if raw.find(b"{") < 0 or close_at < 0 or len(raw) > MAX_LINE_BYTES:
+            self._replayable = False
+        self._taken = None
+        self._read_line(raw)
+        taken = self._taken
+        self._plan.append(
+            (raw[: close_at + 1], *taken) if taken is not None else (raw[: close_at + 1], None, None)
+        )
+
+    def template(self) -> _Template | None:
+        """What the next page's parse may reuse when its lines are this page's up to their values
+        (recorded pages only; none after a skip or an odd line: those take the full parse)."""
+        if self._plan is None or not self._replayable or self.skipped or not self._series:
+            return None
+        slots = {id(entry): slot for slot, entry in enumerate(self._series.values())}
+        return _Template(
+            lines=tuple(
+                (prefix, None if entry is None else slots[id(entry)], family)
+                for prefix, entry, family in self._plan
+            ),
+            series=tuple(self._series.items()),
+            has_4_7_names=self.has_4_7_names,
+        )
+
+    def _read_line(self, raw: bytes) -> None:
         if not raw.startswith(b"DCGM_FI_"):
             if not self._saw_exposition:
                 stripped = raw.strip()
@@ -298,6 +356,8 @@ class PageReader:
 
     def _take_value(self, entry: _Series, family: tuple[int, float] | str, rest: str, text: str) -> None:
         """The value (and any timestamp) after a line's labels, kept where the entity has none."""
+        if self._plan is not None:
+            self._taken = (entry, family)
         parts = rest.split()
         if not 1 <= len(parts) <= 2:
             self._skip("bad_line", f"line {self._line_number}: expected a value: {text[:120]!r}")
@@ -354,6 +414,8 @@ class PageReader:
         if entry.values.get(fid) is None:
             scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
             entry.values[fid] = fields.clean_value(fid, scaled)
+        if self._plan is not None:
+            self._taken = (entry, family)
         return True
 
     def _adds_nothing(self, raw: bytes) -> bool:
@@ -484,6 +546,79 @@ class PageReader:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A parsed page's structure: per line, its bytes up to the end of its label set (None: not
+    a DCGM_FI_ line) and the entity slot and family its value goes to (None: it gives none); the
+    entities it named (index and instance -> their record: entity, pod, jobs); its 4.7 names.
+
+    dcgm-exporter prints the same series in the same order on every collect, only the values
+    change. A next page whose every line is the template's line up to its value is read by
+    `replay`: a prefix compare a line and a float for each value, the labels not looked at."""
+
+    lines: tuple[tuple[bytes | None, int | None, tuple[int, float] | str | None], ...]
+    series: tuple[tuple[tuple[int, int | None], _Series], ...]
+    has_4_7_names: bool
+
+
+def replay(
+    template: _Template, body: bytes, now: float, hints: tuple[MigProfileHint, ...]
+) -> PageReader | None:
+    """The page read by its template (finish() gives the samples), or None when a line is not
+    the template's up to its value, or a value does not read: that page takes the full parse,
+    which says what is wrong with it. What it gives is what the full parse gives: a line whose
+    label set is byte for byte the template's means what it meant there; only the values and
+    stamps after it are new, and they are taken as the full parse takes them."""
+    lines = body.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    if len(lines) != len(template.lines):
+        return None
+    reader = PageReader(now, hints)
+    entries = [
+        _Series(entity=e.entity, attribution=e.attribution, timestamp=None, hpc_jobs=list(e.hpc_jobs))
+        for _, e in template.series
+    ]
+    reader._series = {key: entry for (key, _), entry in zip(template.series, entries, strict=True)}
+    reader.has_4_7_names = template.has_4_7_names
+    reader._saw_exposition = True
+    limit = MAX_LINE_BYTES
+    ratio_name = fields.GPU_UTIL_RATIO_NAME
+    for line, (prefix, slot, family) in zip(lines, template.lines, strict=True):
+        if prefix is None:
+            if line.startswith(b"DCGM_FI_"):
+                return None
+            continue
+        if len(line) > limit or not line.startswith(prefix):
+            return None
+        rest = line[len(prefix) :]
+        if b"}" in rest or not rest.isascii():
+            return None  # another label set's end, or bytes a decode would refuse
+        if family is None or slot is None:
+            continue
+        parts = rest.split()
+        if not 1 <= len(parts) <= 2:
+            return None
+        try:
+            raw_value = float(parts[0])
+            stamp = float(parts[1]) / 1000.0 if len(parts) == 2 else None
+        except ValueError:
+            return None
+        entry = entries[slot]
+        if entry.timestamp is None and stamp is not None:
+            entry.timestamp = stamp
+        if family == ratio_name:
+            if entry.util_ratio is None:
+                entry.util_ratio = (raw_value, not any(c in parts[0] for c in b".eEnN"))
+            continue
+        assert not isinstance(family, str)
+        fid, factor = family
+        if entry.values.get(fid) is None:
+            scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
+            entry.values[fid] = fields.clean_value(fid, scaled)
+    return reader
+
+
 def _label_bytes(raw: bytes, opening: bytes) -> bytes | None:
     """The value of the label `opening` (`gpu="`) as dcgm-exporter writes it (after `{` or `,`),
     found with bytes.find; None when it is not there in that shape."""
@@ -612,6 +747,8 @@ class _Cadence:
 
     def __init__(self, follow: bool, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.follow = follow
+        self.interval = interval
+        """The source's read interval (--interval)."""
         self._interval = interval
         self._clock = clock
         self._changes: list[float] = []
@@ -644,11 +781,111 @@ class _Cadence:
         return since < period - margin if since < period else margin <= phase <= period - margin
 
 
+class _Gatherer:
+    """The reads between the sampler's, on a thread of their own, when reads are due more often
+    than the sampler folds (--interval under GATHER_BELOW_SECONDS).
+
+    The sampler reads a batching source about once a second; this thread reads the page every
+    interval in between and keeps only the pages that changed. A read of an unchanged page gives
+    the sampler nothing new (dcgm-exporter's interval averages stand until its next collect), so
+    it is not kept: folding it would have been a duplicate (inference.step: no interval). What
+    the sampler is handed (`take`) is therefore what it would have folded read by read, less
+    the duplicates. A failed read ends the thread; the failure is raised by the next `take`,
+    after the pages read before it were handed over. Every read, the sampler's and this
+    thread's, holds one lock: the source's page, connection and cadence are never shared.
+    """
+
+    def __init__(
+        self, read: Callable[[], tuple[list[Sample], bool]], interval: float, closing: Callable[[], None]
+    ) -> None:
+        self._read = read
+        self._interval = interval
+        self._closing = closing
+        self._lock = threading.Lock()
+        self._pending: list[list[Sample]] = []
+        self._failure: Exception | None = None
+        self._read_at = time.monotonic()
+        self._stopping = False
+        self._wake = threading.Lock()
+        """Held until stop() releases it: the thread waits on it (a lock's timed acquire is a
+        cheaper wait than an Event's)."""
+        self._wake.acquire()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ridgeline-scrape", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """End the thread; it closes the connection itself if it was mid-read past `timeout`."""
+        if not self._stopping:
+            self._stopping = True
+            self._wake.release()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                delay = self._read_at + self._interval - time.monotonic()
+                if delay > 0:
+                    self._wake.acquire(timeout=delay)
+                    continue  # the sampler may have read meanwhile: due again from its read
+                if not self.gather():
+                    return
+        finally:
+            if self._stopping:
+                self._closing()  # stop() may have given up waiting: the connection is no one's
+
+    def gather(self) -> bool:
+        """One read of the thread's: a changed page is kept for the sampler. False once failed."""
+        with self._lock:
+            self._read_at = time.monotonic()
+            try:
+                samples, new = self._read()
+            except Exception as exc:  # raised to the sampler by take(), as read() would
+                self._failure = exc
+                return False
+            if new:
+                self._pending.append(samples)
+                del self._pending[:-MAX_PENDING_PAGES]
+        return True
+
+    def take(self) -> list[list[Sample]]:
+        """The changed pages since the last call and this read's page, oldest first; the page
+        once more (a duplicate) when nothing changed. A failure of the thread's is raised once
+        the pages read before it are handed over; one of this read's, likewise."""
+        with self._lock:
+            batches, self._pending = self._pending, []
+            failure = self._failure
+            if failure is None:
+                self._read_at = time.monotonic()
+                try:
+                    samples, new = self._read()
+                except Exception as exc:
+                    if not batches:
+                        raise
+                    self._failure = exc
+                    return batches
+                if new or not batches:
+                    batches.append(samples)
+                return batches
+            if batches:
+                return batches
+            self._failure = None
+            raise failure
+
+
 class ScrapeSource:
     """Reads dcgm-exporter's `/metrics` once per sampling interval (paced by the sampler)."""
 
     name = "scrape"
     paced = False
+    _gatherer: _Gatherer | None = None
+    """The thread reading between the sampler's reads (read_batches); None until it starts."""
+    _template: _Template | None = None
+    """The last fully parsed page's structure, which a changed page is read by (`replay`)."""
 
     def __init__(self, options: SourceOptions, settings: ScrapeSettings | None = None) -> None:
         settings = settings if settings is not None else ScrapeSettings()
@@ -719,23 +956,45 @@ class ScrapeSource:
         )
 
     def read(self) -> list[Sample]:
+        return list(self._read_page()[0])
+
+    def read_batches(self) -> list[list[Sample]]:
+        """What the sampler folds, about once a second: this read's page and, with an interval
+        under GATHER_BELOW_SECONDS, every changed page the source's thread read since the last
+        call (_Gatherer), oldest first. An unchanged page is handed over once, not once per read:
+        to the sampler each repeat was a duplicate. With a longer interval, one read per call."""
+        gatherer = self._gatherer
+        if gatherer is not None:
+            return gatherer.take()
+        samples = self.read()
+        interval = self._cadence.interval
+        if interval < GATHER_BELOW_SECONDS:
+            self._gatherer = _Gatherer(self._read_page, interval, self._kept.close)
+            self._gatherer.start()
+        return [samples]
+
+    def _read_page(self) -> tuple[list[Sample], bool]:
+        """One read: the page's samples, and whether they are new (not the last page again)."""
         if self._request is None:
             raise SourceError("not_open", "scrape source read before open()")
         now = time.time()
         page = self._page
         if page is not None and self._cadence.may_skip():
-            return list(page.samples)  # the upstream has no new page yet: no GET at all
+            return page.samples, False  # the upstream has no new page yet: no GET at all
         validators = Validators()
         body, reader = self._fetch(self._page_request(page), validators, now, page)
         if reader is None:  # the same page as last time
             assert page is not None
             self._cadence.saw(changed=False)
             self._note_skipped(page.skipped, page.first_skip)  # what a parse would count again
-            return list(page.samples)
+            return page.samples, False
         samples = reader.finish()
+        if reader.recorded or self._template is None:
+            self._template = reader.template()  # a replayed page keeps the template it matched
         self._note_skipped(reader.skipped, reader.first_skip)
         if not samples:
             self._page = None
+            self._template = None
             raise self._no_samples(reader)
         self._cadence.saw(changed=page is not None)  # a first page is no change: no cadence yet
         cachable = validators.etag is not None or validators.last_modified is not None
@@ -746,7 +1005,7 @@ class ScrapeSource:
             skipped=dict(reader.skipped),
             first_skip=reader.first_skip,
         )
-        return samples
+        return samples, True
 
     def _page_request(self, page: _Page | None) -> Request:
         """The GET with its credentials read afresh (a rotated secret applies) and, when the last
@@ -771,12 +1030,15 @@ class ScrapeSource:
         shown = self.display_name
         deadline = Deadline(self._timeout)
         try:
-            chunks, reader = self._download(request, deadline, validators, now)
+            known = page.body if page is not None else None
+            chunks, reader, same = self._download(request, deadline, validators, now, known)
+            if page is not None and (validators.not_modified or same):
+                return known, None
             body = b"".join(chunks) if chunks is not None else None
-            if page is not None and (validators.not_modified or (body is not None and body == page.body)):
-                return body, None
+            if reader is None and body is not None and self._template is not None:
+                reader = replay(self._template, body, now, self._hints)  # the same series, new values
             if reader is None:
-                reader = PageReader(now, self._hints)
+                reader = PageReader(now, self._hints, record=True)
                 for held in chunks or ():
                     reader.feed(held)
                     deadline.remaining()
@@ -789,14 +1051,22 @@ class ScrapeSource:
             raise SourceError(exc.reason, f"{shown} {exc.message}") from None
 
     def _download(
-        self, request: Request, deadline: Deadline, validators: Validators, now: float
-    ) -> tuple[list[bytes] | None, PageReader | None]:
+        self, request: Request, deadline: Deadline, validators: Validators, now: float, known: bytes | None
+    ) -> tuple[list[bytes] | None, PageReader | None, bool]:
         """The body's chunks while they fit MAX_REMEMBERED_BYTES (kept to compare with the next
-        page); past that, no chunks and a reader that parsed them as they streamed."""
+        page); past that, no chunks and a reader that parsed them as they streamed. And whether
+        the body is `known` (the last page's bytes) again: each chunk is compared as it arrives,
+        while it is still in the cache, and an unchanged body is never joined."""
         chunks: list[bytes] | None = []
         size = 0
         reader: PageReader | None = None
+        same = known is not None
+        offset = 0
         for chunk in get(request, deadline, validators, self._kept):
+            if same:
+                assert known is not None
+                same = known.startswith(chunk, offset)  # a memcmp in place, no slice
+                offset += len(chunk)
             if chunks is not None:
                 chunks.append(chunk)
                 size += len(chunk)
@@ -810,7 +1080,7 @@ class ScrapeSource:
                 assert reader is not None
                 reader.feed(chunk)
             deadline.remaining()  # parsing counts against the deadline too
-        return chunks, reader
+        return chunks, reader, same and known is not None and offset == len(known)
 
     def _no_samples(self, reader: PageReader) -> SourceError:
         """Why a page gave no sample: not the text format, every series skipped, or no DCGM series."""
@@ -828,7 +1098,11 @@ class ScrapeSource:
         )
 
     def close(self) -> None:
-        """Close the kept-alive connection (safe twice); the last page is kept."""
+        """Stop the reading thread, close the kept-alive connection (safe twice); the last page
+        is kept."""
+        gatherer, self._gatherer = self._gatherer, None
+        if gatherer is not None:
+            gatherer.stop(self._timeout + 1.0)  # a read ends by its deadline
         self._kept.close()
 
     def _note_skipped(self, skipped: Mapping[str, int], first_skip: str | None) -> None:
