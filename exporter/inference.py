@@ -647,7 +647,10 @@ class EntityFold:
         thresholds = config.thresholds
         raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
         walls = profile.link_walls
-        raw_call = judge_counters(raw, thresholds, links=links_of(inputs, *walls))  # its lever is not kept
+        linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
+        raw_call = judge_counters(  # its lever is not kept
+            raw, thresholds, links=links_of(inputs, *walls) if linked else None
+        )
         raw_regime = raw_call.regime
         sm_clock = smoothed.get("sm_clock_mhz")
         reading = reading_of(smoothed, profile.clock_ratios(precision, sm_clock))
@@ -659,7 +662,7 @@ class EntityFold:
             fp64_tensor_faster=profile.fp64_tensor_faster,
             precision=precision,
             precisions=profile.precisions,
-            links=links_of(smoothed, *walls),
+            links=links_of(smoothed, *walls) if linked else None,
         )
         mask = values.get(fields.CLOCKS_EVENT_REASONS)
         draw = values.get(fields.POWER_USAGE)
@@ -669,7 +672,8 @@ class EntityFold:
         else:
             reasons = clock_events.active_reasons(mask)
             causes = clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
-        call = at_reduced_clock(call, reading, profile, precision, sm_clock, causes)
+        if call.regime == "compute_bound":  # at_reduced_clock keeps any other call as it is
+            call = at_reduced_clock(call, reading, profile, precision, sm_clock, causes)
 
         # the debouncer (`debounce`): a new smoothed regime must hold `dwell` seconds first
         regime = call.regime
@@ -727,8 +731,12 @@ class EntityFold:
                 self.flops += flop_per_second * interval
             if bytes_per_second is not None and self.dram_bytes is not None:
                 self.dram_bytes += bytes_per_second * interval
-        loss = clock_events.clock_loss(
-            raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
+        loss = (  # clock_loss is None for any other regime
+            clock_events.clock_loss(
+                raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
+            )
+            if raw_regime == "compute_bound"
+            else None
         )
         if loss is not None:
             self.clock_lost = clock_events.lost_to_clock(
