@@ -701,11 +701,7 @@ class EntityFold:
 
         # the counters (`add_interval`, in its order of operations)
         self._totals = None
-        cap_ok = False
-        if dt is not None and integrate:  # integration_cap, inline
-            typical = min(before) if before else config.expected_interval_seconds
-            expected = config.expected_interval_seconds
-            cap_ok = dt <= config.gap_factor * (expected if expected >= typical else typical)
+        cap_ok = dt is not None and integrate and dt <= integration_cap(config, before)
         work = roof is not None and count_work
         dram = raw.dram_active
         flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if work else None
