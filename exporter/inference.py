@@ -308,10 +308,11 @@ def inputs_of(values: Mapping[int, float | None]) -> tuple[dict[str, float], tup
     rates, the SM clock in MHz (a positive finite one; the clock ratios are taken against the
     roof in use, CardProfile.clock_ratios) and GPU_UTIL as a fraction; blank fields are left out
     (and a blank profiling field is missing, as an absent one is)."""
+    get = values.get  # looked up once: this runs ~17 times a sample
     inputs: dict[str, float] = {}
     missing: list[str] = []
     for name, fid, dcgm_name in _READING_INPUTS:
-        value = values.get(fid)
+        value = get(fid)
         if value is None:
             missing.append(dcgm_name)
         elif value.__class__ is float and 0.0 < value <= 1.0:
@@ -319,17 +320,17 @@ def inputs_of(values: Mapping[int, float | None]) -> tuple[dict[str, float], tup
         else:
             inputs[name] = _ratio(value)
     for name, fid in _TENSOR_INPUTS:
-        value = values.get(fid)
+        value = get(fid)
         if value is not None:
             inputs[name] = _ratio(value)
     for name, fid in _LINK_INPUTS:
-        rate = values.get(fid)
+        rate = get(fid)
         if rate is not None and 0.0 <= rate < math.inf:
             inputs[name] = float(rate)
-    clock = values.get(fields.SM_CLOCK)
+    clock = get(fields.SM_CLOCK)
     if clock is not None and 0.0 < clock < math.inf:
         inputs["sm_clock_mhz"] = float(clock)
-    util = values.get(fields.GPU_UTIL)
+    util = get(fields.GPU_UTIL)
     if util is not None:
         inputs["gpu_utilization"] = _ratio(util / 100.0)  # DCGM GPU_UTIL is a percentage
     return inputs, tuple(missing) if missing else ()
@@ -675,7 +676,7 @@ class EntityFold:
         if call.regime == "compute_bound":  # at_reduced_clock keeps any other call as it is
             call = at_reduced_clock(call, reading, profile, precision, sm_clock, causes)
 
-        # the debouncer (`debounce`): a new smoothed regime must hold `dwell` seconds first
+        # the debouncer: a new smoothed regime must hold `dwell` seconds first
         regime = call.regime
         if prior is None or regime == self.regime:
             self.regime, self.lever, self.pending_regime, self.pending_since = regime, call.lever, None, None
@@ -699,7 +700,7 @@ class EntityFold:
         self.clock_reasons = reasons
         self.clock_causes = causes
 
-        # the counters (`add_interval`, in its order of operations)
+        # the counters, in the order of operations step had before issue 22 (the same bits)
         self._totals = None
         cap_ok = dt is not None and integrate and dt <= integration_cap(config, before)
         work = roof is not None and count_work
