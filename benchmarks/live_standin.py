@@ -96,6 +96,32 @@ class WatchedBatches(PrebuiltBatches):
         return batches
 
 
+class SecondOfBatches(PrebuiltBatches):
+    """WatchedBatches without the wall clock, for in-process timing: each read hands over one
+    second of batches (`per_read` of them, `--interval` apart on its own clock, `now`)."""
+
+    def __init__(self, options: SourceOptions, per_read: int = 10) -> None:
+        super().__init__(options)
+        self._interval = options.interval_seconds
+        self._per_read = per_read
+        self.now = 1_764_432_000.0
+
+    def read_batches(self) -> list[list[Sample]]:
+        batches = []
+        for _ in range(self._per_read):
+            values = self._values[self._reads % VARIANTS]
+            self._reads += 1
+            self.now += self._interval
+            stamp = self.now
+            batches.append(
+                [
+                    Sample(timestamp=stamp, entity=entity, values=values[i], attribution=attribution)
+                    for i, (entity, attribution) in enumerate(self._entities)
+                ]
+            )
+        return batches
+
+
 def main() -> int:
     PrebuiltBatches.entity_count = int(sys.argv.pop(1))
     sources.SOURCE_CLASSES["standin"] = f"{__name__}:WatchedBatches"

@@ -35,7 +35,6 @@ from exporter.roofline import (
     dominant_precision,
     fp64_tensor_faster,
     judge_counters,
-    known_clock_ratio,
     link_load,
     pipe_peaks,
     pipe_utilizations,
@@ -294,30 +293,47 @@ def _ratio(value: float) -> float:
     return min(1.0, max(0.0, float(value))) if value != 0 else 0.0
 
 
-_INPUT_FIELDS: tuple[tuple[str, int], ...] = (*READING_FIELD_IDS.items(), *TENSOR_PIPE_FIELDS.items())
 _LINK_INPUTS: tuple[tuple[str, int], ...] = tuple(LINK_FIELDS.items())
+_TENSOR_INPUTS: tuple[tuple[str, int], ...] = tuple(TENSOR_PIPE_FIELDS.items())
 
 
-def raw_inputs(values: Mapping[int, float | None]) -> dict[str, float]:
-    """This sample's inputs by name: the reported ratios clamped to [0, 1], the tensor sub-pipes,
-    the SM clock in MHz (a positive finite one; the clock ratios are taken against the roof in
-    use, CardProfile.clock_ratios) and GPU_UTIL as a fraction. Blank fields are left out."""
+_READING_INPUTS: tuple[tuple[str, int, str], ...] = tuple(
+    (name, fid, readings.field_name(fid)) for name, fid in READING_FIELD_IDS.items()
+)
+
+
+def inputs_of(values: Mapping[int, float | None]) -> tuple[dict[str, float], tuple[str, ...]]:
+    """(this sample's inputs by name, DCGM names of the profiling fields 1001-1008 it lacks), in
+    one pass. Inputs: the reported ratios clamped to [0, 1], the tensor sub-pipes, the link byte
+    rates, the SM clock in MHz (a positive finite one; the clock ratios are taken against the
+    roof in use, CardProfile.clock_ratios) and GPU_UTIL as a fraction; blank fields are left out
+    (and a blank profiling field is missing, as an absent one is)."""
+    get = values.get  # looked up once: this runs ~17 times a sample
     inputs: dict[str, float] = {}
-    for name, fid in _INPUT_FIELDS:
-        value = values.get(fid)
+    missing: list[str] = []
+    for name, fid, dcgm_name in _READING_INPUTS:
+        value = get(fid)
+        if value is None:
+            missing.append(dcgm_name)
+        elif value.__class__ is float and 0.0 < value <= 1.0:
+            inputs[name] = value  # _ratio's common case, without the call
+        else:
+            inputs[name] = _ratio(value)
+    for name, fid in _TENSOR_INPUTS:
+        value = get(fid)
         if value is not None:
             inputs[name] = _ratio(value)
     for name, fid in _LINK_INPUTS:
-        rate = values.get(fid)
+        rate = get(fid)
         if rate is not None and 0.0 <= rate < math.inf:
             inputs[name] = float(rate)
-    clock = values.get(fields.SM_CLOCK)
+    clock = get(fields.SM_CLOCK)
     if clock is not None and 0.0 < clock < math.inf:
         inputs["sm_clock_mhz"] = float(clock)
-    util = values.get(fields.GPU_UTIL)
+    util = get(fields.GPU_UTIL)
     if util is not None:
         inputs["gpu_utilization"] = _ratio(util / 100.0)  # DCGM GPU_UTIL is a percentage
-    return inputs
+    return inputs, tuple(missing) if missing else ()
 
 
 def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha: float) -> dict[str, float]:
@@ -325,11 +341,8 @@ def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha
     starts at its value, and an input this sample lacks is dropped."""
     if prior is None:
         return dict(inputs)
-    smoothed: dict[str, float] = {}
-    for name, x in inputs.items():
-        s = prior.get(name)
-        smoothed[name] = x if s is None else s + alpha * (x - s)
-    return smoothed
+    get = prior.get
+    return {name: x if (s := get(name)) is None else s + alpha * (x - s) for name, x in inputs.items()}
 
 
 def smoothing_alpha(dt: float | None, time_constant: float) -> float:
@@ -345,18 +358,18 @@ def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | 
     assertion checks; an unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock
     can underflow it)."""
     tensor, vector = clocks
-    return CounterReading._make(
+    return _new_reading(
+        CounterReading,
         (
             *map(inputs.get, READING_FIELDS),
-            1.0 if tensor is None else max(tensor, 1e-9),
-            1.0 if vector is None else max(vector, 1e-9),
-        )
+            1.0 if tensor is None else tensor if tensor >= 1e-9 else 1e-9,
+            1.0 if vector is None else vector if vector >= 1e-9 else 1e-9,
+        ),
     )
 
 
-_PROFILING_NAMES: tuple[tuple[int, str], ...] = tuple(
-    (fid, readings.field_name(fid)) for fid in PROFILING_FIELDS
-)
+_new_reading = tuple.__new__
+"""CounterReading._make without its length check (reading_of always gives every field)."""
 
 
 _LINK_FIELD_NAMES: Mapping[str, tuple[tuple[int, str], ...]] = MappingProxyType(
@@ -388,87 +401,11 @@ def missing_link_fields(
     return tuple(found) if found else ()
 
 
-def missing_profiling_fields(values: Mapping[int, float | None]) -> tuple[str, ...]:
-    """DCGM names of the fields 1001-1008 a sample lacks (absent, or blank)."""
-    return tuple([name for fid, name in _PROFILING_NAMES if values.get(fid) is None])
-
-
 @functools.lru_cache(maxsize=64)
 def dcgm_names(reading_fields: tuple[str, ...]) -> tuple[str, ...]:
     """Reading field names (dram_active, ...) as the DCGM names an SRE puts in a counters file
     (a few distinct tuples ever occur: cached)."""
     return tuple(readings.field_name(READING_FIELD_IDS[name]) for name in reading_fields)
-
-
-def debounce(
-    previous: Smoothing | None,
-    values: Mapping[str, float],
-    smoothed_regime: CounterRegime,
-    lever: str,
-    timestamp: float,
-    dwell: float,
-) -> Smoothing:
-    """The exported regime after this sample (a new one must hold `dwell` seconds first), with
-    the smoothed `values` the next sample continues from."""
-    if previous is None or smoothed_regime == previous.regime:
-        return Smoothing(values=values, regime=smoothed_regime, lever=lever)
-    since = previous.pending_since
-    if previous.pending_regime != smoothed_regime or since is None:
-        since = timestamp
-    if timestamp - since >= dwell:
-        return Smoothing(values=values, regime=smoothed_regime, lever=lever)
-    return Smoothing(
-        values=values,
-        regime=previous.regime,
-        lever=previous.lever,
-        pending_regime=smoothed_regime,
-        pending_since=since,
-    )
-
-
-def add_interval(
-    totals: Totals,
-    regime: CounterRegime,
-    flop_per_second: float | None,
-    bytes_per_second: float | None,
-    dt: float | None,
-    time_weight: float = 1.0,
-    clock_loss: tuple[float, tuple[str, ...]] | None = None,
-) -> Totals:
-    """Add one interval (dt None: none to add) to the counters, and bear the ones not born yet.
-
-    FLOPs integrate Σ u·P over the raw pipes, bytes d·B (None: this reading cannot say, nothing
-    added); a counter is born at 0 the first time its rate is known. time_weight: the part of a
-    physical GPU the entity is (a MIG instance's share), so regime seconds are GPU-seconds.
-    clock_loss: (1 − k, its causes) of a compute-bound reading at a reduced clock.
-    """
-    seconds = totals.regime_seconds if totals.regime_seconds is not None else _NO_REGIME_SECONDS
-    flops = totals.flop_total
-    bytes_ = totals.dram_bytes_total
-    integrated = totals.integrated_seconds
-    if flop_per_second is not None and flops is None:
-        flops = 0.0
-    if bytes_per_second is not None and bytes_ is None:
-        bytes_ = 0.0
-    if dt is not None:
-        grown = dict(seconds)
-        grown[regime] += dt * time_weight
-        seconds = MappingProxyType(grown)
-        integrated += dt * time_weight
-        if flop_per_second is not None and flops is not None:
-            flops += flop_per_second * dt
-        if bytes_per_second is not None and bytes_ is not None:
-            bytes_ += bytes_per_second * dt
-    lost = totals.clock_lost_seconds
-    if clock_loss is not None:
-        lost = clock_events.lost_to_clock(lost, clock_loss[0], clock_loss[1], (dt or 0.0) * time_weight)
-    return Totals(
-        regime_seconds=seconds,
-        flop_total=flops,
-        dram_bytes_total=bytes_,
-        integrated_seconds=integrated,
-        clock_lost_seconds=lost,
-    )
 
 
 def step(
@@ -491,87 +428,318 @@ def step(
     bytes out of this GPU's counters (a MIG parent whose instances report them: docs/model.md,
     "MIG roofs"). time_weight scales the regime seconds: a MIG instance's share of its GPU, 0 for
     a parent (docs/model.md, "One count per physical GPU").
+
+    The rules are EntityFold.add's; this is one sample's fold from and to the immutable record.
     """
-    timestamp = sample.timestamp
-    if previous is not None and timestamp <= previous.timestamp:
+    if previous is not None and sample.timestamp <= previous.timestamp:
         return previous  # duplicate or out-of-order: the interval was already accounted for
-    entity = sample.entity
-    mig = entity.gpu_instance is not None
-    profile = card_profile(card, config, instance=mig, mig_profile=entity.profile, live_sms=entity.sm_count)
-    dt, recent = _interval(previous, timestamp)
-    base = previous.totals if previous is not None else (totals or Totals())
-    values = sample.values
-    missing = missing_profiling_fields(values)
-    inputs = raw_inputs(values)
-    if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
-        return EntityInference(
-            entity=entity,
-            timestamp=timestamp,
-            smoothing=None,
-            totals=base,
-            recent_intervals=recent,
-            missing_fields=missing,
-            card_key=profile.key,
-            missing_link_fields=missing_link_fields(values, profile.link_fields),
+    fold = EntityFold(previous, totals)
+    fold.add(sample, card, config, integrate=integrate, count_work=count_work, time_weight=time_weight)
+    return fold.inference()
+
+
+class EntityFold:
+    """One GPU's inference state, updated in place sample by sample and read as an EntityInference.
+
+    The sampler folds every sample (ten a second per GPU at --interval 0.1) but publishes about
+    once a second, so the records a reader sees (EntityInference, Smoothing, Totals) are built
+    when read (`inference`), not per sample; the regime seconds are copied once per read, not per
+    interval (docs/daemon.md, "Live budget"). `step` is one `add` between two records, so both
+    paths run the same rules, in the same order, to the same bits (tests/test_sampler_fold.py).
+    """
+
+    __slots__ = (
+        "_card",
+        "_config",
+        "_entity_seen",
+        "_exported",
+        "_profile",
+        "_totals",
+        "call",
+        "card_key",
+        "clock_causes",
+        "clock_lost",
+        "clock_reasons",
+        "dram_bytes",
+        "entity",
+        "flops",
+        "integrated",
+        "lever",
+        "missing",
+        "missing_link",
+        "pending_regime",
+        "pending_since",
+        "profile",
+        "raw_regime",
+        "recent",
+        "regime",
+        "seconds",
+        "seconds_shared",
+        "timestamp",
+        "values",
+    )
+
+    def __init__(self, previous: EntityInference | None = None, totals: Totals | None = None) -> None:
+        """Continue from `previous` (None: a GPU's first sample, from `totals` or none)."""
+        if previous is not None:
+            totals = previous.totals
+        elif totals is None:
+            totals = Totals()
+        self._totals: Totals | None = totals
+        """Totals as last built (None: the counters changed since)."""
+        self.seconds: Mapping[str, float] | None = totals.regime_seconds
+        self.seconds_shared = True
+        """`seconds` may be held by a record or be the shared zeros: copy it before adding to it."""
+        self.flops = totals.flop_total
+        self.dram_bytes = totals.dram_bytes_total
+        self.integrated = totals.integrated_seconds
+        self.clock_lost = totals.clock_lost_seconds
+        self._exported = previous
+        """The EntityInference of the state as it is (None: a sample came since it was built)."""
+        self._card: Card | None = None
+        self._config: InferenceConfig | None = None
+        self._entity_seen: Entity | None = None
+        self._profile: CardProfile | None = None
+        """card_profile of (_card, _config, _entity_seen), reused while all three are the same."""
+        if previous is None:
+            self.timestamp: float | None = None
+            self.entity: Entity | None = None
+            self.recent: tuple[float, ...] = ()
+            self.values: Mapping[str, float] | None = None
+            self.regime: CounterRegime = "unknown"
+            self.lever = ""
+            self.pending_regime: CounterRegime | None = None
+            self.pending_since: float | None = None
+            self.missing: tuple[str, ...] = ()
+            self.card_key: str | None = None
+            self.profile: CardProfile | None = None
+            self.call: CounterCall | None = None
+            self.raw_regime: CounterRegime | None = None
+            self.clock_reasons: tuple[str, ...] = ()
+            self.clock_causes: tuple[str, ...] = ()
+            self.missing_link: tuple[str, ...] = ()
+            return
+        self.timestamp = previous.timestamp
+        self.entity = previous.entity
+        self.recent = previous.recent_intervals
+        smoothing = previous.smoothing
+        if smoothing is None:
+            self.values = None
+            self.regime, self.lever, self.pending_regime, self.pending_since = "unknown", "", None, None
+        else:
+            self.values = smoothing.values
+            self.regime, self.lever = smoothing.regime, smoothing.lever
+            self.pending_regime, self.pending_since = smoothing.pending_regime, smoothing.pending_since
+        self.missing = previous.missing_fields
+        self.card_key = previous.card_key
+        self.profile = previous.profile
+        self.call = previous.call
+        self.raw_regime = previous.raw_regime
+        self.clock_reasons = previous.clock_reasons
+        self.clock_causes = previous.clock_causes
+        self.missing_link = previous.missing_link_fields
+
+    def totals(self) -> Totals:
+        """The counters as a record (built once per change)."""
+        built = self._totals
+        if built is None:
+            seconds = self.seconds
+            if seconds is not None and not self.seconds_shared:
+                seconds = self.seconds = MappingProxyType(seconds)
+                self.seconds_shared = True
+            built = self._totals = Totals(
+                regime_seconds=seconds,
+                flop_total=self.flops,
+                dram_bytes_total=self.dram_bytes,
+                integrated_seconds=self.integrated,
+                clock_lost_seconds=self.clock_lost,
+            )
+        return built
+
+    def inference(self) -> EntityInference:
+        """The state as the record readers take (built once per sample folded since the last)."""
+        built = self._exported
+        if built is not None:
+            return built
+        assert self.entity is not None and self.timestamp is not None, "no sample folded yet"
+        values = self.values
+        smoothing = None
+        if values is not None:
+            if values.__class__ is not MappingProxyType:
+                values = self.values = MappingProxyType(values)
+            smoothing = Smoothing(
+                values=values,
+                regime=self.regime,
+                lever=self.lever,
+                pending_regime=self.pending_regime,
+                pending_since=self.pending_since,
+            )
+        built = self._exported = EntityInference(
+            entity=self.entity,
+            timestamp=self.timestamp,
+            smoothing=smoothing,
+            totals=self.totals(),
+            recent_intervals=self.recent,
+            missing_fields=self.missing,
+            card_key=self.card_key,
+            profile=self.profile,
+            call=self.call,
+            raw_regime=self.raw_regime,
+            clock_reasons=self.clock_reasons,
+            clock_causes=self.clock_causes,
+            missing_link_fields=self.missing_link,
         )
+        return built
 
-    prior = previous.smoothing if previous is not None else None
-    smoothed = smooth(prior.values if prior else None, inputs, smoothing_alpha(dt, config.smoothing_seconds))
-    precision, roof, peaks = profile.roof_for(smoothed)
-    fp64_faster = profile.fp64_tensor_faster
-    thresholds = config.thresholds
-    raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
-    raw_pipes = pipe_utilizations(raw)
-    walls = profile.link_walls
-    raw_call = judge_counters(raw, thresholds, links=links_of(inputs, *walls))  # its lever is not kept
-    raw_regime = raw_call.regime
-    reading = reading_of(smoothed, profile.clock_ratios(precision, smoothed.get("sm_clock_mhz")))
-    call = judge_counters(
-        reading,
-        thresholds,
-        mig_instance=mig,
-        fp64_tensor_faster=fp64_faster,
-        precision=precision,
-        precisions=profile.precisions,
-        links=links_of(smoothed, *walls),
-    )
-    reasons = clock_events.active_reasons(values.get(fields.CLOCKS_EVENT_REASONS))
-    causes = clock_events.causes_of(
-        reasons, values.get(fields.POWER_USAGE), values.get(fields.POWER_MGMT_LIMIT)
-    )
-    call = at_reduced_clock(call, reading, profile, precision, smoothed.get("sm_clock_mhz"), causes)
-    exported = debounce(
-        prior, MappingProxyType(smoothed), call.regime, call.lever, timestamp, config.dwell_seconds
-    )
+    def add(
+        self,
+        sample: Sample,
+        card: Card | None,
+        config: InferenceConfig,
+        *,
+        integrate: bool = True,
+        count_work: bool = True,
+        time_weight: float = 1.0,
+    ) -> bool:
+        """Fold one sample in (`step`'s arguments); False for a duplicate or out-of-order one,
+        which changes nothing (its interval was already accounted for)."""
+        timestamp = sample.timestamp
+        last = self.timestamp
+        if last is not None and timestamp <= last:
+            return False
+        entity = sample.entity
+        profile = self._profile
+        if (
+            profile is None
+            or entity is not self._entity_seen
+            or card is not self._card
+            or config is not self._config
+        ):
+            profile = self._profile = card_profile(
+                card,
+                config,
+                instance=entity.gpu_instance is not None,
+                mig_profile=entity.profile,
+                live_sms=entity.sm_count,
+            )
+            self._entity_seen, self._card, self._config = entity, card, config
+        before = self.recent
+        if last is None:
+            dt = None
+        else:
+            dt = timestamp - last
+            self.recent = (*before[1:], dt) if len(before) >= RECENT_INTERVALS else (*before, dt)
+        self.timestamp = timestamp
+        self.entity = entity
+        self._exported = None
+        values = sample.values
+        inputs, self.missing = inputs_of(values)
+        self.card_key = profile.key
+        self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
+        if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
+            self.values = None
+            self.profile = self.call = self.raw_regime = None
+            self.clock_reasons = self.clock_causes = ()
+            return True
 
-    before = previous.recent_intervals if previous is not None else ()
-    cap_ok = dt is not None and integrate and dt <= integration_cap(config, before)
-    work = roof is not None and count_work
-    dram = raw.dram_active
-    new_totals = add_interval(
-        base,
-        raw_regime,
-        achieved_flops(raw_pipes, peaks) if work else None,
-        dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None,
-        dt if cap_ok else None,
-        time_weight,
-        clock_events.clock_loss(raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes),
-    )
-    return EntityInference(
-        entity=entity,
-        timestamp=timestamp,
-        smoothing=exported,
-        totals=new_totals,
-        recent_intervals=recent,
-        missing_fields=missing,
-        card_key=profile.key,
-        profile=profile,
-        call=call,
-        raw_regime=raw_regime,
-        clock_reasons=reasons,
-        clock_causes=causes,
-        missing_link_fields=missing_link_fields(values, profile.link_fields),
-    )
+        prior = self.values
+        smoothed = smooth(prior, inputs, smoothing_alpha(dt, config.smoothing_seconds))
+        precision, roof, peaks = profile.roof_for(smoothed)
+        thresholds = config.thresholds
+        raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
+        walls = profile.link_walls
+        linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
+        raw_call = judge_counters(  # its lever is not kept
+            raw, thresholds, links=links_of(inputs, *walls) if linked else None
+        )
+        raw_regime = raw_call.regime
+        sm_clock = smoothed.get("sm_clock_mhz")
+        reading = reading_of(smoothed, profile.clock_ratios(precision, sm_clock))
+        mig = entity.gpu_instance is not None
+        call = judge_counters(
+            reading,
+            thresholds,
+            mig_instance=mig,
+            fp64_tensor_faster=profile.fp64_tensor_faster,
+            precision=precision,
+            precisions=profile.precisions,
+            links=links_of(smoothed, *walls) if linked else None,
+        )
+        mask = values.get(fields.CLOCKS_EVENT_REASONS)
+        draw = values.get(fields.POWER_USAGE)
+        if mask is None and draw is None:
+            reasons: tuple[str, ...] = ()
+            causes: tuple[str, ...] = ()  # what active_reasons and causes_of say of neither field
+        else:
+            reasons = clock_events.active_reasons(mask)
+            causes = clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
+        if call.regime == "compute_bound":  # at_reduced_clock keeps any other call as it is
+            call = at_reduced_clock(call, reading, profile, precision, sm_clock, causes)
+
+        # the debouncer: a new smoothed regime must hold `dwell` seconds first
+        regime = call.regime
+        if prior is None or regime == self.regime:
+            self.regime, self.lever, self.pending_regime, self.pending_since = regime, call.lever, None, None
+        else:
+            since = self.pending_since
+            if self.pending_regime != regime or since is None:
+                since = timestamp
+            if timestamp - since >= config.dwell_seconds:
+                self.regime, self.lever, self.pending_regime, self.pending_since = (
+                    regime,
+                    call.lever,
+                    None,
+                    None,
+                )
+            else:
+                self.pending_regime, self.pending_since = regime, since
+        self.values = smoothed
+        self.profile = profile
+        self.call = call
+        self.raw_regime = raw_regime
+        self.clock_reasons = reasons
+        self.clock_causes = causes
+
+        # the counters, in the order of operations step had before issue 22 (the same bits)
+        self._totals = None
+        cap_ok = dt is not None and integrate and dt <= integration_cap(config, before)
+        work = roof is not None and count_work
+        dram = raw.dram_active
+        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if work else None
+        bytes_per_second = (
+            dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None
+        )
+        if flop_per_second is not None and self.flops is None:
+            self.flops = 0.0
+        if bytes_per_second is not None and self.dram_bytes is None:
+            self.dram_bytes = 0.0
+        seconds = self.seconds
+        if seconds is None:
+            seconds = self.seconds = _NO_REGIME_SECONDS
+            self.seconds_shared = True
+        interval = dt if cap_ok else None
+        if interval is not None:
+            if self.seconds_shared:
+                seconds = self.seconds = dict(seconds)
+                self.seconds_shared = False
+            seconds[raw_regime] += interval * time_weight  # type: ignore[index]
+            self.integrated += interval * time_weight
+            if flop_per_second is not None and self.flops is not None:
+                self.flops += flop_per_second * interval
+            if bytes_per_second is not None and self.dram_bytes is not None:
+                self.dram_bytes += bytes_per_second * interval
+        loss = (  # clock_loss is None for any other regime
+            clock_events.clock_loss(
+                raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
+            )
+            if raw_regime == "compute_bound"
+            else None
+        )
+        if loss is not None:
+            self.clock_lost = clock_events.lost_to_clock(
+                self.clock_lost, loss[0], loss[1], (interval or 0.0) * time_weight
+            )
+        return True
 
 
 def at_reduced_clock(
@@ -597,16 +765,6 @@ def at_reduced_clock(
 
 _UNIT_PEAKS: Mapping[str, float] = MappingProxyType({"tensor": 1.0, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0})
 """The unit roof of an unknown card: regime, position and efficiency do not depend on it."""
-
-
-def _interval(previous: EntityInference | None, timestamp: float) -> tuple[float | None, tuple[float, ...]]:
-    """(dt since the previous sample or None, the recent intervals including dt)."""
-    if previous is None:
-        return None, ()
-    dt = timestamp - previous.timestamp
-    recent = previous.recent_intervals
-    recent = (*recent[1:], dt) if len(recent) >= RECENT_INTERVALS else (*recent, dt)
-    return dt, recent
 
 
 def estimate_of(
@@ -745,6 +903,11 @@ class CardProfile:
     """link_field_names(link_bandwidths): the link fields whose absence the missing family names."""
     live_sms: int | None = None
     """The instance's SM count from the GPU library (Entity.sm_count), over the catalog's."""
+    clock_bases: dict[str | None, tuple[float | None, float | None]] = field(
+        default_factory=dict, compare=False
+    )
+    """(tensor, CUDA-core) clock a peak is quoted at by precision, None where known_clock_ratio
+    would find none: filled on first use, so a sample's clock ratios are two divisions."""
 
     def clock_ratios(
         self, precision: str | None, sm_clock: float | None
@@ -753,8 +916,19 @@ class CardProfile:
         (roofline.known_clock_ratio); None where the clock, the card or its basis is unknown."""
         if sm_clock is None or self.card is None:
             return None, None
-        tensor = self.card.peak_clock_mhz(precision) if precision is not None else None
-        return known_clock_ratio(sm_clock, tensor), known_clock_ratio(sm_clock, self.vector_clock)
+        bases = self.clock_bases.get(precision)
+        if bases is None:
+            tensor = self.card.peak_clock_mhz(precision) if precision is not None else None
+            bases = self.clock_bases[precision] = (_valid_basis(tensor), _valid_basis(self.vector_clock))
+        if not (0.0 < sm_clock < math.inf):  # what known_clock_ratio refuses: NaN, <= 0, inf
+            return None, None
+        tensor_basis, vector_basis = bases  # k = min(1, clock / basis), as known_clock_ratio
+        tensor = None if tensor_basis is None else sm_clock / tensor_basis
+        vector = None if vector_basis is None else sm_clock / vector_basis
+        return (
+            tensor if tensor is None or tensor < 1.0 else 1.0,
+            vector if vector is None or vector < 1.0 else 1.0,
+        )
 
     def roof_for(self, smoothed: Mapping[str, float]) -> tuple[str | None, Roof | None, Mapping[str, float]]:
         """(precision, roof, pipe peaks) for this sample: the dominant tensor pipe's precision when
@@ -778,6 +952,13 @@ class CardProfile:
             peaks = pipe_peaks(roof, self.vector_peaks) if roof is not None else _UNIT_PEAKS
             known = self.roofs[precision] = (roof, peaks)
         return precision, known[0], known[1]
+
+
+def _valid_basis(basis_mhz: float | None) -> float | None:
+    """A clock basis known_clock_ratio would divide by (finite, > 0), else None."""
+    if basis_mhz is None or not math.isfinite(basis_mhz) or basis_mhz <= 0:
+        return None
+    return basis_mhz
 
 
 def entity_roof(

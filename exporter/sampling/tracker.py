@@ -16,15 +16,22 @@ from dataclasses import dataclass
 from exporter.catalog import Card, Catalog
 from exporter.inference import (
     RECENT_INTERVALS,
+    EntityFold,
     EntityInference,
     InferenceConfig,
     Totals,
     integration_cap,
     note_unknown_model,
-    step,
 )
-from exporter.sample import Attribution, Sample
-from exporter.sample_checks import TIMESTAMP_BACKWARDS, SummaryLog, timestamp_problem, why_not_believed
+from exporter.sample import Attribution, Entity, Sample
+from exporter.sample_checks import (
+    FUTURE_SECONDS,
+    PAST_SECONDS,
+    TIMESTAMP_BACKWARDS,
+    SummaryLog,
+    timestamp_problem,
+    why_not_believed,
+)
 from exporter.sampling.enrichers import Enricher, Labels, enrich
 
 log = logging.getLogger("exporter.sampler")
@@ -49,12 +56,18 @@ SkipHook = Callable[[str, str], None]
 class Tracked:
     """One GPU in the batches: its inference state and the labels it last carried."""
 
-    state: EntityInference
+    fold: EntityFold
+    """Updated in place by each sample; read as a record (`state`) when a snapshot is built."""
     attribution: Attribution | None
     missed_batches: int = 0
     hpc_job: str | None = None
     mig_parent: bool = False
     gpu_share: float = 1.0
+
+    @property
+    def state(self) -> EntityInference:
+        """The GPU's inference after its latest sample (built once per sample folded since)."""
+        return self.fold.inference()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +97,10 @@ class EntityTracker:
         self._skipped = skipped
         self._tracked: dict[EntityKey, Tracked] = {}
         self._totals: dict[EntityKey, Totals] = {}
+        """The counters of departed GPUs, kept for their return (those in the batches keep theirs
+        in their fold)."""
+        self._shares: tuple[tuple[Entity, ...], tuple[set[str], dict[EntityKey, float]]] | None = None
+        """The last batch's entities and their mig_shares: a node's batches list the same ones."""
         self._departed: dict[EntityKey, float] = {}
         """GPUs dropped from the snapshot whose counters are still kept: key -> wall time it left
         (oldest first)."""
@@ -109,10 +126,15 @@ class EntityTracker:
         advanced = False
         refused: str | None = None
         seen: set[EntityKey] = set()
-        mig_parents, shares = mig_shares(batch, self.card_for)
+        mig_parents, shares = self._mig_shares(batch)
+        earliest, latest = now - PAST_SECONDS, now + FUTURE_SECONDS
         for sample in batch:
             entity = sample.entity
-            problem = timestamp_problem(sample.timestamp, now, live=live)
+            timestamp = sample.timestamp
+            if live and earliest <= timestamp <= latest:
+                problem = None  # timestamp_problem's answer for a live one inside its window
+            else:
+                problem = timestamp_problem(timestamp, now, live=live)
             if problem is not None:
                 self._skipped(
                     problem,
@@ -139,34 +161,47 @@ class EntityTracker:
         self.notes.tick()
         return Folded(advanced=advanced, refused=None if seen else refused)
 
+    def _mig_shares(self, batch: list[Sample]) -> tuple[set[str], dict[EntityKey, float]]:
+        """mig_shares of the batch, reused while its entities are the previous batch's."""
+        listed = tuple([sample.entity for sample in batch])
+        known = self._shares
+        if known is not None and known[0] == listed:
+            return known[1]
+        found = mig_shares(batch, self.card_for)
+        self._shares = (listed, found)
+        return found
+
     def _step(self, key: EntityKey, sample: Sample, mig_parent: bool, share: float) -> bool:
         """Fold one believed sample into its GPU; True when its timestamp moved."""
         entity = sample.entity
         model = entity.model
         cards = self._cards
         card = cards[model] if model in cards else self.card_for(model)
-        labels = Labels(sample.attribution, sample.hpc_job)
         if self._enrichers:
-            labels = enrich(self._enrichers, entity, labels)
+            labels = enrich(self._enrichers, entity, Labels(sample.attribution, sample.hpc_job))
+            attribution, hpc_job = labels.attribution, labels.hpc_job
+        else:
+            attribution, hpc_job = sample.attribution, sample.hpc_job
         tracked = self._tracked.get(key)
         if tracked is None:
-            state = self._arrive(key, sample, card, mig_parent, share)
             self._tracked[key] = Tracked(
-                state=state,
-                attribution=labels.attribution,
-                hpc_job=labels.hpc_job,
+                fold=self._arrive(key, sample, card, mig_parent, share),
+                attribution=attribution,
+                hpc_job=hpc_job,
                 mig_parent=mig_parent,
                 gpu_share=share,
             )
             self._ordered = None
-            self._totals[key] = state.totals
             return True
-        previous = tracked.state
-        if sample.timestamp < previous.timestamp:
-            state = self._restart(sample, card, previous, mig_parent, share)
+        fold = tracked.fold
+        last = fold.timestamp
+        assert last is not None
+        if sample.timestamp < last:
+            fold = tracked.fold = self._restart(sample, card, fold, mig_parent, share)
+            moved = True
         else:
-            state = step(
-                previous,
+            previous_entity = fold.entity
+            moved = fold.add(
                 sample,
                 card,
                 self._config,
@@ -174,22 +209,22 @@ class EntityTracker:
                 count_work=not mig_parent,
                 time_weight=share,
             )
-        if state.entity is not previous.entity or tracked.mig_parent != mig_parent:
-            self._ordered = None  # the GPU index may have changed: sort again
-        tracked.state = state
-        tracked.attribution = labels.attribution
-        tracked.hpc_job = labels.hpc_job
+            if fold.entity is not previous_entity:
+                self._ordered = None  # the GPU index may have changed: sort again
+        if tracked.mig_parent != mig_parent:
+            self._ordered = None
+        tracked.attribution = attribution
+        tracked.hpc_job = hpc_job
         tracked.missed_batches = 0
         tracked.mig_parent = mig_parent
         tracked.gpu_share = share
-        self._totals[key] = state.totals
-        return state is not previous
+        return moved
 
     def _arrive(
         self, key: EntityKey, sample: Sample, card: Card | None, mig_parent: bool, share: float
-    ) -> EntityInference:
+    ) -> EntityFold:
         """A GPU not in the batches before (or back within the retention, its counters kept)."""
-        earlier = self._totals.get(key)
+        earlier = self._totals.pop(key, None)
         if earlier is not None:
             self._departed.pop(key, None)
             self.notes.note(
@@ -197,19 +232,13 @@ class EntityTracker:
                 f"GPU {key[0]} is back in the batches; its series continue from where they were",
                 logging.INFO,
             )
-        return step(
-            None,
-            sample,
-            card,
-            self._config,
-            totals=earlier,
-            count_work=not mig_parent,
-            time_weight=share,
-        )
+        fold = EntityFold(None, earlier)
+        fold.add(sample, card, self._config, count_work=not mig_parent, time_weight=share)
+        return fold
 
     def _restart(
-        self, sample: Sample, card: Card | None, previous: EntityInference, mig_parent: bool, share: float
-    ) -> EntityInference:
+        self, sample: Sample, card: Card | None, previous: EntityFold, mig_parent: bool, share: float
+    ) -> EntityFold:
         """The upstream's clock went back (or it restarted): start the GPU's timeline again from
         this sample rather than ignore every sample until it catches up."""
         self._skipped(
@@ -218,15 +247,9 @@ class EntityTracker:
             f"previous {previous.timestamp!r}; its timeline starts again here (the interval "
             "is not integrated)",
         )
-        return step(
-            None,
-            sample,
-            card,
-            self._config,
-            totals=previous.totals,
-            count_work=not mig_parent,
-            time_weight=share,
-        )
+        fold = EntityFold(None, previous.totals())
+        fold.add(sample, card, self._config, count_work=not mig_parent, time_weight=share)
+        return fold
 
     def _count_missing(self, seen: set[EntityKey], now: float) -> None:
         """Count a missed batch for every GPU not seen; drop those past the grace."""
@@ -241,7 +264,7 @@ class EntityTracker:
                     "gpu_left", f"GPU {key[0]} left the batches; dropping its series", logging.INFO
                 )
                 del tracked_by_key[key]
-                self._depart(key, now)
+                self._depart(key, tracked.fold.totals(), now)
                 self._ordered = None
 
     # -- departures --------------------------------------------------------------------------
@@ -253,13 +276,14 @@ class EntityTracker:
 
     def depart_all(self, now: float) -> None:
         """Drop every GPU (the source has been down past the grace); their counters are kept."""
-        for key in self._tracked:
-            self._depart(key, now)
+        for key, tracked in self._tracked.items():
+            self._depart(key, tracked.fold.totals(), now)
         self._tracked.clear()
         self._ordered = None
 
-    def _depart(self, key: EntityKey, now: float) -> None:
+    def _depart(self, key: EntityKey, totals: Totals, now: float) -> None:
         """Keep a dropped GPU's counters for its return, within the retention; forget the oldest."""
+        self._totals[key] = totals
         self._departed.pop(key, None)
         self._departed[key] = now
         self._prune_departed(now)
@@ -279,7 +303,7 @@ class EntityTracker:
     def identities_kept(self) -> int:
         """GPUs whose counters are held: those in the batches and those that left within the
         retention (bounded by the batch size plus MAX_DEPARTED)."""
-        return len(self._totals)
+        return len(self._tracked) + len(self._totals)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -345,5 +369,6 @@ def mig_shares(
 
 
 def _order(tracked: Tracked) -> tuple[int, int, str]:
-    entity = tracked.state.entity
+    entity = tracked.fold.entity
+    assert entity is not None
     return (entity.gpu, -1 if entity.gpu_instance is None else entity.gpu_instance, entity.uuid)
