@@ -256,8 +256,14 @@ def test_serve_answers_200_through_nan_and_inf_pages_and_then_follows_the_gpu() 
                     time.sleep(0.05)
                 # published within about a second (batches due faster are not published one by one)
                 http_until(base, "/readyz", "refused (timestamp_not_finite)")
-            metrics = http_get(base + "/metrics")[1]
-            refused = [line for line in metrics.splitlines() if 'reason="timestamp_not_finite"' in line]
+            # both bad pages counted: the scrape source folds its reads about once a second
+            deadline = time.monotonic() + 10
+            while True:
+                metrics = http_get(base + "/metrics")[1]
+                refused = [line for line in metrics.splitlines() if 'reason="timestamp_not_finite"' in line]
+                if (refused and float(refused[0].split()[-1]) >= 2) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
             assert refused and float(refused[0].split()[-1]) >= 2
             for path in ("/classify", "/classify/0", "/live.json"):
                 status, body = http_get(base + path)
