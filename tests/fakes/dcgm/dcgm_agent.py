@@ -7,6 +7,7 @@ dcgm_structs._dcgmCheckReturn as the matching DCGMError_* subclass.
 
 import time
 from ctypes import CFUNCTYPE, POINTER, addressof, c_int32, c_uint32, c_void_p, cast, memmove, sizeof
+from typing import Any
 
 import _fake_dcgm_engine
 import dcgm_fields
@@ -169,12 +170,7 @@ def dcgmEntitiesGetLatestValues(dcgmHandle, entities, fieldIds, flags):
             )
             fv.ts = now_usec
             value = engine.value(pair.entityGroupId, pair.entityId, field_id)
-            if field_id in _fake_dcgm_engine.INT64_FIELDS:
-                fv.fieldType = ord(dcgm_fields.DCGM_FT_INT64)
-                fv.value.i64 = _fake_dcgm_engine.INT64_BLANK if value is None else int(value)
-            else:
-                fv.fieldType = ord(dcgm_fields.DCGM_FT_DOUBLE)
-                fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
+            _set_value(fv, field_id, value)
     return field_values
 
 
@@ -240,12 +236,7 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
             fv.status = engine.statuses.get((group, entity, field_id), dcgm_structs.DCGM_ST_OK)
             fv.ts = ts
             value = values.get(field_id)
-            if field_id in _fake_dcgm_engine.INT64_FIELDS:
-                fv.fieldType = ord(dcgm_fields.DCGM_FT_INT64)
-                fv.value.i64 = _fake_dcgm_engine.INT64_BLANK if value is None else int(value)
-            else:
-                fv.fieldType = ord(dcgm_fields.DCGM_FT_DOUBLE)
-                fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
+            _set_value(fv, field_id, value)
             next_since = max(next_since, ts + 1)
         # userData travels as the PyObject pointer the real wrapper passes (py_object(userData))
         step = engine.callback_values or len(rows)
@@ -257,3 +248,13 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
             memmove(scratch, addressof(array) + first * record, count * record)
             as_from_c(group, entity, addressof(scratch), count, id(userData))
     return next_since
+
+
+def _set_value(fv: Any, field_id: int, value: float | None) -> None:
+    """A field value's type and value as DCGM writes them: int64 or double, blank when None."""
+    if field_id in _fake_dcgm_engine.INT64_FIELDS:
+        fv.fieldType = ord(dcgm_fields.DCGM_FT_INT64)
+        fv.value.i64 = _fake_dcgm_engine.INT64_BLANK if value is None else int(value)
+    else:
+        fv.fieldType = ord(dcgm_fields.DCGM_FT_DOUBLE)
+        fv.value.dbl = _fake_dcgm_engine.FP64_BLANK if value is None else float(value)
