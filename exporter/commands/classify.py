@@ -16,6 +16,7 @@ from exporter.commands.options.flags import add_flag
 from exporter.commands.options.output import write_answer
 from exporter.readings import READINGS
 from exporter.roofline import PRECISIONS
+from exporter.view.units import si_g
 
 FORM_FLAGS: tuple[tuple[str, str], ...] = (
     ("--flops", "kernel: FLOPs the kernel executes"),
@@ -189,14 +190,6 @@ REGIME_WORDS = {
 }
 
 
-def si(value: float, unit: str) -> str:
-    """4e12, "FLOP" -> "4 TFLOP"; three significant figures."""
-    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
 def seconds(value: float) -> str:
     """Seconds in the unit an engineer would say: 11.9 ms, 4.04 µs, 2.5 s."""
     for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
@@ -258,7 +251,7 @@ def _work_lines(answer: dict[str, Any], regime: str) -> list[str]:
         shown = ", ".join(f"{k}={v:g}" for k, v in sizes.items())
         lines.append(f"{operation['op']} ({shown}) in {operation['dtype']}:")
     lines.append(
-        f"work: {si(answer['flops'], 'FLOP')} over {si(answer['bytes'], 'B')} -> intensity "
+        f"work: {si_g(answer['flops'], 'FLOP')} over {si_g(answer['bytes'], 'B')} -> intensity "
         f"{answer['intensity_flop_per_byte']:.3g} FLOP/byte"
     )
     lines.append(

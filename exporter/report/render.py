@@ -22,7 +22,7 @@ from exporter import clock_events
 from exporter.report.document import CardDoc, LeverDoc, ReportDoc, RowDoc, StretchDoc, TopEntryDoc
 from exporter.report.model import BUSY_REGIMES, group_name
 from exporter.roofline import REGIMES
-from exporter.view.units import regime_colour, regime_shape, regime_word
+from exporter.view.units import regime_colour, regime_shape, regime_word, si_g
 
 _MARKERS = {
     "circle": "o",
@@ -118,17 +118,6 @@ def _hours(seconds: float | None) -> str:
     if hours >= 100:
         return f"{hours:,.0f}"
     return f"{hours:,.1f}" if hours >= 1 else f"{hours:.3g}"
-
-
-def _si(value: float | None, unit: str) -> str:
-    if value is None or not math.isfinite(value):
-        return "–"
-    if value == 0:
-        return f"0 {unit}"
-    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def _pct(part: float, whole: float) -> str:
@@ -234,10 +223,10 @@ def _roofline_table(groups: Sequence[RowDoc], by: Sequence[str]) -> str:
         intensity = row["intensity_flop_per_byte"]
         efficiency = row["roofline_efficiency"]
         return (
-            f"<td>{_si(row['flop'], 'FLOP')}</td><td>{_si(row['dram_bytes'], 'B')}</td>"
+            f"<td>{si_g(row['flop'], 'FLOP')}</td><td>{si_g(row['dram_bytes'], 'B')}</td>"
             f"<td>{'–' if intensity is None else f'{intensity:.3g}'}</td>"
-            f"<td>{_si(row['achieved_flop_per_second_per_gpu'], 'FLOP/s')}</td>"
-            f"<td>{_si(row['attainable_flop_per_second'], 'FLOP/s')}</td>"
+            f"<td>{si_g(row['achieved_flop_per_second_per_gpu'], 'FLOP/s')}</td>"
+            f"<td>{si_g(row['attainable_flop_per_second'], 'FLOP/s')}</td>"
             f"<td>{'–' if efficiency is None else f'{100 * efficiency:.1f} %'}</td>"
         )
 
@@ -540,7 +529,7 @@ def _draw_roofs(axes: Any, cards: Mapping[str, CardDoc], x_lo: float, x_hi: floa
         )
         axes.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#444", linewidth=1.2)
         axes.annotate(
-            f"{key}: {_si(peak, 'FLOP/s')}, {_si(bandwidth, 'B/s')}",
+            f"{key}: {si_g(peak, 'FLOP/s')}, {si_g(bandwidth, 'B/s')}",
             (x_hi, peak),
             xytext=(-4, 4),
             textcoords="offset points",
