@@ -287,16 +287,8 @@ def _fleet(parts: Sequence[Usage]) -> Usage:
     """Every group's usage added up, under no labels."""
     fleet = Usage(labels={})
     for part in parts:
-        fleet = fleet.plus(part)
-    return Usage(
-        labels={},
-        gpu_seconds=fleet.gpu_seconds,
-        idle_allocated_gpu_seconds=fleet.idle_allocated_gpu_seconds,
-        flop=fleet.flop,
-        dram_bytes=fleet.dram_bytes,
-        card_gpu_seconds=fleet.card_gpu_seconds,
-        clock_lost_gpu_seconds=fleet.clock_lost_gpu_seconds,
-    )
+        fleet = fleet.plus(part)  # plus keeps self's labels: {}
+    return fleet
 
 
 def _provenance(
