@@ -67,10 +67,8 @@ keeps raw windows wide enough to hold samples)."""
 PARALLEL_QUERIES = 4
 
 MAX_STRETCH_SECONDS = 86400
-"""One instant query sums at most a day of windows. The server evaluates a subquery's inner
-expression over its whole range at 5-minute resolution (recorded series) before summing, so its
-memory grows with the range: a week of 16,000 pod series in one query took Prometheus to 4.2 GB
-in benchmarks/bench_report.py; day-long pieces keep each query to a seventh of that."""
+"""One instant query sums at most a day of windows: the server's memory for a subquery grows
+with its range (the measured cost: docs/report.md, "How the numbers are read")."""
 
 
 class QueryError(Exception):
