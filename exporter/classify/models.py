@@ -243,7 +243,9 @@ class BodyError(ValueError):
         self.message = message
         self.field = field
         self.status = status
-        self.detail = detail if detail is not None else [{"field": field, "message": message}]
+        self.detail: list[dict[str, Any]] = (
+            detail if detail is not None else [{"field": field, "message": message}]
+        )
         self.suggestions = suggestions
 
 
