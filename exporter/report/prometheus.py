@@ -25,6 +25,7 @@ from typing import Any
 from exporter.http_client import PROMETHEUS_FLAGS, ClientConfigError, HTTPClientConfig
 from exporter.report import coverage, promql
 from exporter.report.model import (
+    Collected,
     Coverage,
     CoverageStretch,
     Provenance,
@@ -234,13 +235,9 @@ def _number(raw: object) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Collected:
-    """What the Prometheus input measured, ready for model.build_report."""
+class PrometheusCollected(Collected):
+    """What the Prometheus input measured, and how many queries it took."""
 
-    groups: list[Usage]
-    fleet: Usage
-    workloads: list[Usage]
-    provenance: Provenance
     queries: int
 
 
@@ -323,7 +320,7 @@ def collect(
     use_recorded: bool = True,
     parallel: int = PARALLEL_QUERIES,
     require_by: bool = True,
-) -> Collected:
+) -> PrometheusCollected:
     """Measure every group's usage over [start, end] (docs/report.md, "How the numbers are read")."""
     notes: list[str] = []
     by = tuple(by)
@@ -394,7 +391,7 @@ def collect(
         clock_loss_measured=plan.raw_present,
         coverage=measured.coverage,
     )
-    return Collected(
+    return PrometheusCollected(
         groups=measured.groups,
         fleet=measured.fleet,
         workloads=measured.workloads,
