@@ -158,7 +158,7 @@ class PrometheusClient:
         query = next((value for key, value in pairs if key in ("query", "match[]")), "")
         body = urllib.parse.urlencode(pairs).encode("ascii")
         try:
-            authorization = self._client.authorization()  # files read again: a rotated secret applies
+            authorization = self._client.authorization()
         except ClientConfigError as exc:
             raise QueryError(str(exc)) from None
         headers = {**self._headers, "Content-Type": "application/x-www-form-urlencoded"}
