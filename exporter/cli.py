@@ -13,7 +13,6 @@ import argparse
 import difflib
 import importlib
 import logging
-import os
 import re
 import sys
 import textwrap
@@ -23,6 +22,7 @@ from typing import Any, NoReturn
 from exporter import __version__
 from exporter.commands.options.errors import UserError
 from exporter.commands.options.log_flags import add_log_flags
+from exporter.commands.options.output import reader_left
 from exporter.commands.options.renames import tell_renamed
 from exporter.logs import JsonFormatter, setup_logging
 from exporter.redaction import redact_credentials
@@ -124,11 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
     except BrokenPipeError:
-        # The reader left (`| head`): what it wanted, it has. Point stdout at /dev/null so the
-        # interpreter's own flush at exit does not raise again, and end quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        reader_left()
         return 0
     except user_error_types() as exc:
         message = f"ridgeline {args.command}: error: {redact_credentials(str(exc))}"

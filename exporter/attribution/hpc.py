@@ -13,11 +13,11 @@ import logging
 import os
 import re
 import stat
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from exporter.attribution.refresh import RefreshThread
 from exporter.sample import JOB_ID, join_hpc_jobs
 
 log = logging.getLogger(__name__)
@@ -127,8 +127,7 @@ class HpcJobMap:
         self.directory = Path(directory)
         self.refresh_seconds = refresh_seconds
         self._jobs: Mapping[MappingKey, str] = _EMPTY
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._refresher = RefreshThread("ridgeline-hpc-jobs", refresh_seconds, self.refresh_once)
         self.last_error: str | None = None
         self._notes: frozenset[str] = frozenset()
         self._refreshed = False
@@ -171,22 +170,10 @@ class HpcJobMap:
 
     def start(self) -> None:
         """Read once now (so the first samples carry their jobs), then on a daemon thread."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self.refresh_once()
-        self._thread = threading.Thread(target=self._run, name="ridgeline-hpc-jobs", daemon=True)
-        self._thread.start()
+        self._refresher.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.refresh_seconds + 1.0)
-        self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.refresh_seconds):
-            self.refresh_once()
+        self._refresher.stop(join_seconds=self.refresh_seconds + 1.0)
 
 
 def start_job_map(directory: str | None) -> HpcJobMap | None:

@@ -23,6 +23,7 @@ import grpc
 
 from exporter.attribution import podresources_pb2, podresources_pb2_grpc
 from exporter.attribution.devices import DeviceKey, MigResolver, is_gpu_resource, parse_device_id
+from exporter.attribution.refresh import RefreshThread
 from exporter.sample import Attribution
 
 log = logging.getLogger(__name__)
@@ -100,8 +101,7 @@ class PodAttributor:
         self._last_success: float | None = None
         self._channel: grpc.Channel | None = None
         self._channel_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._refresher = RefreshThread("ridgeline-pod-attribution", refresh_seconds, self.refresh_once)
         self.healthy: bool = False
         self.last_error: str | None = None
 
@@ -145,25 +145,12 @@ class PodAttributor:
 
     def start(self) -> None:
         """Refresh once now (so the first samples are attributed), then on a daemon thread."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self.refresh_once()
-        self._thread = threading.Thread(target=self._run, name="ridgeline-pod-attribution", daemon=True)
-        self._thread.start()
+        self._refresher.start()
 
     def stop(self) -> None:
         """Stop the refresh thread and close the channel; the cached map stays readable."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=self.timeout_seconds + 1.0)
-        self._thread = None
+        self._refresher.stop(join_seconds=self.timeout_seconds + 1.0)
         self._close_channel()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.refresh_seconds):
-            self.refresh_once()
 
     def _list(self) -> podresources_pb2.ListPodResourcesResponse:
         try:

@@ -51,6 +51,7 @@ Bytes = Annotated[float, Field(gt=0, le=MAX_BYTES, allow_inf_nan=False)]
 Dimension = Annotated[int, BeforeValidator(_integral), Field(gt=0, le=MAX_DIMENSION)]
 CardName = Annotated[str, Field(min_length=1, max_length=200)]
 ThresholdValue = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+LinkRate = Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)]
 
 
 class StrictBody(BaseModel):
@@ -187,18 +188,10 @@ class CounterBody(BodyCommon):
             "quoted at)."
         ),
     )
-    pcie_tx_bytes_per_second: (
-        Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)] | None
-    ) = None
-    pcie_rx_bytes_per_second: (
-        Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)] | None
-    ) = None
-    nvlink_tx_bytes_per_second: (
-        Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)] | None
-    ) = None
-    nvlink_rx_bytes_per_second: (
-        Annotated[float, Field(ge=0, le=MAX_LINK_BYTES_PER_SECOND, allow_inf_nan=False)] | None
-    ) = None
+    pcie_tx_bytes_per_second: LinkRate | None = None
+    pcie_rx_bytes_per_second: LinkRate | None = None
+    nvlink_tx_bytes_per_second: LinkRate | None = None
+    nvlink_rx_bytes_per_second: LinkRate | None = None
     clock_event_reasons: Annotated[int, Field(ge=0, le=0xFFFFFFFF)] | None = Field(
         default=None,
         description="DCGM_FI_DEV_CLOCKS_EVENT_REASONS (field 112): NVML's clocks-event reason bitmask.",
@@ -250,7 +243,9 @@ class BodyError(ValueError):
         self.message = message
         self.field = field
         self.status = status
-        self.detail = detail if detail is not None else [{"field": field, "message": message}]
+        self.detail: list[dict[str, Any]] = (
+            detail if detail is not None else [{"field": field, "message": message}]
+        )
         self.suggestions = suggestions
 
 

@@ -18,6 +18,20 @@ from typing import Any
 
 from exporter import clock_events, roofline
 from exporter.catalog import Card, Catalog, PrecisionSource, UnknownCard
+from exporter.classify.answers import (
+    Answer,
+    CardSummary,
+    Compared,
+    CompareRow,
+    CounterAnswer,
+    Interconnect,
+    KernelAnswer,
+    KernelFields,
+    Operation,
+    OperationAnswer,
+    RoofFields,
+    Skipped,
+)
 from exporter.classify.models import (
     MAX_BYTES,
     MAX_FLOPS,
@@ -150,7 +164,7 @@ def resolve_precision(card: ResolvedCard, asked: str | None, default: str) -> tu
     return card.card.resolve_precision(asked, default)
 
 
-def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> dict[str, Any]:
+def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> RoofFields:
     """The fields every answer (and every compare row) opens with: which roof, and its ridge."""
     return {
         "card": card.key,
@@ -162,7 +176,7 @@ def _roof_fields(card: ResolvedCard | Card, precision: str, roof: Roof) -> dict[
     }
 
 
-def _kernel_fields(verdict: KernelVerdict, card: ResolvedCard, precision: str) -> dict[str, Any]:
+def _kernel_fields(verdict: KernelVerdict, card: ResolvedCard, precision: str) -> KernelFields:
     """A kernel verdict's fields, its lever fitted to the precision (roofline.precision_lever)."""
     known = card.card.precisions if card.card is not None else ()
     lever = roofline.precision_lever(
@@ -246,15 +260,15 @@ def compare_kernel(
     work: Work,
     own_regime: str,
     own_floor_seconds: float,
-) -> dict[str, Any]:
+) -> Compared:
     """The same work on other cards at the same precision: their ridge, verdict and floor time.
 
     `speedup` is this card's floor time over theirs (> 1: the other card is faster); `reverses`
     marks a verdict that differs from this card's — the reversal condition (docs/design.md, "HTTP API").
     Cards without a peak at this precision are listed under `compare_skipped` with the reason.
     """
-    rows: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
+    rows: list[CompareRow] = []
+    skipped: list[Skipped] = []
     for card in compare_targets(catalog, body.compare, own.key):
         if precision not in card.peak_tflops:
             skipped.append(
@@ -279,26 +293,31 @@ def compare_kernel(
     return {"compare": rows, "compare_skipped": skipped}
 
 
-def classify_kernel(catalog: Catalog, body: KernelBody, precision_default: str) -> dict[str, Any]:
+def _compared(
+    catalog: Catalog, body: BodyCommon, own: ResolvedCard, precision: str, work: Work, verdict: KernelVerdict
+) -> Compared:
+    """The compare fields of a kernel or operation answer; none when the body asked for none."""
+    if body.compare is None:
+        return {}
+    return compare_kernel(catalog, body, own, precision, work, verdict.regime, verdict.floor_time_seconds)
+
+
+def classify_kernel(catalog: Catalog, body: KernelBody, precision_default: str) -> KernelAnswer:
     card = resolve_card(catalog, body)
     precision, source = resolve_precision(card, body.precision, precision_default)
     roof = card.roof(precision)
     work = Work(flops=body.flops, bytes=body.bytes)
     verdict = _run_kernel(roof, work, "bytes")
-    out: dict[str, Any] = {
+    return {
         "form": "kernel",
         **_roof_fields(card, precision, roof),
         "precision_source": source,
+        **_kernel_fields(verdict, card, precision),
+        **_compared(catalog, body, card, precision, work, verdict),
     }
-    out.update(_kernel_fields(verdict, card, precision))
-    if body.compare is not None:
-        out.update(
-            compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
-        )
-    return out
 
 
-def classify_operation(catalog: Catalog, body: OperationBody, precision_default: str) -> dict[str, Any]:
+def classify_operation(catalog: Catalog, body: OperationBody, precision_default: str) -> OperationAnswer:
     card = resolve_card(catalog, body)
     asked = body.precision if body.precision is not None else body.dtype
     precision, source = resolve_precision(card, asked, precision_default)
@@ -308,27 +327,33 @@ def classify_operation(catalog: Catalog, body: OperationBody, precision_default:
     _check_work_limits(work, "op", "op")
     roof = card.roof(precision)
     verdict = _run_kernel(roof, work, "op")
-    out: dict[str, Any] = {
+    return {
         "form": "operation",
         **_roof_fields(card, precision, roof),
         "precision_source": source,
+        "operation": _operation(body, dtype, element_bytes),
+        **_kernel_fields(verdict, card, precision),
+        **_compared(catalog, body, card, precision, work, verdict),
     }
-    operation: dict[str, Any] = {"op": body.op, "dtype": dtype, "element_bytes": element_bytes}
+
+
+def _operation(body: OperationBody, dtype: str, element_bytes: float) -> Operation:
+    """The op, its dtype and the sizes that op takes, as the body gave them."""
+    operation: Operation = {"op": body.op, "dtype": dtype, "element_bytes": element_bytes}
     if body.op == "gemm":
-        operation.update(m=body.m, n=body.n, k=body.k)
+        operation.update({"m": body.m, "n": body.n, "k": body.k})
     elif body.op == "elementwise":
         operation.update(
-            n=body.n, flops_per_element=body.flops_per_element, reads=body.reads, writes=body.writes
+            {
+                "n": body.n,
+                "flops_per_element": body.flops_per_element,
+                "reads": body.reads,
+                "writes": body.writes,
+            }
         )
     else:
-        operation.update(parameters=body.parameters, batch=body.batch)
-    out["operation"] = operation
-    out.update(_kernel_fields(verdict, card, precision))
-    if body.compare is not None:
-        out.update(
-            compare_kernel(catalog, body, card, precision, work, verdict.regime, verdict.floor_time_seconds)
-        )
-    return out
+        operation.update({"parameters": body.parameters, "batch": body.batch})
+    return operation
 
 
 def thresholds_for(body: CounterBody, base: Thresholds) -> Thresholds:
@@ -355,7 +380,7 @@ def counter_reading(body: CounterBody, ratio: float | None, vector_ratio: float 
 
 def classify_counter_body(
     catalog: Catalog, body: CounterBody, precision_default: str, thresholds: Thresholds
-) -> dict[str, Any]:
+) -> CounterAnswer:
     """The counter form; precision from the body, else the dominant tensor pipe, else the default.
 
     Compare, for counters: the achieved FLOP/s and bytes/s become a one-second kernel (F = achieved
@@ -406,63 +431,66 @@ def classify_counter_body(
         tensor_basis if tensor else card.vector_clock_mhz(),
         causes,
     )
-    out: dict[str, Any] = {
+    links = {name: getattr(body, name) for name in LINK_FIELDS if getattr(body, name) is not None}
+    interconnect: Interconnect = {"interconnect": links} if links else {}
+    return {
         "form": "counters",
         **_roof_fields(card, precision, roof),
         "precision_source": source,
+        "reading": "partial" if call.missing else "ok",
+        "missing": list(call.missing),
+        "pipe": call.pipe,
+        "compute_roof_flop_per_second": at.compute_roof_flop_per_second,
+        "intensity_flop_per_byte": at.intensity_flop_per_byte,
+        "position": at.position,
+        "regime": call.regime,
+        "attainable_flop_per_second": at.attainable_flop_per_second,
+        "fraction_of_peak": at.fraction_of_peak,
+        "lever": lever,
+        "clock_event_reasons": list(reasons),
+        "clock_causes": list(causes),
+        "achieved_flop_per_second": at.achieved_flop_per_second,
+        "achieved_bandwidth_bytes_per_second": at.achieved_bandwidth_bytes_per_second,
+        "flop_utilization": at.flop_utilization,
+        "roofline_efficiency": at.roofline_efficiency,
+        "gr_engine_contradicted": call.gr_engine_contradicted,
+        "uncounted_pipes": list(at.uncounted_pipes),
+        "flops_lower_bound": bool(at.uncounted_pipes) and at.achieved_flop_per_second is not None,
+        "clock_ratio": ratio,
+        "vector_clock_ratio": vector_ratio,
+        "peak_clock_mhz": tensor_basis,
+        "clock_note": card.clock_note(body.sm_clock_mhz, precision),
+        "thresholds": dataclasses.asdict(used),
+        "note": INTERVAL_NOTE,
+        **interconnect,
+        "link_utilization": link_utilization_fields(load),
+        "link": call.link,
+        "link_note": card.link_note(links),
+        **_counter_compared(catalog, body, card, precision, roof, at),
     }
-    out.update(
-        {
-            "reading": "partial" if call.missing else "ok",
-            "missing": list(call.missing),
-            "pipe": call.pipe,
-            "compute_roof_flop_per_second": at.compute_roof_flop_per_second,
-            "intensity_flop_per_byte": at.intensity_flop_per_byte,
-            "position": at.position,
-            "regime": call.regime,
-            "attainable_flop_per_second": at.attainable_flop_per_second,
-            "fraction_of_peak": at.fraction_of_peak,
-            "lever": lever,
-            "clock_event_reasons": list(reasons),
-            "clock_causes": list(causes),
-            "achieved_flop_per_second": at.achieved_flop_per_second,
-            "achieved_bandwidth_bytes_per_second": at.achieved_bandwidth_bytes_per_second,
-            "flop_utilization": at.flop_utilization,
-            "roofline_efficiency": at.roofline_efficiency,
-            "gr_engine_contradicted": call.gr_engine_contradicted,
-            "uncounted_pipes": list(at.uncounted_pipes),
-            "flops_lower_bound": bool(at.uncounted_pipes) and at.achieved_flop_per_second is not None,
-            "clock_ratio": ratio,
-            "vector_clock_ratio": vector_ratio,
-            "peak_clock_mhz": tensor_basis,
-            "clock_note": card.clock_note(body.sm_clock_mhz, precision),
-            "thresholds": dataclasses.asdict(used),
-            "note": INTERVAL_NOTE,
-        }
-    )
-    links = {name: getattr(body, name) for name in LINK_FIELDS if getattr(body, name) is not None}
-    if links:
-        out["interconnect"] = links
-    out["link_utilization"] = link_utilization_fields(load)
-    out["link"] = call.link
-    out["link_note"] = card.link_note(links)
-    if body.compare is not None:
-        flops = at.achieved_flop_per_second
-        bytes_ = at.achieved_bandwidth_bytes_per_second
-        if flops is not None and bytes_ is not None and flops > 0 and bytes_ > 0:
-            work = Work(flops=flops, bytes=bytes_)
-            own_regime = roofline.kernel_regime(flops / bytes_, roof.ridge_flop_per_byte)
-            out.update(compare_kernel(catalog, body, card, precision, work, own_regime, 1.0))
-        else:
-            targets = compare_targets(catalog, body.compare, card.key)
-            reason = (
-                "no achieved FLOP/s or bytes/s (no compute pipe or dram_active reported, or 0): "
-                "nothing to place"
-            )
-            out.update(
-                {"compare": [], "compare_skipped": [{"card": c.key, "reason": reason} for c in targets]}
-            )
-    return out
+
+
+def _counter_compared(
+    catalog: Catalog,
+    body: CounterBody,
+    own: ResolvedCard,
+    precision: str,
+    roof: Roof,
+    at: roofline.CounterPosition,
+) -> Compared:
+    """The counter form's compare fields: one second of the achieved work on each other card;
+    none when the body asked for none, every card skipped when nothing was achieved."""
+    if body.compare is None:
+        return {}
+    flops = at.achieved_flop_per_second
+    bytes_ = at.achieved_bandwidth_bytes_per_second
+    if flops is not None and bytes_ is not None and flops > 0 and bytes_ > 0:
+        work = Work(flops=flops, bytes=bytes_)
+        own_regime = roofline.kernel_regime(flops / bytes_, roof.ridge_flop_per_byte)
+        return compare_kernel(catalog, body, own, precision, work, own_regime, 1.0)
+    reason = "no achieved FLOP/s or bytes/s (no compute pipe or dram_active reported, or 0): nothing to place"
+    targets = compare_targets(catalog, body.compare, own.key)
+    return {"compare": [], "compare_skipped": [{"card": c.key, "reason": reason} for c in targets]}
 
 
 def link_utilization_fields(load: roofline.LinkLoad | None) -> dict[str, float]:
@@ -479,13 +507,14 @@ def classify(
     precision_default: str = "bf16",
     thresholds: Thresholds | None = None,
     check_finite: bool = True,
-) -> dict[str, Any]:
+) -> Answer:
     """The answer to one classify body, as a JSON-ready dict of finite floats, strings and None.
 
     `check_finite=False` skips the walk over the answer for callers that serialise with
     allow_nan=False anyway and call `require_finite` only when that fails (the HTTP route: the
     walk costs as much as the classification itself).
     """
+    out: Answer
     if isinstance(body, KernelBody):
         out = classify_kernel(catalog, body, precision_default)
     elif isinstance(body, OperationBody):
@@ -511,7 +540,7 @@ def require_finite(value: Any, path: str = "") -> None:
             require_finite(v, f"{path}[{i}]")
 
 
-def card_summary(card: Card) -> dict[str, Any]:
+def card_summary(card: Card) -> CardSummary:
     """A card as `GET /cards` shows it: SI units (FLOP/s, bytes/s) and the ridge per precision."""
     bandwidth = card.bandwidth_bytes_per_second
     peaks = {p: card.peak_flop_per_second(p) for p in card.precisions}

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.commands.options.flags import add_flag
 from exporter.commands.options.output import write_answer
+
+if TYPE_CHECKING:
+    from exporter.classify.answers import CardSummary
 
 
 def register(subparsers: Any) -> None:
@@ -29,7 +32,7 @@ def _tensor_precision(peaks: dict[str, float]) -> str | None:
     return None
 
 
-def table(entries: list[dict[str, Any]]) -> str:
+def table(entries: list[CardSummary]) -> str:
     """key, name, bf16/fp16 peak, fp8 peak (TFLOP/s), bandwidth (TB/s), ridge (FLOP/byte); the
     key and name columns as wide as their longest entry, so every row lines up."""
     rows = []

@@ -9,13 +9,18 @@ so `ridgeline --help` stays quick.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.commands.options.errors import UserError
 from exporter.commands.options.flags import add_flag
 from exporter.commands.options.output import write_answer
 from exporter.readings import READINGS
 from exporter.roofline import PRECISIONS
+from exporter.view.units import si_g
+
+if TYPE_CHECKING:
+    from exporter.classify.answers import Answer, CounterAnswer, KernelAnswer, OperationAnswer
+    from exporter.classify.models import BodyError
 
 FORM_FLAGS: tuple[tuple[str, str], ...] = (
     ("--flops", "kernel: FLOPs the kernel executes"),
@@ -150,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cli_message(exc: Any) -> str:
+def cli_message(exc: BodyError) -> str:
     """A BodyError in terms of flags: "--flops: Input should be a finite number"."""
     if exc.field is None and "none of the three forms" in exc.message:
         return (
@@ -189,14 +194,6 @@ REGIME_WORDS = {
 }
 
 
-def si(value: float, unit: str) -> str:
-    """4e12, "FLOP" -> "4 TFLOP"; three significant figures."""
-    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
 def seconds(value: float) -> str:
     """Seconds in the unit an engineer would say: 11.9 ms, 4.04 µs, 2.5 s."""
     for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
@@ -218,14 +215,14 @@ def tbps(value: float) -> str:
     return f"{value / 1e12:.3g} TB/s"
 
 
-def render(answer: dict[str, Any]) -> str:
+def render(answer: Answer) -> str:
     """The answer as a short reply: the roof, the two times (or the counters), verdict, lever."""
     lines = [_roof_line(answer)]
     regime = REGIME_WORDS.get(answer["regime"], answer["regime"])
-    if answer["form"] in ("kernel", "operation"):
-        lines += _work_lines(answer, regime)
-    else:
+    if answer["form"] == "counters":
         lines += _counter_lines(answer, regime)
+    else:
+        lines += _work_lines(answer, regime)
     lines.append(f"lever: {answer['lever']}")
     if answer["form"] == "counters":
         lines.append(f"note: {answer['note']}")
@@ -235,7 +232,7 @@ def render(answer: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _roof_line(answer: dict[str, Any]) -> str:
+def _roof_line(answer: Answer) -> str:
     """The card, precision (and where it came from), peak, bandwidth and ridge."""
     precision_note = {
         "default": " (default)",
@@ -249,16 +246,16 @@ def _roof_line(answer: dict[str, Any]) -> str:
     )
 
 
-def _work_lines(answer: dict[str, Any], regime: str) -> list[str]:
+def _work_lines(answer: KernelAnswer | OperationAnswer, regime: str) -> list[str]:
     """A kernel's or operation's work, its two times and the verdict they give."""
     lines = []
-    operation = answer.get("operation")
-    if operation is not None:
+    if answer["form"] == "operation":
+        operation = answer["operation"]
         sizes = {k: v for k, v in operation.items() if k not in ("op", "dtype", "element_bytes")}
         shown = ", ".join(f"{k}={v:g}" for k, v in sizes.items())
         lines.append(f"{operation['op']} ({shown}) in {operation['dtype']}:")
     lines.append(
-        f"work: {si(answer['flops'], 'FLOP')} over {si(answer['bytes'], 'B')} -> intensity "
+        f"work: {si_g(answer['flops'], 'FLOP')} over {si_g(answer['bytes'], 'B')} -> intensity "
         f"{answer['intensity_flop_per_byte']:.3g} FLOP/byte"
     )
     lines.append(
@@ -275,19 +272,20 @@ def _work_lines(answer: dict[str, Any], regime: str) -> list[str]:
     return lines
 
 
-def _counter_lines(answer: dict[str, Any], regime: str) -> list[str]:
+def _counter_lines(answer: CounterAnswer, regime: str) -> list[str]:
     """What the counters say was achieved, the intensity, caveats, links and the verdict."""
     lines = [_achieved_line(answer)]
     flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
-    intensity = answer["intensity_flop_per_byte"]
-    if intensity is None:
+    intensity, position = answer["intensity_flop_per_byte"], answer["position"]
+    attainable = answer["attainable_flop_per_second"]
+    if intensity is None or position is None or attainable is None:  # the three come together
         if flops is not None and bytes_ is not None:
             lines.append("intensity: undefined (DRAM_ACTIVE ≈ 0)")
     else:
-        side = "memory" if answer["position"] < 1 else "compute"
+        side = "memory" if position < 1 else "compute"
         lines.append(
-            f"intensity {intensity:.3g} FLOP/byte, {answer['position']:.2f}x the ridge ({side} side); "
-            f"attainable there {tflops(answer['attainable_flop_per_second'])}"
+            f"intensity {intensity:.3g} FLOP/byte, {position:.2f}x the ridge ({side} side); "
+            f"attainable there {tflops(attainable)}"
         )
     if answer["gr_engine_contradicted"]:
         lines.append("GR_ENGINE_ACTIVE reads idle while other counters say work runs: set aside")
@@ -303,7 +301,7 @@ def _counter_lines(answer: dict[str, Any], regime: str) -> list[str]:
     return lines
 
 
-def _achieved_line(answer: dict[str, Any]) -> str:
+def _achieved_line(answer: CounterAnswer) -> str:
     """The achieved FLOP/s (on which pipe, how sure, at what utilization) over the DRAM traffic."""
     flops, bytes_ = answer["achieved_flop_per_second"], answer["achieved_bandwidth_bytes_per_second"]
     pipe = f" on the {answer['pipe']} pipe" if answer["pipe"] not in (None, "tensor") else ""
@@ -322,7 +320,7 @@ def _achieved_line(answer: dict[str, Any]) -> str:
     return f"{achieved} over {moved}"
 
 
-def render_compare(answer: dict[str, Any]) -> list[str]:
+def render_compare(answer: Answer) -> list[str]:
     """A table of the same work on the other cards, fastest first."""
     rows = sorted(answer.get("compare", []), key=lambda row: row["floor_time_seconds"])
     header = f"{'card':<16} {'ridge':>8} {'verdict':<22} {'floor time':>11} {'speedup':>8}"

@@ -27,10 +27,7 @@ from exporter.commands.options.sources import add_replay_flags, replay_choice
 if TYPE_CHECKING:
     from exporter.catalog import Catalog
     from exporter.inference import InferenceConfig
-    from exporter.report.model import Provenance, Usage
-
-    _Collected = tuple[list[Usage], Usage, list[Usage], Provenance]
-    """groups, fleet, workloads and provenance: what build_report takes."""
+    from exporter.report.model import Collected
 
 log = logging.getLogger("exporter.report")
 
@@ -205,18 +202,15 @@ def run(args: argparse.Namespace) -> int:
         require_extra("report", "matplotlib", "--out (the HTML report's charts)")
     json_path = None if args.json in (None, "-") else _writable(args.json, "--json")
     started = time.monotonic()
-    if args.prometheus:
-        groups, fleet, workloads, provenance = _from_prometheus(args, by)
-    else:
-        groups, fleet, workloads, provenance = _from_replay(args, by, catalog, config)
+    collected = _from_prometheus(args, by) if args.prometheus else _from_replay(args, by, catalog, config)
     options = ReportOptions(
         by=by, precision=args.precision or "bf16", thresholds=config.thresholds, top=args.top
     )
     doc = build_report(
-        groups=groups,
-        fleet=fleet,
-        workloads=workloads,
-        provenance=provenance,
+        groups=collected.groups,
+        fleet=collected.fleet,
+        workloads=collected.workloads,
+        provenance=collected.provenance,
         catalog=catalog,
         options=options,
     )
@@ -272,7 +266,7 @@ def prometheus_client_flags() -> tuple[Any, ...]:
     return client_flags(PROMETHEUS_FLAGS, "the query API", renamed)
 
 
-def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> _Collected:
+def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> Collected:
     from exporter.http_client import ClientConfigError, config_from
     from exporter.report import promql
     from exporter.report.prometheus import (
@@ -331,12 +325,12 @@ def _from_prometheus(args: argparse.Namespace, by: tuple[str, ...]) -> _Collecte
     except QueryError as exc:
         raise UserError(str(exc)) from None
     log.info("%d queries to %s in %.2f s", collected.queries, client.url, time.monotonic() - started)
-    return collected.groups, collected.fleet, collected.workloads, collected.provenance
+    return collected
 
 
 def _from_replay(
     args: argparse.Namespace, by: tuple[str, ...], catalog: Catalog, config: InferenceConfig
-) -> _Collected:
+) -> Collected:
     from exporter.catalog import UnknownCard
     from exporter.report.prometheus import workload_labels
     from exporter.report.replay import ReplayReportError, collect_replay
@@ -369,4 +363,4 @@ def _from_replay(
         )
     except ReplayReportError as exc:
         raise UserError(str(exc)) from None
-    return collected.groups, collected.fleet, collected.workloads, collected.provenance
+    return collected

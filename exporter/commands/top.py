@@ -18,6 +18,7 @@ from typing import Any
 from exporter.commands.extras import require_extra
 from exporter.commands.options.errors import UserError
 from exporter.commands.options.flags import add_flag, add_spec
+from exporter.commands.options.output import reader_left
 from exporter.option_specs import positive_seconds
 
 DEFAULT_URL = "http://127.0.0.1:10295"
@@ -115,11 +116,7 @@ def print_once(clients: list[Any], sort: str) -> int:
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        # The reader left (`| head`): what it wanted, it has. Point stdout at /dev/null so the
-        # interpreter's own flush at exit does not raise again, and end quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        reader_left()
     for reading in failed:
         print(f"ridgeline top: {reading.name}: {reading.trouble}", file=sys.stderr)
     return 1 if failed else 0

@@ -137,6 +137,16 @@ class Provenance:
 
 
 @dataclass(frozen=True, slots=True)
+class Collected:
+    """What an input (the Prometheus query API, a replayed trace) measured: build_report's input."""
+
+    groups: list[Usage]
+    fleet: Usage
+    workloads: list[Usage]
+    provenance: Provenance
+
+
+@dataclass(frozen=True, slots=True)
 class Lever:
     """One lever: which time it acts on, and the bound's formula and assumptions as printed."""
 

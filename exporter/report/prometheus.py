@@ -25,6 +25,7 @@ from typing import Any
 from exporter.http_client import PROMETHEUS_FLAGS, ClientConfigError, HTTPClientConfig
 from exporter.report import coverage, promql
 from exporter.report.model import (
+    Collected,
     Coverage,
     CoverageStretch,
     Provenance,
@@ -67,10 +68,8 @@ keeps raw windows wide enough to hold samples)."""
 PARALLEL_QUERIES = 4
 
 MAX_STRETCH_SECONDS = 86400
-"""One instant query sums at most a day of windows. The server evaluates a subquery's inner
-expression over its whole range at 5-minute resolution (recorded series) before summing, so its
-memory grows with the range: a week of 16,000 pod series in one query took Prometheus to 4.2 GB
-in benchmarks/bench_report.py; day-long pieces keep each query to a seventh of that."""
+"""One instant query sums at most a day of windows: the server's memory for a subquery grows
+with its range (the measured cost: docs/report.md, "How the numbers are read")."""
 
 
 class QueryError(Exception):
@@ -159,7 +158,7 @@ class PrometheusClient:
         query = next((value for key, value in pairs if key in ("query", "match[]")), "")
         body = urllib.parse.urlencode(pairs).encode("ascii")
         try:
-            authorization = self._client.authorization()  # files read again: a rotated secret applies
+            authorization = self._client.authorization()
         except ClientConfigError as exc:
             raise QueryError(str(exc)) from None
         headers = {**self._headers, "Content-Type": "application/x-www-form-urlencoded"}
@@ -236,13 +235,9 @@ def _number(raw: object) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Collected:
-    """What the Prometheus input measured, ready for model.build_report."""
+class PrometheusCollected(Collected):
+    """What the Prometheus input measured, and how many queries it took."""
 
-    groups: list[Usage]
-    fleet: Usage
-    workloads: list[Usage]
-    provenance: Provenance
     queries: int
 
 
@@ -325,7 +320,7 @@ def collect(
     use_recorded: bool = True,
     parallel: int = PARALLEL_QUERIES,
     require_by: bool = True,
-) -> Collected:
+) -> PrometheusCollected:
     """Measure every group's usage over [start, end] (docs/report.md, "How the numbers are read")."""
     notes: list[str] = []
     by = tuple(by)
@@ -396,7 +391,7 @@ def collect(
         clock_loss_measured=plan.raw_present,
         coverage=measured.coverage,
     )
-    return Collected(
+    return PrometheusCollected(
         groups=measured.groups,
         fleet=measured.fleet,
         workloads=measured.workloads,

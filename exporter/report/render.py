@@ -16,13 +16,17 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter import clock_events
 from exporter.report.document import CardDoc, LeverDoc, ReportDoc, RowDoc, StretchDoc, TopEntryDoc
 from exporter.report.model import BUSY_REGIMES, group_name
 from exporter.roofline import REGIMES
-from exporter.view.units import regime_colour, regime_shape, regime_word
+from exporter.view.units import regime_colour, regime_shape, regime_word, si_g
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 _MARKERS = {
     "circle": "o",
@@ -118,17 +122,6 @@ def _hours(seconds: float | None) -> str:
     if hours >= 100:
         return f"{hours:,.0f}"
     return f"{hours:,.1f}" if hours >= 1 else f"{hours:.3g}"
-
-
-def _si(value: float | None, unit: str) -> str:
-    if value is None or not math.isfinite(value):
-        return "–"
-    if value == 0:
-        return f"0 {unit}"
-    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def _pct(part: float, whole: float) -> str:
@@ -234,10 +227,10 @@ def _roofline_table(groups: Sequence[RowDoc], by: Sequence[str]) -> str:
         intensity = row["intensity_flop_per_byte"]
         efficiency = row["roofline_efficiency"]
         return (
-            f"<td>{_si(row['flop'], 'FLOP')}</td><td>{_si(row['dram_bytes'], 'B')}</td>"
+            f"<td>{si_g(row['flop'], 'FLOP')}</td><td>{si_g(row['dram_bytes'], 'B')}</td>"
             f"<td>{'–' if intensity is None else f'{intensity:.3g}'}</td>"
-            f"<td>{_si(row['achieved_flop_per_second_per_gpu'], 'FLOP/s')}</td>"
-            f"<td>{_si(row['attainable_flop_per_second'], 'FLOP/s')}</td>"
+            f"<td>{si_g(row['achieved_flop_per_second_per_gpu'], 'FLOP/s')}</td>"
+            f"<td>{si_g(row['attainable_flop_per_second'], 'FLOP/s')}</td>"
             f"<td>{'–' if efficiency is None else f'{100 * efficiency:.1f} %'}</td>"
         )
 
@@ -435,13 +428,13 @@ def _meta_table(doc: ReportDoc) -> str:
 # -- charts ---------------------------------------------------------------------------------
 
 
-def _figure(width: float, height: float) -> Any:
+def _figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
-def _svg(figure: Any) -> str:
+def _svg(figure: Figure) -> str:
     """The figure as an <svg> element for inlining (no XML prolog, no DOCTYPE, text as text)."""
     from matplotlib import rc_context
     from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -530,7 +523,7 @@ def roofline_svg(doc: ReportDoc) -> str:
     return _svg(figure)
 
 
-def _draw_roofs(axes: Any, cards: Mapping[str, CardDoc], x_lo: float, x_hi: float) -> None:
+def _draw_roofs(axes: Axes, cards: Mapping[str, CardDoc], x_lo: float, x_hi: float) -> None:
     """Each card's memory slope and compute roof across the chart, named at its right end."""
     for key, card in sorted(cards.items()):
         bandwidth, peak, ridge = (
@@ -540,7 +533,7 @@ def _draw_roofs(axes: Any, cards: Mapping[str, CardDoc], x_lo: float, x_hi: floa
         )
         axes.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#444", linewidth=1.2)
         axes.annotate(
-            f"{key}: {_si(peak, 'FLOP/s')}, {_si(bandwidth, 'B/s')}",
+            f"{key}: {si_g(peak, 'FLOP/s')}, {si_g(bandwidth, 'B/s')}",
             (x_hi, peak),
             xytext=(-4, 4),
             textcoords="offset points",
@@ -551,7 +544,7 @@ def _draw_roofs(axes: Any, cards: Mapping[str, CardDoc], x_lo: float, x_hi: floa
 
 
 def _draw_points(
-    axes: Any, points: Sequence[RowDoc], xs: Sequence[float], ys: Sequence[float], by: Sequence[str]
+    axes: Axes, points: Sequence[RowDoc], xs: Sequence[float], ys: Sequence[float], by: Sequence[str]
 ) -> None:
     """The groups' points, one scatter per regime (its colour and marker), the largest named."""
     largest = max(p["gpu_seconds_total"] for p in points)
@@ -609,7 +602,7 @@ def _epoch(text: str) -> float:
 
 
 def _uncovered(
-    windows: Sequence[tuple[float, float, Any]], start: float, end: float, window: float
+    windows: Sequence[tuple[float, float, object]], start: float, end: float, window: float
 ) -> list[tuple[float, float]]:
     """The stretches of [start, end] no window covers, a window long or more: no data there,
     shaded like a gap (a shorter one at an end is the last partial window, not missing data)."""
@@ -655,14 +648,14 @@ def _stacks(
     return times, stacks
 
 
-def timeline_figure(doc: ReportDoc) -> Any:
+def timeline_figure(doc: ReportDoc) -> Figure:
     """The fleet over the range: GPUs in each regime per window (stacked, each window drawn over
     its own span), stretches without data shaded, the legend above the plot."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.patches import Patch
 
     figure = _figure(9.5, 3.4)
-    axes = figure.add_subplot()
+    axes: Any = figure.add_subplot()  # a date axis: matplotlib's stubs take floats, not datetimes
     windows = timeline_windows(doc)
     if windows:
         times, stacks = _stacks(windows)

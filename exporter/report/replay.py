@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from exporter.catalog import Catalog
 from exporter.exposition import gpu_labels
 from exporter.inference import InferenceConfig, Totals
-from exporter.report.model import Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
+from exporter.report.model import Collected, Provenance, TimelinePoint, Usage, Window, iso_time, merge_usage
 from exporter.roofline import REGIMES
 from exporter.sampler import Sampler
 from exporter.sampling.tracker import Cadence, EntityKey
@@ -41,16 +41,6 @@ _LabelKey = tuple[tuple[str, str], ...]
 
 class ReplayReportError(Exception):
     """The trace could not be read to its end; the message says where and why."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayCollected:
-    groups: list[Usage]
-    fleet: Usage
-    workloads: list[Usage]
-    provenance: Provenance
-    samples: int
-    batches: int
 
 
 @dataclass
@@ -231,7 +221,7 @@ def collect_replay(
     by: Sequence[str],
     workload_by: Sequence[str],
     progress: Callable[[int], None] | None = None,
-) -> ReplayCollected:
+) -> Collected:
     """Run the trace through the sampler and measure every group's usage: the replay settings
     in `options` (source_options("replay", ...) builds them), played once, flat out."""
     given = options.settings.get("replay")
@@ -273,13 +263,11 @@ def collect_replay(
         _usage_for(labels, bucket, tuple(workload_by)) for labels, bucket in collector.accrued.items()
     )
     fleet = _fleet(parts)
-    return ReplayCollected(
+    return Collected(
         groups=merge_usage(parts),
         fleet=fleet,
         workloads=[w for w in workloads if w.labels],
         provenance=_provenance(collector, source, options, config, fleet, first_ts, last_ts),
-        samples=collector.samples,
-        batches=collector.batches,
     )
 
 
@@ -287,16 +275,8 @@ def _fleet(parts: Sequence[Usage]) -> Usage:
     """Every group's usage added up, under no labels."""
     fleet = Usage(labels={})
     for part in parts:
-        fleet = fleet.plus(part)
-    return Usage(
-        labels={},
-        gpu_seconds=fleet.gpu_seconds,
-        idle_allocated_gpu_seconds=fleet.idle_allocated_gpu_seconds,
-        flop=fleet.flop,
-        dram_bytes=fleet.dram_bytes,
-        card_gpu_seconds=fleet.card_gpu_seconds,
-        clock_lost_gpu_seconds=fleet.clock_lost_gpu_seconds,
-    )
+        fleet = fleet.plus(part)  # plus keeps self's labels: {}
+    return fleet
 
 
 def _provenance(

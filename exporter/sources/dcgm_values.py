@@ -1,20 +1,11 @@
 """DCGM's field-value records decoded many at a time, not one ctypes attribute at a time.
 
-A dcgmFieldValue_v1 record is 4,120 bytes (v2: 4,128), almost all of it the value union's blob;
-Ridgeline reads its first 32 (40). dcgmGetValuesSince_v2 calls its callback once per value, into
-one record it reuses (NVIDIA/DCGM dcgmlib/src/DcgmApi.cpp, helperGetValuesSince), so a callback
-keeps a copy of those 32 bytes (`ENTITY_CALLBACK` declares `values` so that this is one
-`.contents.raw`) and the read decodes each entity's copies packed together once the enumeration is
-done (`FIELD_VALUE_V1_HEADS`); dcgmEntitiesGetLatestValues' array is decoded in place
-(`in_place`). Decoding casts one memoryview over the records to each member's C type and slices it
-at the record's stride, so one C call (`memoryview.tolist`) reads that member of every record;
-values are then mapped as `fields.clean_value` maps them, with that function itself kept for
-whatever is not a plain in-range number (blanks, NaN, ratios to clamp).
-
-The offsets are DCGM's own, from dcgm_structs.h (NVIDIA/DCGM, dcgmlib/dcgm_structs.h): the
-members in declaration order with C alignment, the union's int64_t i64 and double dbl both at
-its start. `layout_matches` checks them against the bindings' ctypes Structure; where that
-differs (a bindings release with another layout) the source reads value by value as before.
+The callback keeps a copy of each record's first 32 bytes (`ENTITY_CALLBACK`); once the
+enumeration is done, one memoryview over each entity's copies (`FIELD_VALUE_V1_HEADS`), or over
+dcgmEntitiesGetLatestValues' array (`in_place`), is cast to each member's C type at DCGM's own
+offsets, so one C call reads that member of every record. `layout_matches` checks the offsets
+against the bindings' Structures; where they differ the source reads value by value. Why and
+the offsets: docs/sources.md, "Reading the callback's records".
 """
 
 from __future__ import annotations

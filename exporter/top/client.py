@@ -126,7 +126,7 @@ class NodeClient:
     def fetch(self) -> NodeReading:
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
         try:
-            authorization = self._client.authorization()  # files read again: a rotated secret applies
+            authorization = self._client.authorization()
         except ClientConfigError as exc:
             return NodeReading(self.name, error=str(exc))
         if authorization is not None:

@@ -1,22 +1,17 @@
-"""The roofline chart as geometry: log-log axes, the roofs, the ridge, and a dot per GPU.
+"""The roofline chart as geometry: a `ChartSpec` in, a `Scene` out (log-log axes, the roofs, the
+ridge and a dot per GPU, every element with its position).
 
 Pure code (the standard library and exporter.view.units), so one piece of arithmetic places a GPU
-wherever it is drawn: `GET /roofline.svg` and the live page at `/` serve it as SVG, and
-`ridgeline top` prints it as text. The input is a `ChartSpec` — a bandwidth, compute roofs and
-points in FLOP/byte and FLOP/s — built from `/classify` verdicts by exporter.view.node_view.
+wherever it is drawn: exporter/view/chart_svg.py draws a Scene as SVG (`GET /roofline.svg`, the
+live page at `/`), exporter/view/chart_text.py a spec in characters (`ridgeline top`). Specs are
+built from `/classify` verdicts by exporter.view.node_view.
 
-This module is the geometry: a `ChartSpec` in, a `Scene` out (every element with its position).
-exporter/view/chart_svg.py draws a Scene as SVG, exporter/view/chart_text.py a spec in characters.
-
-The chart is the textbook one (Williams, Waterman & Patterson, CACM 52(4), 2009; the formulas in
-docs/design.md, "The model"): the bandwidth roof is the line FLOP/s = B · I, each compute roof the
-flat line at its peak P from its ridge I = P / B to the right, and a GPU sits at its
-(intensity, achieved FLOP/s). On log-log axes the bandwidth roof has slope 1.
-
-Axes span whole decades chosen from the roofs (so the frame holds still while dots move) and
-widen only to take in a dot that would fall outside, at most `MAX_DECADES` per axis. Every marker
-is drawn symmetric about its point, so its bounding box's centre *is* the point: the browser test
-measures that.
+The chart is the textbook one (Williams, Waterman & Patterson, CACM 52(4), 2009; docs/design.md,
+"The model"): the bandwidth roof FLOP/s = B · I (slope 1 on log-log axes), each compute roof flat
+at its peak P from its ridge I = P / B, a GPU at its (intensity, achieved FLOP/s). Axes span whole
+decades chosen from the roofs (so the frame holds still while dots move) and widen only to take in
+a dot, at most `MAX_DECADES` per axis. Every marker is symmetric about its point, so its bounding
+box's centre *is* the point: the browser test measures that.
 """
 
 from __future__ import annotations

@@ -103,11 +103,27 @@ def si(value: float | None, unit: str = "", digits: int = 3) -> str:
     """1.979e15 -> "1.98 P", with `unit` appended ("1.98 PFLOP/s"); "–" for no value."""
     if value is None or not math.isfinite(value):
         return "–"
-    magnitude = abs(value)
+    scale, prefix = _prefix(abs(value), slack=0.9995)
+    return f"{_significant(value / scale, digits)} {prefix}{unit}".rstrip()
+
+
+def si_g(value: float | None, unit: str) -> str:
+    """4e12, "FLOP" -> "4 TFLOP": Python's `.3g` after the prefix, the rule of the report's tables
+    and `ridgeline classify`'s answer (unlike si: 999.7e9 reads "1e+03 GFLOP"); "–" for no value."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    if value == 0:
+        return f"0 {unit}"
+    scale, prefix = _prefix(abs(value), slack=1.0)
+    return f"{value / scale:.3g} {prefix}{unit}"
+
+
+def _prefix(magnitude: float, slack: float) -> tuple[float, str]:
+    """The largest prefix whose scale (times `slack`) `magnitude` reaches; (1.0, "") below k."""
     for scale, prefix in _PREFIXES:
-        if magnitude >= scale * 0.9995:
-            return f"{_significant(value / scale, digits)} {prefix}{unit}".rstrip()
-    return f"{_significant(value, digits)} {unit}".rstrip()
+        if magnitude >= scale * slack:
+            return scale, prefix
+    return 1.0, ""
 
 
 def _significant(value: float, digits: int) -> str:
