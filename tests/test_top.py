@@ -155,10 +155,12 @@ def test_once_in_a_terminal_is_coloured(demo: str) -> None:
 
 def test_once_into_a_reader_that_leaves_ends_quietly(demo: str) -> None:
     """`ridgeline top --once | head -1`: the reader is gone before top writes a byte."""
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as in a shell
     process = subprocess.Popen(
         [sys.executable, "-m", "exporter", "top", "--once", "--url", demo],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=buffered,
     )
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # before the child can have fetched anything: its first write breaks
@@ -167,7 +169,7 @@ def test_once_into_a_reader_that_leaves_ends_quietly(demo: str) -> None:
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and stderr == ""
     shell = subprocess.run(
         f"{sys.executable} -m exporter top --once --url {demo} | head -1",
-        shell=True, capture_output=True, text=True, timeout=30, check=False,
+        shell=True, capture_output=True, text=True, timeout=30, check=False, env=buffered,
     )  # fmt: skip
     assert shell.stdout.split()[0] == "GPU" and shell.stderr == ""
 
