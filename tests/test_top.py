@@ -472,6 +472,8 @@ def test_a_node_that_answers_401_is_not_called_silent() -> None:
 
 
 def test_the_highlighted_gpus_lever_and_own_ridge_are_under_the_chart(demo: str) -> None:
+    from textual.widgets import DataTable
+
     from exporter.top.tui import TopApp
 
     app = TopApp([NodeClient(demo)], interval=0.5)
@@ -487,6 +489,14 @@ def test_the_highlighted_gpus_lever_and_own_ridge_are_under_the_chart(demo: str)
                 assert f"GPU {row.key}: {row.ridge_note}" in chart
                 assert row.ridge_note.startswith("own ridge ")
             assert any(r.ridge_note for r in app.rows)  # the demo's GPUs mix pipes: own ridges
+            # and the table's I/RIDGE cell says "own" for exactly those GPUs (not compact here)
+            table = app.query_one("#gpus", DataTable)
+            at = [name for _, name in app._columns()].index("intensity")
+            for i in range(table.row_count):
+                cells = table.get_row_at(i)
+                row = next(r for r in app.rows if r.key == str(cells[0]))
+                own = bool(row.ridge_note) and row.intensity is not None
+                assert str(cells[at]).endswith(" own") == own, (str(cells[at]), row.ridge_note)
             await pilot.press("q")
 
     asyncio.run(drive())
