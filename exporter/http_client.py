@@ -146,6 +146,37 @@ class HTTPClientConfig:
             if present
         ]
 
+    def context_for(self, url: str) -> ssl.SSLContext | None:
+        """The TLS context for a GET of `url`, the one rule of every client: ssl_context() for
+        https; None for http, where a TLS setting is refused (naming its flag) rather than
+        silently unused: a CA or certificate given for an http:// URL most likely means the
+        URL lacks its s."""
+        if urlsplit(url).scheme == "https":
+            return self.ssl_context()
+        given = self._tls_given()
+        if given:
+            verb, flags = ("is", "flag") if len(given) == 1 else ("are", "flags")
+            raise ClientConfigError(
+                f"{' and '.join(given)} {verb} set, but the URL is plain http://: "
+                f"give an https:// URL, or drop the TLS {flags}"
+            )
+        return None
+
+    def _tls_given(self) -> list[str]:
+        """The flags of each TLS setting that is set."""
+        tls = self.tls_config
+        return [
+            self.flag(f"tls_config.{name}")
+            for name, present in (
+                ("ca_file", tls.ca_file is not None),
+                ("cert_file", tls.cert_file is not None),
+                ("key_file", tls.key_file is not None),
+                ("server_name", tls.server_name is not None),
+                ("insecure_skip_verify", tls.insecure_skip_verify),
+            )
+            if present
+        ]
+
     def ssl_context(self) -> ssl.SSLContext:
         """The system's CAs (or ca_file), the client certificate when one is given, the server's
         name checked against server_name when set, and no verification at all with

@@ -65,6 +65,14 @@ def test_a_missing_kernel_field_names_the_flag_not_the_body_field() -> None:
     assert "Field required" not in line
 
 
+def buffered_env() -> dict[str, str]:
+    """The caller's environment with stdout block-buffered, as in a user's shell: with
+    PYTHONUNBUFFERED set (as it is in some CI and sessions) nothing is left in the buffer for the
+    interpreter's flush at exit to meet the closed pipe, and that flush is what reader_left()
+    points at /dev/null."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -78,10 +86,33 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(args: tuple[str, ..
     """The pipe's read end is closed before the command writes (it takes longer to start than
     this takes), so every write meets a closed pipe, as after `| head -1`."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "exporter", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=buffered_env(),
     )
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) == 0, stderr
     assert stderr == ""
+
+
+def test_a_shell_pipe_whose_reader_is_gone_ends_quietly() -> None:
+    """`ridgeline classify ... --json | true`: a real shell pipe whose reader exits before the
+    command has written a byte. The answer is small, so it waits in stdout's buffer until the
+    flush meets the closed pipe; without reader_left() the interpreter's own flush at exit
+    meets it again: "Exception ignored ... BrokenPipeError" and exit 120."""
+    command = [sys.executable, "-m", "exporter", "classify", "--card", "h100-sxm"]
+    command += ["--flops", "4e12", "--bytes", "40e9", "--json"]
+    shell = subprocess.run(
+        ["bash", "-c", '"$@" | true; exit "${PIPESTATUS[0]}"', "bash", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=buffered_env(),
+    )
+    assert shell.returncode == 0, shell.stderr  # the command's own status, not true's
+    assert "Exception ignored" not in shell.stderr and "BrokenPipeError" not in shell.stderr
+    assert shell.stderr == ""

@@ -228,6 +228,41 @@ def test_the_top_client_with_the_same_config(tls_server: tuple[_Server, str, Fil
     assert not no_cert.answered
 
 
+def test_one_tls_rule_for_every_client(tmp_path: Path) -> None:
+    """context_for(): TLS settings apply to an https URL; for an http one they are refused, the
+    flag named, never read and silently unused."""
+    ca = tmp_path / "missing-ca.crt"  # never read for http: the URL is the mistake there
+    node = HTTPClientConfig(tls_config=TLSConfig(ca_file=ca), prefix="--node.")
+    with pytest.raises(ClientConfigError, match=r"^--node.tls.ca-file is set, but the URL is plain http://"):
+        node.context_for("http://gpu-node-1:10295/classify")
+    both = HTTPClientConfig(tls_config=TLSConfig(server_name="n", insecure_skip_verify=True), prefix="--p.")
+    with pytest.raises(ClientConfigError, match=r"^--p.tls.server-name and --p.tls.insecure-skip-verify are"):
+        both.context_for("http://h:1")
+    assert HTTPClientConfig(prefix="--node.").context_for("http://h:1") is None
+    with pytest.raises(ClientConfigError, match=r"--node.tls.ca-file .*missing-ca.crt"):
+        node.context_for("https://h:1")  # read for https: a missing file is named
+    skipping = HTTPClientConfig(tls_config=TLSConfig(insecure_skip_verify=True)).context_for("https://h:1")
+    assert skipping is not None and skipping.verify_mode == ssl.CERT_NONE
+
+
+def test_tls_flags_for_an_http_url_are_one_line_exit_2_in_top_and_report(tmp_path: Path) -> None:
+    """Both clients, from the command line: one line naming the flag, exit 2, before any request
+    (the URLs point at a port nothing listens on)."""
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not read\n")
+    with closed_port() as port:
+        for args, flag in (
+            (("top", "--once", "--url", f"http://127.0.0.1:{port}", "--node.tls.ca-file", str(ca)),
+             "--node.tls.ca-file"),
+            (("report", "--prometheus", f"http://127.0.0.1:{port}", "--json", "-",
+              "--prometheus.tls.cert-file", str(ca)), "--prometheus.tls.cert-file"),
+        ):  # fmt: skip
+            done = ridgeline(*args)
+            assert done.returncode == 2, done.stderr
+            assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+            assert f"{flag} is set, but the URL is plain http://" in done.stderr, done.stderr
+
+
 # -- one flag vocabulary ---------------------------------------------------------------------------
 
 
@@ -307,7 +342,7 @@ def test_old_names_work_and_each_warns_once(tls_server: tuple[_Server, str, File
         assert top.stderr.count(f"{old} is deprecated: use {new}") == 1, top.stderr
     with closed_port() as port:
         report = ridgeline(
-            "report", "--prometheus", f"http://127.0.0.1:{port}", "--json", "-",
+            "report", "--prometheus", f"https://127.0.0.1:{port}", "--json", "-",
             "--prometheus-user", "viewer", "--prometheus-password-file", str(files.password),
             env={"RIDGELINE_REPORT_PROMETHEUS_CA_FILE": str(files.ca)},
         )  # fmt: skip

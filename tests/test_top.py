@@ -155,10 +155,12 @@ def test_once_in_a_terminal_is_coloured(demo: str) -> None:
 
 def test_once_into_a_reader_that_leaves_ends_quietly(demo: str) -> None:
     """`ridgeline top --once | head -1`: the reader is gone before top writes a byte."""
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as in a shell
     process = subprocess.Popen(
         [sys.executable, "-m", "exporter", "top", "--once", "--url", demo],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=buffered,
     )
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # before the child can have fetched anything: its first write breaks
@@ -167,7 +169,7 @@ def test_once_into_a_reader_that_leaves_ends_quietly(demo: str) -> None:
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and stderr == ""
     shell = subprocess.run(
         f"{sys.executable} -m exporter top --once --url {demo} | head -1",
-        shell=True, capture_output=True, text=True, timeout=30, check=False,
+        shell=True, capture_output=True, text=True, timeout=30, check=False, env=buffered,
     )  # fmt: skip
     assert shell.stdout.split()[0] == "GPU" and shell.stderr == ""
 
@@ -470,6 +472,8 @@ def test_a_node_that_answers_401_is_not_called_silent() -> None:
 
 
 def test_the_highlighted_gpus_lever_and_own_ridge_are_under_the_chart(demo: str) -> None:
+    from textual.widgets import DataTable
+
     from exporter.top.tui import TopApp
 
     app = TopApp([NodeClient(demo)], interval=0.5)
@@ -485,6 +489,14 @@ def test_the_highlighted_gpus_lever_and_own_ridge_are_under_the_chart(demo: str)
                 assert f"GPU {row.key}: {row.ridge_note}" in chart
                 assert row.ridge_note.startswith("own ridge ")
             assert any(r.ridge_note for r in app.rows)  # the demo's GPUs mix pipes: own ridges
+            # and the table's I/RIDGE cell says "own" for exactly those GPUs (not compact here)
+            table = app.query_one("#gpus", DataTable)
+            at = [name for _, name in app._columns()].index("intensity")
+            for i in range(table.row_count):
+                cells = table.get_row_at(i)
+                row = next(r for r in app.rows if r.key == str(cells[0]))
+                own = bool(row.ridge_note) and row.intensity is not None
+                assert str(cells[at]).endswith(" own") == own, (str(cells[at]), row.ridge_note)
             await pilot.press("q")
 
     asyncio.run(drive())

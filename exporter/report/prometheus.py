@@ -111,9 +111,7 @@ class PrometheusClient:
             url, self._client = settings.client.with_url_credentials(base)
             self._client.check()
             self._client.authorization()  # a missing password or token file fails before any query
-            tls = self._client.tls_config
-            wants_tls = url.startswith("https://") or tls.ca_file is not None or tls.cert_file is not None
-            self._context = self._client.ssl_context() if wants_tls else None
+            self._context = self._client.context_for(url)
         except ClientConfigError as exc:
             raise QueryError(str(exc)) from None
         self.url = url.rstrip("/")

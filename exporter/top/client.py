@@ -118,7 +118,7 @@ class NodeClient:
         self.name = display_name(self.url)
         try:
             self._client = (client or HTTPClientConfig()).with_credentials(from_url)
-            self._context = self._client.ssl_context() if self.url.startswith("https:") else None
+            self._context = self._client.context_for(self.url)
         except ClientConfigError as exc:
             raise ClientSetupError(f"--url {self.name}: {exc}") from None
         self._timeout = timeout
