@@ -276,3 +276,32 @@ def test_a_trace_mostly_skipped_exits_non_zero_with_the_reason(tmp_path: Path) -
     assert done.returncode == 2, done.stderr
     assert "duplicate_entity" in done.stderr and "uuid or a node" in done.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_grouping_no_gpu_carries_is_refused_naming_the_labels_there(tmp_path: Path) -> None:
+    """Issue 23.3: `--by` is checked against what the source has, on a replay as on Prometheus:
+    one unnamed group is a mistyped label, not a report."""
+    done = run_report("--replay", str(make_trace(tmp_path / "t.jsonl")), "--json", "-", "--by", "team")
+    assert done.returncode == 2, done.stderr
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("ridgeline report: error:")]
+    assert "--by team: no GPU in the trace carries it" in error
+    assert "namespace" in error and "pod" in error and "uuid" in error
+
+
+def test_the_default_grouping_on_a_trace_without_pods_is_a_note(tmp_path: Path) -> None:
+    """A Slurm or bare-metal node's trace has no namespace: the default `--by` still reports, and
+    says why its one group has no name."""
+    lines = [
+        replay_line(
+            1_800_000_000.0 + i, gpu, {1005: 0.7, 1004: 0.1, 1001: 0.9, 100: 1980.0}, uuid=f"GPU-{gpu}"
+        )
+        for i in range(60)
+        for gpu in range(2)
+    ]
+    trace = tmp_path / "bare.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "r.json"
+    done = run_report("--replay", str(trace), "--model", H100, "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    notes = json.loads(out.read_text())["notes"]
+    assert any("--by namespace: no GPU in the trace carries it" in note for note in notes), notes

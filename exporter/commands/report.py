@@ -359,6 +359,7 @@ def _from_replay(
             config,
             by=by,
             workload_by=workload_labels(by),
+            require_by=by != DEFAULT_BY,  # a trace without pods has no namespace
             progress=lambda n: log.info("%d batches read", n),
         )
     except ReplayReportError as exc:

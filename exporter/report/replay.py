@@ -220,10 +220,12 @@ def collect_replay(
     *,
     by: Sequence[str],
     workload_by: Sequence[str],
+    require_by: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> Collected:
     """Run the trace through the sampler and measure every group's usage: the replay settings
-    in `options` (source_options("replay", ...) builds them), played once, flat out."""
+    in `options` (source_options("replay", ...) builds them), played once, flat out. A `by` no
+    GPU carries is refused (require_by) or, for the default grouping, noted."""
     given = options.settings.get("replay")
     settings = replace(
         given if isinstance(given, ReplaySettings) else ReplaySettings(), speed=None, loop=False
@@ -263,12 +265,30 @@ def collect_replay(
         _usage_for(labels, bucket, tuple(workload_by)) for labels, bucket in collector.accrued.items()
     )
     fleet = _fleet(parts)
+    provenance = _provenance(collector, source, options, config, fleet, first_ts, last_ts)
+    missing = _by_missing(collector.accrued, parts, by)
+    if missing is not None:
+        if require_by:
+            raise ReplayReportError(f"{source.display_name}: {missing}")
+        provenance = replace(provenance, notes=(*provenance.notes, missing))
     return Collected(
         groups=merge_usage(parts),
         fleet=fleet,
         workloads=[w for w in workloads if w.labels],
-        provenance=_provenance(collector, source, options, config, fleet, first_ts, last_ts),
+        provenance=provenance,
     )
+
+
+def _by_missing(
+    accrued: Mapping[_LabelKey, _Accrued], parts: Sequence[Usage], by: Sequence[str]
+) -> str | None:
+    """Why the grouping says nothing, where no GPU in the trace carries any of `by`'s labels:
+    one group without a name is a mistyped label, not a report."""
+    if not parts or any(part.labels for part in parts):
+        return None
+    present = sorted({name for labels in accrued for name, value in labels if value})
+    there = ", ".join(present) or "none"
+    return f"--by {','.join(by)}: no GPU in the trace carries it; the labels they have: {there}"
 
 
 def _fleet(parts: Sequence[Usage]) -> Usage:
