@@ -188,3 +188,36 @@ def test_a_column_family_whose_series_change_under_the_same_gpus_is_written_afre
         for openmetrics in (False, True):
             expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
             assert encode([family], openmetrics=openmetrics, cache=cache) == expected, (labels, extras)
+
+
+def test_a_column_family_rewritten_with_some_values_kept_is_written_as_prometheus_client_would() -> None:
+    """A gauge's values across encodes of the same series: all equal (its text kept whole), some
+    the very objects written last time (their texts kept), a zero's sign flipped, a NaN or a
+    value past 1e6 arriving and leaving (series by series): every encode is prometheus_client's."""
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    cache = SeriesCache()
+    labels = [gpu_labels for _, gpu_labels, _ in cache.labelled(sampler.snapshot)][:4]
+    kept = 0.25
+    steps: list[list[float]] = [
+        [kept, 0.5, 0.0, 1.0],
+        [kept, 0.5, 0.0, 1.0],  # every value equal: new objects of the same values
+        [kept, 0.75, 0.0, 1.0],  # one moved, the others kept
+        [kept, 0.75, -0.0, 1.0],  # a zero's sign: == says equal, the text does not
+        [kept, 0.75, -0.0, 1.0],
+        [kept, 0.75, 0.0, 1.0],
+        [kept, math.nan, 0.0, 1.0],  # not plain: series by series
+        [kept, 0.75, 0.0, 1.0],
+        [kept, 0.75, 0.0, 2e6],  # Go's exponent form
+        [kept, 0.75, 0.125, 0.5],  # most moved
+        [kept, 0.75, 0.125, 0.5],
+    ]
+    for values in steps:
+        values = [float(repr(v)) if v is not kept else v for v in values]  # fresh objects but `kept`
+        rows = ColumnRows("ridgeline_x", labels, [()] * len(labels), values)
+        family = Family(name="ridgeline_x", documentation="d", type="gauge", rows=rows)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families([family]))
+        for openmetrics in (False, True):
+            expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
+            assert encode([family], openmetrics=openmetrics, cache=cache) == expected, values
