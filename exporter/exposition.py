@@ -14,7 +14,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import is_not
 from typing import Any, NamedTuple
 
@@ -311,7 +311,7 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
                 else:
                     pairs = zip(cols.labels, cols.extras, strict=True)
                     starts = [line_of(cols.sample, labels, extra)[0] for labels, extra in pairs]
-                block = "".join(chain.from_iterable(zip(starts, texts, strict=True)))
+                block = _interleaved(starts, texts)
                 columns[cols.sample] = _Column(
                     cols.labels, cols.extras, starts, cols.values, texts, doubles, block
                 )
@@ -335,6 +335,16 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
         return OPENMETRICS_EOF if openmetrics else b""
     append("\n# EOF\n" if openmetrics else "\n")
     return "".join(out).encode("utf-8")
+
+
+def _interleaved(starts: list[str], texts: list[str]) -> str:
+    """Each line start followed by its value's text, as one string (two slice assignments: a
+    zip into join built a tuple and an iterator per series)."""
+    if len(starts) != len(texts):
+        raise ValueError("a column's line starts and values differ in number")
+    pieces: list[str] = [""] * (2 * len(starts))
+    pieces[::2], pieces[1::2] = starts, texts
+    return "".join(pieces)
 
 
 def _value_bytes(values: list[float]) -> bytes | None:
@@ -403,6 +413,8 @@ class MetricsEndpoint:
         self._cached_snapshot: Snapshot | None = None
         self._cache: dict[str, bytes] = {}
         self._families: list[Family] | None = None
+        self._retired: tuple[object, ...] = ()
+        """The last snapshot and what was derived from it, until `release` frees them."""
         self._series = SeriesCache()
         self._process_registry: CollectorRegistry | None = None
         if process_metrics:
@@ -420,16 +432,29 @@ class MetricsEndpoint:
             body = body.removesuffix(OPENMETRICS_EOF) + extra if openmetrics else body + extra
         return body, content_type
 
+    def release(self) -> None:
+        """Free the snapshot before the current one and what was derived from it. Freeing a
+        1,024-entity snapshot's objects takes about 3 ms; a scrape that finds a new snapshot
+        leaves it here, so the route calls this after its response is sent."""
+        with self._lock:
+            retired, self._retired = self._retired, ()
+        del retired
+
     def _snapshot_bytes(
         self, snapshot: Snapshot, encoder: Callable[[Collector], bytes], content_type: str
     ) -> bytes:
         with self._lock:
             if snapshot is not self._cached_snapshot:
+                # kept for `release` (one generation at most): not freed during this scrape
+                retired, self._retired = self._retired, (self._cached_snapshot, self._cache, self._families)
                 self._cache = {}
                 self._families = None
                 self._cached_snapshot = snapshot
+            else:
+                retired = ()
             cached = self._cache.get(content_type)
             family_list = self._families
+        del retired  # an older generation that no `release` freed: freed here, as before
         if cached is not None:
             return cached
         if family_list is None:

@@ -221,3 +221,26 @@ def test_a_column_family_rewritten_with_some_values_kept_is_written_as_prometheu
         for openmetrics in (False, True):
             expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
             assert encode([family], openmetrics=openmetrics, cache=cache) == expected, values
+
+
+FREED: list[str] = []
+
+
+class _Marked(str):
+    """A version string that notes when it is freed (so, when the snapshot holding it is)."""
+
+    def __del__(self) -> None:
+        FREED.append(str(self))
+
+
+def test_the_last_snapshot_is_freed_on_release_not_during_the_scrape_of_a_new_one() -> None:
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    current = [sampler.snapshot._replace(version=_Marked("v1"))]
+    endpoint = MetricsEndpoint(lambda: current[0], process_metrics=False, clock=_zero)
+    endpoint.render(None)
+    current[0] = current[0]._replace(version=_Marked("v2"))
+    body, _ = endpoint.render(None)
+    assert b'version="v2"' in body and "v1" not in FREED  # kept past the scrape
+    endpoint.release()
+    assert "v1" in FREED and "v2" not in FREED
