@@ -820,14 +820,20 @@ def estimate_of(
             "clock_event_reasons": clock_reasons,
             "clock_causes": clock_causes,
             "uncounted_pipes": at.uncounted_pipes if known else (),
-            "link_bytes_per_second": tuple(
-                (link, direction, smoothed[name])
-                for link, direction, name in LINK_DIRECTIONS
-                if name in smoothed
-            ),
+            "link_bytes_per_second": _link_rates(smoothed),
             "link_utilization": link_utilizations(links_of(smoothed, *profile.link_walls)),
             "link": call.link,
         }
+    )
+
+
+def _link_rates(smoothed: Mapping[str, float]) -> tuple[tuple[str, str, float], ...]:
+    """(link, direction, smoothed bytes/s) of each link byte rate present; none without a check
+    per rate where no link field is (most sources: dcgm-exporter's defaults have none)."""
+    if smoothed.keys().isdisjoint(LINK_FIELDS):
+        return ()
+    return tuple(
+        (link, direction, smoothed[name]) for link, direction, name in LINK_DIRECTIONS if name in smoothed
     )
 
 
