@@ -282,6 +282,9 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
             (lines if key[0] in by_id else local)[key] = line
         return line
 
+    same_values: dict[bytes, list[str]] = {}
+    """The texts of each column's doubles written so far: a family whose values are another's
+    (flop utilization and tensor activity at full clock) is not formatted twice."""
     out: list[str] = []
     append = out.append
     for family in family_list:
@@ -304,7 +307,11 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
             if column is not None and doubles == column.doubles:  # every value as last time
                 append(column.block)
                 continue
-            texts = _plain_texts(cols.values, column)
+            texts = None if doubles is None else same_values.get(doubles)
+            if texts is None:
+                texts = _plain_texts(cols.values, column)
+                if texts is not None and doubles is not None:
+                    same_values[doubles] = texts
             if texts is not None and doubles is not None:
                 if column is not None:
                     starts = column.starts

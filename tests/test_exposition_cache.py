@@ -244,3 +244,22 @@ def test_the_last_snapshot_is_freed_on_release_not_during_the_scrape_of_a_new_on
     assert b'version="v2"' in body and "v1" not in FREED  # kept past the scrape
     endpoint.release()
     assert "v1" in FREED and "v2" not in FREED
+
+
+def test_families_with_the_same_values_in_one_encode_are_written_as_prometheus_client_would() -> None:
+    """Columns whose values are the same doubles share their texts within one encode; a zero's
+    sign tells two otherwise equal columns apart."""
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    cache = SeriesCache()
+    labels = [gpu_labels for _, gpu_labels, _ in cache.labelled(sampler.snapshot)][:2]
+    family_list = [
+        Family(name, "d", "gauge", ColumnRows(name, labels, [(), ()], [float(repr(a)), float(repr(b))]))
+        for name, a, b in [("x_a", 0.0, 0.5), ("x_b", -0.0, 0.5), ("x_c", 0.0, 0.5), ("x_d", 0.25, 0.5)]
+    ]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(family_list))
+    for openmetrics in (False, True):
+        expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
+        assert encode(family_list, openmetrics=openmetrics, cache=cache) == expected
+        assert encode(family_list, openmetrics=openmetrics) == expected
