@@ -439,6 +439,11 @@ class MetricsEndpoint:
             body = body.removesuffix(OPENMETRICS_EOF) + extra if openmetrics else body + extra
         return body, content_type
 
+    @property
+    def retired(self) -> bool:
+        """Whether a snapshot before the current one is held for `release`."""
+        return bool(self._retired)
+
     def release(self) -> None:
         """Free the snapshot before the current one and what was derived from it. Freeing a
         1,024-entity snapshot's objects takes about 3 ms; a scrape that finds a new snapshot

@@ -242,8 +242,11 @@ def test_the_last_snapshot_is_freed_on_release_not_during_the_scrape_of_a_new_on
     current[0] = current[0]._replace(version=_Marked("v2"))
     body, _ = endpoint.render(None)
     assert b'version="v2"' in body and "v1" not in FREED  # kept past the scrape
+    assert endpoint.retired
     endpoint.release()
     assert "v1" in FREED and "v2" not in FREED
+    endpoint.render(None)  # the same snapshot again: nothing to release
+    assert not endpoint.retired
 
 
 def test_families_with_the_same_values_in_one_encode_are_written_as_prometheus_client_would() -> None:

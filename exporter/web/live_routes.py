@@ -233,7 +233,7 @@ def build_live_router(
         entities = len(state_provider().gpus)
         body, content_type = await memo.run(lambda: metrics.render(accept), entities)
         # the last snapshot is freed once this response is sent, in the worker (MetricsEndpoint.release)
-        release = BackgroundTask(memo.run, metrics.release, entities)
+        release = BackgroundTask(memo.run, metrics.release, entities) if metrics.retired else None
         return Response(body, media_type=None, headers={"Content-Type": content_type}, background=release)
 
     @router.get(
