@@ -26,6 +26,7 @@ The load average is printed beside the figures.
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import os
 import re
@@ -129,11 +130,24 @@ def percentiles(times: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
 
 
+def serve_process_settings() -> None:
+    """What `serve` sets for its process (exporter/web/server.py: malloc keeps freed memory,
+    start-up's objects frozen out of the collector's sight), where the checkout has them."""
+    try:
+        from exporter.web.server import keep_freed_memory
+    except ImportError:  # a checkout from before it
+        pass
+    else:
+        keep_freed_memory()
+    gc.freeze()
+
+
 def encode_cost(n: int, rounds: int = 200) -> tuple[tuple[float, float], tuple[float, float]]:
     """Milliseconds to encode a new snapshot (the scrape that finds a batch not yet encoded),
     p50/p99: the whole render, and the part of it that derives the snapshot's Estimates
-    (exporter/inference.py), timed apart."""
+    (exporter/inference.py), timed apart; with serve's process settings."""
     sampler = Sampler("replay", SourceOptions(), load_catalog(), InferenceConfig())
+    serve_process_settings()
     endpoint = MetricsEndpoint(lambda: sampler.snapshot, process_metrics=True)
     ents = entities(n)
     times, estimates = [], []

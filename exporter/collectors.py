@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Literal, NamedTuple, cast, overload
 
 from exporter import readings
@@ -383,23 +383,32 @@ DRAM_BYTES = FamilySpec(
 
 
 def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    seconds_rows = ColumnRows(REGIME_SECONDS.exposed)
-    flop_rows, dram_rows = ColumnRows(FLOP.exposed), ColumnRows(DRAM_BYTES.exposed)
-    regime_extras = [_REGIME_EXTRA[name] for name in REGIMES]
-    for gpu, labels, _ in labelled:
-        totals = gpu.totals
-        seconds = totals.regime_seconds
-        if seconds is not None:  # a series per regime, in REGIMES' order
-            seconds_rows.labels += repeat(labels, len(REGIMES))
-            seconds_rows.extras += regime_extras
-            seconds_rows.values += map(seconds.__getitem__, REGIMES)
-        if totals.flop_total is not None:
-            flop_rows.add(labels, NO_EXTRA, totals.flop_total)
-        if totals.dram_bytes_total is not None:
-            dram_rows.add(labels, NO_EXTRA, totals.dram_bytes_total)
-    yield REGIME_SECONDS.family(seconds_rows)
-    yield FLOP.family(flop_rows)
-    yield DRAM_BYTES.family(dram_rows)
+    """Each column in one comprehension or C-level map (a loop of `add` calls took 2.4 ms at
+    1,024 entities, the most of any collector)."""
+    totals = [(labels, gpu.totals) for gpu, labels, _ in labelled]
+    counted = [(labels, t.regime_seconds) for labels, t in totals if t.regime_seconds is not None]
+    yield REGIME_SECONDS.family(  # a series per regime, in REGIMES' order
+        ColumnRows(
+            REGIME_SECONDS.exposed,
+            chain.from_iterable(repeat(labels, len(REGIMES)) for labels, _ in counted),
+            _REGIME_EXTRAS * len(counted),
+            chain.from_iterable(map(_REGIME_VALUES, [seconds for _, seconds in counted])),
+        )
+    )
+    flops = [(labels, t.flop_total) for labels, t in totals if t.flop_total is not None]
+    yield FLOP.family(_column(FLOP.exposed, flops))
+    dram = [(labels, t.dram_bytes_total) for labels, t in totals if t.dram_bytes_total is not None]
+    yield DRAM_BYTES.family(_column(DRAM_BYTES.exposed, dram))
+
+
+_REGIME_EXTRAS: list[Extra] = [_REGIME_EXTRA[name] for name in REGIMES]
+_REGIME_VALUES = itemgetter(*REGIMES)
+"""A GPU's regime seconds in REGIMES' order, as one tuple."""
+
+
+def _column(sample: str, rows: list[tuple[Mapping[str, str], float]]) -> ColumnRows:
+    """A family of one series per GPU without extra labels, from (label dict, value) pairs."""
+    return ColumnRows(sample, [labels for labels, _ in rows], [NO_EXTRA] * len(rows), [v for _, v in rows])
 
 
 # -- card ----------------------------------------------------------------------------------

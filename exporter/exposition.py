@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from array import array
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain, repeat
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, NamedTuple
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
@@ -152,8 +154,25 @@ _SeriesKey = tuple[int, str, tuple[tuple[str, str], ...]]
 _Lines = dict[_SeriesKey, list[Any]]
 """A series -> [the text its line starts with (a newline, then `name{labels} `), (the value last
 written, its text)]."""
-_Column = tuple[list[Mapping[str, str]], list[Extra], list[str]]
-"""A family of ColumnRows: its label dicts and extra labels, in order, and their line starts."""
+
+
+class _Column(NamedTuple):
+    """A family of ColumnRows as encode last wrote it."""
+
+    labels: list[Mapping[str, str]]
+    extras: list[Extra]
+    """Its label dicts and extra labels, in order."""
+    starts: list[str]
+    """Their line starts."""
+    values: list[float]
+    texts: list[str]
+    """The values last written and their texts."""
+    doubles: bytes
+    """The same values as doubles (_value_bytes): -0.0 apart from 0.0, which == is not."""
+    block: str
+    """Its series' text, written from those values."""
+
+
 _NO_VALUE: tuple[float | None, str] = (None, "")
 
 MAX_LINES_PER_GPU = 64
@@ -239,7 +258,10 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
     the same in both formats) is built once per label dict: once per snapshot, or, for the label
     dicts of `cache` (SeriesCache.labelled), once while the GPU's labels stay the same, with
     the text of its value while that stays the same too. A family of ColumnRows whose series
-    are those it had last time is written in one pass over its columns. Values are escaped as
+    are those it had last time is written in one pass over its columns: as the same block of
+    text when every value is the same double (info series, a regime that stays, an idle node),
+    else with the texts of the values that are the objects written last time kept (a counter's
+    regimes but the current one). Values are escaped as
     the formats require (backslash, newline, double quote) and numbers written as
     prometheus_client's floatToGoString writes them (its own call outside [-inf, 1e6)).
     tests/test_exposition.py checks the output equals prometheus_client's, in both formats.
@@ -260,6 +282,9 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
             (lines if key[0] in by_id else local)[key] = line
         return line
 
+    same_values: dict[bytes, list[str]] = {}
+    """The texts of each column's doubles written so far: a family whose values are another's
+    (flop utilization and tensor activity at full clock) is not formatted twice."""
     out: list[str] = []
     append = out.append
     for family in family_list:
@@ -274,15 +299,30 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
         rows: Iterable[tuple[str, Mapping[str, str], tuple[tuple[str, str], ...], float]] = family.rows
         if type(family.rows) is ColumnRows:  # its columns, without a Row each
             cols = family.rows
-            texts = _plain_texts(cols.values)
-            if texts is not None:
-                column = columns.get(cols.sample)
-                # the same series as last time: label dicts compared by identity first
-                if column is None or column[0] != cols.labels or column[1] != cols.extras:
+            column = columns.get(cols.sample)
+            # the same series as last time? (label dicts compared by identity first)
+            if column is not None and (column.labels != cols.labels or column.extras != cols.extras):
+                column = None
+            doubles = _value_bytes(cols.values)
+            if column is not None and doubles == column.doubles:  # every value as last time
+                append(column.block)
+                continue
+            texts = None if doubles is None else same_values.get(doubles)
+            if texts is None:
+                texts = _plain_texts(cols.values, column)
+                if texts is not None and doubles is not None:
+                    same_values[doubles] = texts
+            if texts is not None and doubles is not None:
+                if column is not None:
+                    starts = column.starts
+                else:
                     pairs = zip(cols.labels, cols.extras, strict=True)
                     starts = [line_of(cols.sample, labels, extra)[0] for labels, extra in pairs]
-                    column = columns[cols.sample] = (cols.labels, cols.extras, starts)
-                out += chain.from_iterable(zip(column[2], texts, strict=True))
+                block = _interleaved(starts, texts)
+                columns[cols.sample] = _Column(
+                    cols.labels, cols.extras, starts, cols.values, texts, doubles, block
+                )
+                append(block)
                 continue
             rows = zip(repeat(cols.sample), cols.labels, cols.extras, cols.values)
         for sample, labels, extra, value in rows:
@@ -304,14 +344,45 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
     return "".join(out).encode("utf-8")
 
 
-def _plain_texts(values: list[float]) -> list[str] | None:
+def _interleaved(starts: list[str], texts: list[str]) -> str:
+    """Each line start followed by its value's text, as one string (two slice assignments: a
+    zip into join built a tuple and an iterator per series)."""
+    if len(starts) != len(texts):
+        raise ValueError("a column's line starts and values differ in number")
+    pieces: list[str] = [""] * (2 * len(starts))
+    pieces[::2], pieces[1::2] = starts, texts
+    return "".join(pieces)
+
+
+def _value_bytes(values: list[float]) -> bytes | None:
+    """The values as doubles, to compare with the last encode's in one memcmp: equal bytes are
+    equal texts (floatToGoString writes float(value)); None for what is no double (a huge int)."""
+    try:
+        return array("d", values).tobytes()
+    except (TypeError, OverflowError):
+        return None
+
+
+def _plain_texts(values: list[float], last: _Column | None = None) -> list[str] | None:
     """Each value's repr, where every one is a finite float below 1e6 (Python's repr is then
-    what floatToGoString writes); None otherwise (NaN, an infinity, Go's exponent form, an int)."""
+    what floatToGoString writes); None otherwise (NaN, an infinity, Go's exponent form, an int).
+    With `last`, the same series' column as last written, a value that is the very object
+    written last time keeps its text: a counter's regimes but the current one, an idle GPU's
+    (the fold copies what did not move), so only what moved pays a repr."""
     total = sum(values)
     if not -_INF < total < _INF or (values and max(values) >= _GO_SAME_MAX):
         return None
     try:
-        return list(map(float.__repr__, values))
+        if last is None:
+            return list(map(float.__repr__, values))
+        moved = list(map(is_not, values, last.values))
+        if sum(moved) * 2 > len(moved):  # most moved: every value afresh, without the merge
+            return list(map(float.__repr__, values))
+        texts = last.texts.copy()
+        at = compress(range(len(moved)), moved)
+        for index, text in zip(at, map(float.__repr__, compress(values, moved)), strict=True):
+            texts[index] = text
+        return texts
     except TypeError:
         return None
 
@@ -349,6 +420,8 @@ class MetricsEndpoint:
         self._cached_snapshot: Snapshot | None = None
         self._cache: dict[str, bytes] = {}
         self._families: list[Family] | None = None
+        self._retired: tuple[object, ...] = ()
+        """The last snapshot and what was derived from it, until `release` frees them."""
         self._series = SeriesCache()
         self._process_registry: CollectorRegistry | None = None
         if process_metrics:
@@ -366,16 +439,34 @@ class MetricsEndpoint:
             body = body.removesuffix(OPENMETRICS_EOF) + extra if openmetrics else body + extra
         return body, content_type
 
+    @property
+    def retired(self) -> bool:
+        """Whether a snapshot before the current one is held for `release`."""
+        return bool(self._retired)
+
+    def release(self) -> None:
+        """Free the snapshot before the current one and what was derived from it. Freeing a
+        1,024-entity snapshot's objects takes about 3 ms; a scrape that finds a new snapshot
+        leaves it here, so the route calls this after its response is sent."""
+        with self._lock:
+            retired, self._retired = self._retired, ()
+        del retired
+
     def _snapshot_bytes(
         self, snapshot: Snapshot, encoder: Callable[[Collector], bytes], content_type: str
     ) -> bytes:
         with self._lock:
             if snapshot is not self._cached_snapshot:
+                # kept for `release` (one generation at most): not freed during this scrape
+                retired, self._retired = self._retired, (self._cached_snapshot, self._cache, self._families)
                 self._cache = {}
                 self._families = None
                 self._cached_snapshot = snapshot
+            else:
+                retired = ()
             cached = self._cache.get(content_type)
             family_list = self._families
+        del retired  # an older generation that no `release` freed: freed here, as before
         if cached is not None:
             return cached
         if family_list is None:

@@ -188,3 +188,81 @@ def test_a_column_family_whose_series_change_under_the_same_gpus_is_written_afre
         for openmetrics in (False, True):
             expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
             assert encode([family], openmetrics=openmetrics, cache=cache) == expected, (labels, extras)
+
+
+def test_a_column_family_rewritten_with_some_values_kept_is_written_as_prometheus_client_would() -> None:
+    """A gauge's values across encodes of the same series: all equal (its text kept whole), some
+    the very objects written last time (their texts kept), a zero's sign flipped, a NaN or a
+    value past 1e6 arriving and leaving (series by series): every encode is prometheus_client's."""
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    cache = SeriesCache()
+    labels = [gpu_labels for _, gpu_labels, _ in cache.labelled(sampler.snapshot)][:4]
+    kept = 0.25
+    steps: list[list[float]] = [
+        [kept, 0.5, 0.0, 1.0],
+        [kept, 0.5, 0.0, 1.0],  # every value equal: new objects of the same values
+        [kept, 0.75, 0.0, 1.0],  # one moved, the others kept
+        [kept, 0.75, -0.0, 1.0],  # a zero's sign: == says equal, the text does not
+        [kept, 0.75, -0.0, 1.0],
+        [kept, 0.75, 0.0, 1.0],
+        [kept, math.nan, 0.0, 1.0],  # not plain: series by series
+        [kept, 0.75, 0.0, 1.0],
+        [kept, 0.75, 0.0, 2e6],  # Go's exponent form
+        [kept, 0.75, 0.125, 0.5],  # most moved
+        [kept, 0.75, 0.125, 0.5],
+    ]
+    for values in steps:
+        values = [float(repr(v)) if v is not kept else v for v in values]  # fresh objects but `kept`
+        rows = ColumnRows("ridgeline_x", labels, [()] * len(labels), values)
+        family = Family(name="ridgeline_x", documentation="d", type="gauge", rows=rows)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families([family]))
+        for openmetrics in (False, True):
+            expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
+            assert encode([family], openmetrics=openmetrics, cache=cache) == expected, values
+
+
+FREED: list[str] = []
+
+
+class _Marked(str):
+    """A version string that notes when it is freed (so, when the snapshot holding it is)."""
+
+    def __del__(self) -> None:
+        FREED.append(str(self))
+
+
+def test_the_last_snapshot_is_freed_on_release_not_during_the_scrape_of_a_new_one() -> None:
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    current = [sampler.snapshot._replace(version=_Marked("v1"))]
+    endpoint = MetricsEndpoint(lambda: current[0], process_metrics=False, clock=_zero)
+    endpoint.render(None)
+    current[0] = current[0]._replace(version=_Marked("v2"))
+    body, _ = endpoint.render(None)
+    assert b'version="v2"' in body and "v1" not in FREED  # kept past the scrape
+    assert endpoint.retired
+    endpoint.release()
+    assert "v1" in FREED and "v2" not in FREED
+    endpoint.render(None)  # the same snapshot again: nothing to release
+    assert not endpoint.retired
+
+
+def test_families_with_the_same_values_in_one_encode_are_written_as_prometheus_client_would() -> None:
+    """Columns whose values are the same doubles share their texts within one encode; a zero's
+    sign tells two otherwise equal columns apart."""
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    cache = SeriesCache()
+    labels = [gpu_labels for _, gpu_labels, _ in cache.labelled(sampler.snapshot)][:2]
+    family_list = [
+        Family(name, "d", "gauge", ColumnRows(name, labels, [(), ()], [float(repr(a)), float(repr(b))]))
+        for name, a, b in [("x_a", 0.0, 0.5), ("x_b", -0.0, 0.5), ("x_c", 0.0, 0.5), ("x_d", 0.25, 0.5)]
+    ]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(family_list))
+    for openmetrics in (False, True):
+        expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
+        assert encode(family_list, openmetrics=openmetrics, cache=cache) == expected
+        assert encode(family_list, openmetrics=openmetrics) == expected

@@ -168,3 +168,27 @@ def test_a_gpu_without_profiling_counters_says_why_there_is_no_verdict(
         "DCP" in verdict["no_verdict_reason"] and "DCGM_FI_PROF_DRAM_ACTIVE" in verdict["no_verdict_reason"]
     )
     assert len(verdict["missing_fields"]) == 8
+
+
+FREED: list[str] = []
+
+
+class _Marked(str):
+    """A version string that notes when it is freed (so, when the snapshot holding it is)."""
+
+    def __del__(self) -> None:
+        FREED.append(str(self))
+
+
+def test_metrics_frees_the_last_snapshot_once_its_response_is_sent() -> None:
+    """A scrape of a new snapshot leaves the last one to be freed after its response
+    (MetricsEndpoint.release, run as the response's background task)."""
+    sampler = Sampler("scrape", SourceOptions(), CATALOG, InferenceConfig())
+    sampler.ingest(batch(1000.0))
+    current = [sampler.snapshot._replace(version=_Marked("v1"))]
+    app = create_app(CATALOG, live_router=build_live_router(lambda: current[0]))
+    with TestClient(app) as client:
+        assert 'version="v1"' in client.get("/metrics").text
+        current[0] = current[0]._replace(version=_Marked("v2"))
+        assert 'version="v2"' in client.get("/metrics").text
+        assert "v1" in FREED and "v2" not in FREED

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
+from starlette.background import BackgroundTask
 
 from exporter import clock_events
 from exporter.collectors import DEFAULT_COLLECTORS
@@ -231,7 +232,9 @@ def build_live_router(
         # One worker thread: a second scrape of a new snapshot waits for the first one's bytes.
         entities = len(state_provider().gpus)
         body, content_type = await memo.run(lambda: metrics.render(accept), entities)
-        return Response(body, media_type=None, headers={"Content-Type": content_type})
+        # the last snapshot is freed once this response is sent, in the worker (MetricsEndpoint.release)
+        release = BackgroundTask(memo.run, metrics.release, entities) if metrics.retired else None
+        return Response(body, media_type=None, headers={"Content-Type": content_type}, background=release)
 
     @router.get(
         "/readyz",
