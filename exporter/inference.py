@@ -784,46 +784,44 @@ def estimate_of(
     bandwidth = roof.bandwidth_bytes_per_second if roof is not None else 1.0
     at = counter_position(reading, peaks, bandwidth)
     known = roof is not None
-    return _record(
-        {
-            "card": profile.key,
-            "precision": precision,
-            "precision_note": profile.note,
-            "roof": roof,
-            "dram_active": reading.dram_active,
-            "tensor_active": reading.tensor_active,
-            "flop_utilization": at.flop_utilization,
-            "clock_ratio": clocks[0],
-            "vector_clock_ratio": clocks[1],
-            "gr_engine_active": reading.gr_engine_active,
-            "gpu_utilization": smoothed.get("gpu_utilization"),
-            "sm_active": reading.sm_active,
-            "sm_occupancy": reading.sm_occupancy,
-            "fp64_active": reading.fp64_active,
-            "fp32_active": reading.fp32_active,
-            "fp16_active": reading.fp16_active,
-            "pipe": call.pipe,
-            "compute_roof_flop_per_second": at.compute_roof_flop_per_second if known else None,
-            "intensity_flop_per_byte": at.intensity_flop_per_byte if known else None,
-            "position": at.position,
-            "achieved_flop_per_second": at.achieved_flop_per_second if known else None,
-            "achieved_bandwidth_bytes_per_second": at.achieved_bandwidth_bytes_per_second if known else None,
-            "attainable_flop_per_second": at.attainable_flop_per_second if known else None,
-            "fraction_of_peak": at.fraction_of_peak if known else None,
-            "roofline_efficiency": at.roofline_efficiency,
-            "regime": smoothing.regime,
-            "smoothed_regime": call.regime,
-            "raw_regime": raw_regime,
-            "lever": smoothing.lever,
-            "unknown_because": dcgm_names(call.missing),
-            "gr_engine_contradicted": call.gr_engine_contradicted,
-            "clock_event_reasons": clock_reasons,
-            "clock_causes": clock_causes,
-            "uncounted_pipes": at.uncounted_pipes if known else (),
-            "link_bytes_per_second": _link_rates(smoothed),
-            "link_utilization": link_utilizations(links_of(smoothed, *profile.link_walls)),
-            "link": call.link,
-        }
+    return Estimate(
+        card=profile.key,
+        precision=precision,
+        precision_note=profile.note,
+        roof=roof,
+        dram_active=reading.dram_active,
+        tensor_active=reading.tensor_active,
+        flop_utilization=at.flop_utilization,
+        clock_ratio=clocks[0],
+        vector_clock_ratio=clocks[1],
+        gr_engine_active=reading.gr_engine_active,
+        gpu_utilization=smoothed.get("gpu_utilization"),
+        sm_active=reading.sm_active,
+        sm_occupancy=reading.sm_occupancy,
+        fp64_active=reading.fp64_active,
+        fp32_active=reading.fp32_active,
+        fp16_active=reading.fp16_active,
+        pipe=call.pipe,
+        compute_roof_flop_per_second=at.compute_roof_flop_per_second if known else None,
+        intensity_flop_per_byte=at.intensity_flop_per_byte if known else None,
+        position=at.position,
+        achieved_flop_per_second=at.achieved_flop_per_second if known else None,
+        achieved_bandwidth_bytes_per_second=at.achieved_bandwidth_bytes_per_second if known else None,
+        attainable_flop_per_second=at.attainable_flop_per_second if known else None,
+        fraction_of_peak=at.fraction_of_peak if known else None,
+        roofline_efficiency=at.roofline_efficiency,
+        regime=smoothing.regime,
+        smoothed_regime=call.regime,
+        raw_regime=raw_regime,
+        lever=smoothing.lever,
+        unknown_because=dcgm_names(call.missing),
+        gr_engine_contradicted=call.gr_engine_contradicted,
+        clock_event_reasons=clock_reasons,
+        clock_causes=clock_causes,
+        uncounted_pipes=at.uncounted_pipes if known else (),
+        link_bytes_per_second=_link_rates(smoothed),
+        link_utilization=link_utilizations(links_of(smoothed, *profile.link_walls)),
+        link=call.link,
     )
 
 
@@ -835,17 +833,6 @@ def _link_rates(smoothed: Mapping[str, float]) -> tuple[tuple[str, str, float], 
     return tuple(
         (link, direction, smoothed[name]) for link, direction, name in LINK_DIRECTIONS if name in smoothed
     )
-
-
-def _record(fields: dict[str, object]) -> Estimate:
-    """The Estimate whose fields `fields` names, in Estimate's field order (a test checks the
-    order): one tuple of the dict's values. Estimate(**fields) matched 38 keywords to its
-    parameters, 2 µs an Estimate, 2 ms of a new 1,024-entity snapshot's /metrics
-    (docs/daemon.md, "A new snapshot's /metrics at 1,024 entities")."""
-    return _new_estimate(Estimate, fields.values())
-
-
-_new_estimate = tuple.__new__
 
 
 def links_of(inputs: Mapping[str, float], nvlink_bw: float | None, pcie_bw: float | None) -> LinkLoad | None:

@@ -8,12 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter import fields, inference, readings
+from exporter import fields, readings
 from exporter.catalog import Catalog, load_catalog
 from exporter.inference import (
     UNKNOWN_CARD,
     EntityInference,
-    Estimate,
     InferenceConfig,
     Totals,
     integration_cap,
@@ -276,23 +275,3 @@ def test_a_clock_above_the_peaks_clock_is_clamped_to_the_quoted_peak() -> None:
 def test_gpu_util_percent_becomes_a_ratio() -> None:
     state = feed([sample(0.0, 0.2, 0.2, util=97.0)])
     assert state.estimate is not None and state.estimate.gpu_utilization == pytest.approx(0.97)
-
-
-@pytest.mark.parametrize("card", [H100, None])
-def test_an_estimate_is_built_with_every_field_by_its_name_in_order(
-    monkeypatch: pytest.MonkeyPatch, card: object
-) -> None:
-    """estimate_of writes its fields as a dict in Estimate's order, made a record in one tuple
-    (inference._record): the dict names every field, in order, and gives what Estimate(**it) would."""
-    built: list[Estimate] = []
-
-    def checked(named: dict[str, object]) -> Estimate:
-        assert tuple(named) == Estimate._fields
-        built.append(Estimate(**named))  # type: ignore[arg-type]
-        return record(named)
-
-    record = inference._record
-    monkeypatch.setattr(inference, "_record", checked)
-    state = feed([sample(0.0, 0.7, 0.1, gr=0.9, clock=1700.0), sample(1.0, 0.6, 0.2, gr=0.9)], card=card)
-    estimate = state.estimate
-    assert built and estimate == built[-1] and type(estimate) is Estimate
