@@ -366,7 +366,8 @@ REGIME_SECONDS = FamilySpec(
     "ridgeline_regime_seconds",
     "counter",
     "Seconds spent in each raw per-sample regime (integrated over sample intervals; "
-    "fractions of rate() are exact).",
+    "fractions of rate() are exact); unknown and interconnect_bound only once the GPU has "
+    "spent time in them.",
     (*GPU_LABELS, "regime"),
 )
 FLOP = FamilySpec(
@@ -394,7 +395,8 @@ _COMMON_REGIMES: tuple[str, ...] = tuple(name for name in REGIMES if name not in
 
 def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
     """The counters; a rare regime's is born with the first interval a GPU spends in it, which
-    Prometheus' increase() extrapolates back to its zero (docs/model.md, "Time in regime")."""
+    Prometheus' increase() extrapolates back to its zero (docs/model.md, "Counters from the
+    first reading")."""
     seconds_rows = ColumnRows(REGIME_SECONDS.exposed)
     flop_rows, dram_rows = ColumnRows(FLOP.exposed), ColumnRows(DRAM_BYTES.exposed)
     common_extras = [_REGIME_EXTRA[name] for name in _COMMON_REGIMES]
