@@ -251,3 +251,12 @@ def test_a_rare_regimes_counter_is_born_with_the_first_interval_spent_in_it() ->
     assert regimes[3] == common | {"0/unknown"}
     assert pages[3]["ridgeline_regime_seconds_total"]["0/unknown"] == 1.0
     assert pages[5]["ridgeline_regime_seconds_total"]["0/unknown"] == 3.0
+
+
+def test_the_frozen_familys_help_states_the_exporters_hold_and_threshold() -> None:
+    """The HELP text retypes two figures of exporter/inference.py (collectors import no inference
+    at run time): this keeps them the same."""
+    from exporter.inference import FROZEN_BUSY
+
+    assert f"for {FROZEN_HOLD_SECONDS:g} s or more" in PROFILING_FROZEN.help
+    assert f"above {FROZEN_BUSY:g}:" in PROFILING_FROZEN.help
