@@ -30,7 +30,10 @@ For each fleet size N (nodes of 8 GPUs each):
    1-minute load average when each was seen and Prometheus' own CPU (process_cpu_seconds_total)
    over the round; with --baseline-rev, the rule files of that git revision and the current ones
    are loaded in turn (a configuration reload), --rounds rounds each, alternating, so that both
-   meet the same load on a shared machine. Then the alerts
+   meet the same load on a shared machine. Only the rules are swapped: the series are this
+   checkout's exporter's, so a change to what the exporter writes is compared by running each
+   checkout's own benchmark back to back, mirrored (docs/rules-and-dashboards.md, "Fewer series
+   to read"). Then the alerts
    pending or firing (/api/v1/alerts), and every dashboard query as Grafana issues it for the last
    24 h: instant queries at the range's end, range queries with Grafana's $__interval for the
    panel's width (a 1,870 px wide dashboard) and $__rate_interval for a 15 s scrape interval,

@@ -299,21 +299,25 @@ GR_ENGINE_CONTRADICTED = FamilySpec(
     "ridgeline_gr_engine_contradicted",
     "gauge",
     "1 while the smoothed GR_ENGINE_ACTIVE reads idle but SM_ACTIVE, a tensor or FP "
-    "pipe, or DRAM_ACTIVE near its wall says work runs (the busier evidence wins); 0 otherwise. "
-    "Present while GR_ENGINE_ACTIVE is reported.",
+    "pipe, or DRAM_ACTIVE near its wall says work runs (the busier evidence wins). Absent "
+    "otherwise.",
     GPU_LABELS,
 )
 
 
+def _contradicted(estimate: Estimate) -> float | None:
+    return 1.0 if estimate.gr_engine_contradicted else None
+
+
 def _read_engine(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """The GR engine and GPU_UTIL; the contradiction only where it holds: a 0 series on every
+    other GPU was a per-GPU series that one alert read and always found 0 (issue 24.9)."""
     present = _present(labelled)
     yield _gauge(GR_ENGINE_ACTIVE, present, attrgetter("gr_engine_active"))
     yield _gauge(GPU_UTILIZATION, present, attrgetter("gpu_utilization"))
-    yield _gauge(
-        GR_ENGINE_CONTRADICTED,
-        present,
-        lambda e: None if e.gr_engine_active is None else (1.0 if e.gr_engine_contradicted else 0.0),
-    )
+    contradicted = _gauge(GR_ENGINE_CONTRADICTED, present, _contradicted)
+    if contradicted.rows:
+        yield contradicted
 
 
 # -- regime --------------------------------------------------------------------------------
@@ -362,7 +366,8 @@ REGIME_SECONDS = FamilySpec(
     "ridgeline_regime_seconds",
     "counter",
     "Seconds spent in each raw per-sample regime (integrated over sample intervals; "
-    "fractions of rate() are exact).",
+    "fractions of rate() are exact); unknown and interconnect_bound only once the GPU has "
+    "spent time in them.",
     (*GPU_LABELS, "regime"),
 )
 FLOP = FamilySpec(
@@ -382,28 +387,39 @@ DRAM_BYTES = FamilySpec(
 )
 
 
+RARE_REGIMES: tuple[str, ...] = ("unknown", "interconnect_bound")
+"""Regimes whose seconds counter is written only once the GPU has spent time in them: most GPUs
+never do, and a 0 series per GPU for each was two of every GPU's series (issue 24.9)."""
+_COMMON_REGIMES: tuple[str, ...] = tuple(name for name in REGIMES if name not in RARE_REGIMES)
+
+
 def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
-    """Each column in one comprehension or C-level map (a loop of `add` calls took 2.4 ms at
-    1,024 entities, the most of any collector)."""
+    """The counters, each column in one comprehension or C-level map (a loop of `add` calls took
+    2.4 ms at 1,024 entities, the most of any collector). A rare regime's counter is born with
+    the first interval a GPU spends in it, which Prometheus' increase() extrapolates back to its
+    zero (docs/model.md, "Counters from the first reading"); those few follow the common ones."""
     totals = [(labels, gpu.totals) for gpu, labels, _ in labelled]
     counted = [(labels, t.regime_seconds) for labels, t in totals if t.regime_seconds is not None]
-    yield REGIME_SECONDS.family(  # a series per regime, in REGIMES' order
-        ColumnRows(
-            REGIME_SECONDS.exposed,
-            chain.from_iterable(repeat(labels, len(REGIMES)) for labels, _ in counted),
-            _REGIME_EXTRAS * len(counted),
-            chain.from_iterable(map(_REGIME_VALUES, [seconds for _, seconds in counted])),
-        )
+    seconds_rows = ColumnRows(  # a series per common regime, in REGIMES' order
+        REGIME_SECONDS.exposed,
+        chain.from_iterable(repeat(labels, len(_COMMON_REGIMES)) for labels, _ in counted),
+        _COMMON_EXTRAS * len(counted),
+        chain.from_iterable(map(_COMMON_VALUES, [seconds for _, seconds in counted])),
     )
+    for labels, seconds in counted:
+        for name in RARE_REGIMES:
+            if seconds[name] > 0.0:
+                seconds_rows.add(labels, _REGIME_EXTRA[name], seconds[name])
+    yield REGIME_SECONDS.family(seconds_rows)
     flops = [(labels, t.flop_total) for labels, t in totals if t.flop_total is not None]
     yield FLOP.family(_column(FLOP.exposed, flops))
     dram = [(labels, t.dram_bytes_total) for labels, t in totals if t.dram_bytes_total is not None]
     yield DRAM_BYTES.family(_column(DRAM_BYTES.exposed, dram))
 
 
-_REGIME_EXTRAS: list[Extra] = [_REGIME_EXTRA[name] for name in REGIMES]
-_REGIME_VALUES = itemgetter(*REGIMES)
-"""A GPU's regime seconds in REGIMES' order, as one tuple."""
+_COMMON_EXTRAS: list[Extra] = [_REGIME_EXTRA[name] for name in _COMMON_REGIMES]
+_COMMON_VALUES = itemgetter(*_COMMON_REGIMES)
+"""A GPU's common regimes' seconds in REGIMES' order, as one tuple."""
 
 
 def _column(sample: str, rows: list[tuple[Mapping[str, str], float]]) -> ColumnRows:
@@ -532,18 +548,33 @@ FIELDS_MISSING = FamilySpec(
     (*GPU_LABELS, "fields"),
 )
 FIELD_SEPARATOR = ","
+PROFILING_FROZEN = FamilySpec(
+    "ridgeline_profiling_frozen",
+    "gauge",
+    "1 while the GPU's DRAM and tensor activity have read exactly 0 for 30 s or more of samples "
+    "in which GR_ENGINE_ACTIVE or GPU_UTIL reads above 0.1: the profiling counters are not being "
+    "collected (a profiler holds them, or DCGM profiling is paused). Absent otherwise.",
+    GPU_LABELS,
+)
 
 
 def _read_missing(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
     """One series per GPU that lacks a field, naming them all: every GPU the source sees stays in
     /metrics and says what it lacks (docs/runbooks.md, RidgelineProfilingCountersMissing), at one
-    series however many fields its source leaves off (dcgm-exporter's default counters: seven)."""
-    rows = ColumnRows(FIELDS_MISSING.name)
+    series however many fields its source leaves off (dcgm-exporter's default counters: seven).
+    And 1 per GPU whose counters are frozen, decided from its own samples: four rule groups read
+    four per-GPU families each evaluation to find these, normally none (issue 24.9)."""
+    rows, frozen = ColumnRows(FIELDS_MISSING.name), ColumnRows(PROFILING_FROZEN.name)
     for gpu, labels, _ in labelled:
-        missing = (*gpu.inference.missing_fields, *gpu.inference.missing_link_fields)
+        inference = gpu.inference
+        missing = (*inference.missing_fields, *inference.missing_link_fields)
         if missing:
             rows.add(labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0)
+        if inference.profiling_frozen:
+            frozen.add(labels, NO_EXTRA, 1.0)
     yield FIELDS_MISSING.family(rows)
+    if frozen:
+        yield PROFILING_FROZEN.family(frozen)
 
 
 # -- clocks --------------------------------------------------------------------------------
@@ -734,7 +765,7 @@ COLLECTORS: tuple[Collector, ...] = (
         "GR_ENGINE_ACTIVE and GPU_UTIL where the source reports them, and whether GR_ENGINE_ACTIVE is "
         "contradicted by busier counters",
         (GR_ENGINE_ACTIVE, GPU_UTILIZATION, GR_ENGINE_CONTRADICTED),
-        3,
+        2,
         _read_engine,
     ),
     Collector(
@@ -749,7 +780,7 @@ COLLECTORS: tuple[Collector, ...] = (
         "totals",
         "the counters every recording rule is built on (time in each regime, FLOPs, DRAM bytes)",
         (REGIME_SECONDS, FLOP, DRAM_BYTES),
-        len(REGIMES) + 2,
+        len(_COMMON_REGIMES) + 2,
         _read_totals,
     ),
     Collector(
@@ -763,9 +794,9 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector(
         "missing",
         "one series per GPU that lacks a DCGM profiling field (1001-1008, and the link fields "
-        "1009-1012 of each link its card has a figure for), naming them all; none where the source "
-        "reports every one",
-        (FIELDS_MISSING,),
+        "1009-1012 of each link its card has a figure for), naming them all, and one per GPU whose "
+        "profiling counters are frozen; none where the source reports every one and none is",
+        (FIELDS_MISSING, PROFILING_FROZEN),
         0,
         _read_missing,
     ),
@@ -807,9 +838,9 @@ DEFAULT_COLLECTORS: frozenset[str] = frozenset(c.name for c in COLLECTORS if c.d
 WRITE_ORDER: tuple[FamilySpec, ...] = (
     DRAM_ACTIVE, TENSOR_ACTIVE, FLOP_UTILIZATION, INTENSITY, EFFICIENCY, GR_ENGINE_ACTIVE,
     GPU_UTILIZATION, CLOCK_RATIO, GPU_INFO, PEAK_FLOP, PEAK_BANDWIDTH, RIDGE, HPC_JOB_INFO, REGIME,
-    GPU_SHARE, REGIME_SECONDS, FLOP, DRAM_BYTES, GR_ENGINE_CONTRADICTED, FIELDS_MISSING, CLOCK_EVENT,
-    CLOCK_LOST, LINK_BYTES, LINK_UTILIZATION, SOURCE_UP, LAST_SAMPLE, LAST_ADVANCE, SAMPLES,
-    SAMPLE_ERRORS, BUILD_INFO, SCRAPE_SUCCESS, SCRAPE_DURATION,
+    GPU_SHARE, REGIME_SECONDS, FLOP, DRAM_BYTES, GR_ENGINE_CONTRADICTED, FIELDS_MISSING,
+    PROFILING_FROZEN, CLOCK_EVENT, CLOCK_LOST, LINK_BYTES, LINK_UTILIZATION, SOURCE_UP, LAST_SAMPLE,
+    LAST_ADVANCE, SAMPLES, SAMPLE_ERRORS, BUILD_INFO, SCRAPE_SUCCESS, SCRAPE_DURATION,
 )  # fmt: skip
 """The order /metrics writes the families in: the order of every release so far (the per-GPU
 gauges first), so that a collector's families need not be adjacent and outputs stay as they were."""

@@ -51,6 +51,14 @@ DEFAULT_PRECISION = "bf16"
 RECENT_INTERVALS = 8
 """How many recent sample intervals judge what a "normal" interval is for the integration cap."""
 
+FROZEN_BUSY = 0.1
+"""GR_ENGINE_ACTIVE or GPU_UTIL above this says the GPU is busy: if its DRAM and tensor activity
+then read exactly 0, the profiling counters are not being collected (frozen)."""
+FROZEN_HOLD_SECONDS = 30.0
+"""How long those readings must hold before `ridgeline_profiling_frozen` is written: a GPU going
+from idle to busy can show its busy engine a sample or two before its DRAM and tensor activity and
+must not count as frozen (issue 24.7). Three smoothing time constants; the alert adds its `for:`."""
+
 READING_FIELD_IDS: Mapping[str, int] = readings.field_ids("activity", "occupancy")
 """The DCGM field behind each reading field (readings.READING_FIELDS)."""
 
@@ -233,6 +241,15 @@ class EntityInference(NamedTuple):
     missing_link_fields: tuple[str, ...] = ()
     """DCGM names of the link byte fields (1009-1012) the latest sample lacks, for each link the
     card has a figure for: the fields that would tell whether that link is the wall."""
+    frozen_since: float | None = None
+    """Timestamp of the first of an unbroken run of samples that look frozen (looks_frozen);
+    None while the latest one does not."""
+
+    @property
+    def profiling_frozen(self) -> bool:
+        """The profiling counters have looked frozen for FROZEN_HOLD_SECONDS or more."""
+        since = self.frozen_since
+        return since is not None and self.timestamp - since >= FROZEN_HOLD_SECONDS
 
     @property
     def estimate(self) -> Estimate | None:
@@ -401,6 +418,15 @@ def missing_link_fields(
     return tuple(found) if found else ()
 
 
+def looks_frozen(inputs: Mapping[str, float]) -> bool:
+    """DRAM and tensor activity exactly 0 while GR_ENGINE_ACTIVE or GPU_UTIL says busy: counters
+    a profiler or a paused DCGM holds (docs/model.md, "Frozen profiling counters")."""
+    get = inputs.get
+    if get("dram_active") != 0.0 or get("tensor_active") != 0.0:
+        return False  # also when either is not reported (RidgelineProfilingCountersMissing's case)
+    return get("gr_engine_active", 0.0) > FROZEN_BUSY or get("gpu_utilization", 0.0) > FROZEN_BUSY
+
+
 @functools.lru_cache(maxsize=64)
 def dcgm_names(reading_fields: tuple[str, ...]) -> tuple[str, ...]:
     """Reading field names (dram_active, ...) as the DCGM names an SRE puts in a counters file
@@ -463,6 +489,7 @@ class EntityFold:
         "dram_bytes",
         "entity",
         "flops",
+        "frozen_since",
         "integrated",
         "lever",
         "missing",
@@ -518,6 +545,7 @@ class EntityFold:
             self.clock_reasons: tuple[str, ...] = ()
             self.clock_causes: tuple[str, ...] = ()
             self.missing_link: tuple[str, ...] = ()
+            self.frozen_since: float | None = None
             return
         self.timestamp = previous.timestamp
         self.entity = previous.entity
@@ -538,6 +566,7 @@ class EntityFold:
         self.clock_reasons = previous.clock_reasons
         self.clock_causes = previous.clock_causes
         self.missing_link = previous.missing_link_fields
+        self.frozen_since = previous.frozen_since
 
     def totals(self) -> Totals:
         """The counters as a record (built once per change)."""
@@ -588,6 +617,7 @@ class EntityFold:
             clock_reasons=self.clock_reasons,
             clock_causes=self.clock_causes,
             missing_link_fields=self.missing_link,
+            frozen_since=self.frozen_since,
         )
         return built
 
@@ -636,6 +666,10 @@ class EntityFold:
         inputs, self.missing = inputs_of(values)
         self.card_key = profile.key
         self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
+        if not looks_frozen(inputs):
+            self.frozen_since = None
+        elif self.frozen_since is None:
+            self.frozen_since = timestamp
         if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
             self.values = None
             self.profile = self.call = self.raw_regime = None

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter import fields
 from exporter.catalog import load_catalog
 from exporter.collectors import (
     COLLECTORS,
+    PROFILING_FROZEN,
     SCRAPE_DURATION,
     SCRAPE_SUCCESS,
     SOURCE_HEALTH,
@@ -22,7 +24,8 @@ from exporter.collectors import (
     Labelled,
 )
 from exporter.exposition import MetricsEndpoint, build_families
-from exporter.inference import InferenceConfig
+from exporter.inference import FROZEN_HOLD_SECONDS, InferenceConfig
+from exporter.sample import Entity, Sample
 from exporter.sampler import Sampler
 from exporter.sources import SourceOptions
 from exporter.sources.scrape import parse_page
@@ -138,8 +141,9 @@ def test_both_formats_report_one_reading_of_the_snapshot() -> None:
     assert text == om and len(set(text)) == len(text) > 2
 
 
-SERIES_BUDGET = 20
-"""Ridgeline series per GPU beside dcgm-exporter's default counters (issue 22)."""
+SERIES_BUDGET = 17
+"""Ridgeline series per GPU beside dcgm-exporter's default counters: 20 by issue 22, 17 since
+issue 24.9 left out the GR-engine contradiction's and the two rare regimes' 0 series."""
 
 
 def test_the_default_collectors_fit_the_series_budget_beside_dcgm_exporters_defaults(
@@ -160,3 +164,99 @@ def test_the_default_collectors_fit_the_series_budget_beside_dcgm_exporters_defa
     assert regimes == {"0": "compute_bound", "1": "idle"}
     assert set(per_gpu) == {"0", "1"}
     assert max(per_gpu.values()) <= SERIES_BUDGET, per_gpu
+
+
+# -- the families written only where they hold (issue 24.9) --------------------------------------
+
+H100 = "NVIDIA H100 80GB HBM3"
+FROZEN: dict[int, float | None] = {
+    fields.DRAM_ACTIVE: 0.0,
+    fields.PIPE_TENSOR_ACTIVE: 0.0,
+    fields.GR_ENGINE_ACTIVE: 0.9,
+}
+"""A busy GPU whose DRAM and tensor counters a profiler holds at 0."""
+
+
+def _played(readings: dict[int, list[dict[int, float | None]]]) -> list[dict[str, dict[str, float]]]:
+    """Each second's /metrics of GPUs (by index) playing their readings, one per second: per
+    second, {family sample name: {gpu index (+ regime): value}} of the per-GPU series."""
+    sampler = Sampler("scrape", SourceOptions(), load_catalog(), InferenceConfig())
+    pages = []
+    for second in range(max(len(r) for r in readings.values())):
+        sampler.ingest(
+            [
+                Sample(1000.0 + second, Entity(gpu, f"GPU-{gpu}", H100), values[second])
+                for gpu, values in readings.items()
+                if second < len(values)
+            ]
+        )
+        body, _ = MetricsEndpoint(lambda: sampler.snapshot, process_metrics=False).render(None)
+        page: dict[str, dict[str, float]] = {}
+        for family in text_string_to_metric_families(body.decode()):
+            for sample in family.samples:
+                if "uuid" in sample.labels:
+                    key = sample.labels["gpu"] + "/" + sample.labels.get("regime", "")
+                    page.setdefault(sample.name, {})[key.rstrip("/")] = sample.value
+        pages.append(page)
+    return pages
+
+
+def test_profiling_frozen_is_written_once_its_readings_held_and_only_while_they_hold() -> None:
+    hold = int(FROZEN_HOLD_SECONDS)
+    unfrozen = {**FROZEN, fields.DRAM_ACTIVE: 0.3}
+    pages = _played(
+        {
+            0: [FROZEN] * (hold + 5) + [unfrozen] + [FROZEN] * 5,  # frozen, a DRAM reading, frozen again
+            # the profiling GR engine frozen too: GPU_UTIL (a device field) says busy
+            1: [{**FROZEN, fields.GR_ENGINE_ACTIVE: 0.0, fields.GPU_UTIL: 95.0}] * (hold + 5),
+            # near-misses: truly idle; busy without tensor work but moving bytes; no GPU_UTIL nor GR
+            2: [{**FROZEN, fields.GR_ENGINE_ACTIVE: 0.01, fields.GPU_UTIL: 0.0}] * (hold + 5),
+            3: [{**FROZEN, fields.DRAM_ACTIVE: 0.2}] * (hold + 5),
+            4: [{**FROZEN, fields.GR_ENGINE_ACTIVE: None, fields.SM_ACTIVE: 0.9}] * (hold + 5),
+        }
+    )
+    frozen = [page.get(PROFILING_FROZEN.name, {}) for page in pages]
+    assert frozen[hold - 1] == {}  # held for hold - 1 seconds
+    assert frozen[hold] == {"0": 1.0, "1": 1.0}
+    assert "0" not in frozen[hold + 5]  # the DRAM reading: not frozen, and the hold starts again
+    assert "0" not in frozen[-1]
+
+
+def test_an_idle_gpu_that_gets_busy_is_not_frozen() -> None:
+    """Its GR engine can rise a sample or two before its DRAM and tensor activity (issue 24.7)."""
+    idle = {**FROZEN, fields.GR_ENGINE_ACTIVE: 0.01}
+    busy = {fields.DRAM_ACTIVE: 0.6, fields.PIPE_TENSOR_ACTIVE: 0.4, fields.GR_ENGINE_ACTIVE: 0.95}
+    pages = _played({0: [idle] * 40 + [FROZEN] * 2 + [busy] * 40})
+    assert not any(PROFILING_FROZEN.name in page for page in pages)
+
+
+def test_gr_engine_contradicted_is_written_only_on_the_gpus_it_holds_for() -> None:
+    stuck = {fields.DRAM_ACTIVE: 0.7, fields.PIPE_TENSOR_ACTIVE: 0.1, fields.GR_ENGINE_ACTIVE: 0.0,
+             fields.SM_ACTIVE: 0.9}  # fmt: skip
+    sound = {**stuck, fields.GR_ENGINE_ACTIVE: 0.9}
+    pages = _played({0: [stuck] * 3, 1: [sound] * 3})
+    assert pages[-1]["ridgeline_gr_engine_contradicted"] == {"0": 1.0}
+    assert set(pages[-1]["ridgeline_gr_engine_active_ratio"]) == {"0", "1"}
+
+
+def test_a_rare_regimes_counter_is_born_with_the_first_interval_spent_in_it() -> None:
+    """unknown and interconnect_bound have no series on a GPU that never was in them; the common
+    four are born at 0 with the first reading."""
+    compute = {fields.DRAM_ACTIVE: 0.3, fields.PIPE_TENSOR_ACTIVE: 0.9, fields.GR_ENGINE_ACTIVE: 0.95}
+    unknown = {fields.GR_ENGINE_ACTIVE: 0.9, fields.SM_ACTIVE: 0.9}  # no DRAM or tensor field
+    pages = _played({0: [compute] * 3 + [unknown] * 3})
+    regimes = [set(page["ridgeline_regime_seconds_total"]) for page in pages]
+    common = {"0/idle", "0/memory_bound", "0/compute_bound", "0/latency_bound"}
+    assert regimes[0] == regimes[2] == common
+    assert regimes[3] == common | {"0/unknown"}
+    assert pages[3]["ridgeline_regime_seconds_total"]["0/unknown"] == 1.0
+    assert pages[5]["ridgeline_regime_seconds_total"]["0/unknown"] == 3.0
+
+
+def test_the_frozen_familys_help_states_the_exporters_hold_and_threshold() -> None:
+    """The HELP text retypes two figures of exporter/inference.py (collectors import no inference
+    at run time): this keeps them the same."""
+    from exporter.inference import FROZEN_BUSY
+
+    assert f"for {FROZEN_HOLD_SECONDS:g} s or more" in PROFILING_FROZEN.help
+    assert f"above {FROZEN_BUSY:g}:" in PROFILING_FROZEN.help

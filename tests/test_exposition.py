@@ -12,6 +12,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from exporter import fields, readings
 from exporter.catalog import load_catalog
+from exporter.collectors import RARE_REGIMES
 from exporter.exposition import MetricsEndpoint
 from exporter.inference import InferenceConfig
 from exporter.roofline import REGIMES
@@ -155,7 +156,9 @@ def test_counters_are_born_at_zero_with_the_first_reading() -> None:
     seconds = [
         (labels, v) for labels, v in found["ridgeline_regime_seconds_total"] if labels["uuid"] == PLAIN.uuid
     ]
-    assert len(seconds) == len(REGIMES) and all(v == 0.0 for _, v in seconds)
+    # the rare regimes' counters are born with the first second spent in them, the others at 0
+    assert sorted(labels["regime"] for labels, _ in seconds) == sorted(set(REGIMES) - set(RARE_REGIMES))
+    assert all(v == 0.0 for _, v in seconds)
     for name in ("ridgeline_flop_total", "ridgeline_dram_bytes_total"):
         assert [v for labels, v in found[name] if labels["uuid"] == PLAIN.uuid] == [0.0], name
     assert not [labels for labels, _ in found["ridgeline_flop_total"] if labels["uuid"] == ALIEN.uuid]
@@ -336,8 +339,10 @@ def test_a_mig_instance_of_unknown_profile_joins_no_roof() -> None:
 def test_the_collectors_table_names_what_each_collector_writes() -> None:
     """exporter/collectors.py is what --help and the docs quote: each collector's families are
     exactly the ones build_families adds when it alone is switched on."""
-    from exporter.collectors import COLLECTORS
+    from exporter.collectors import COLLECTORS, GR_ENGINE_CONTRADICTED, PROFILING_FROZEN
     from exporter.exposition import build_families
+
+    SPARSE = {GR_ENGINE_CONTRADICTED.name, PROFILING_FROZEN.name}
 
     snapshot = snapshot_after()
     health = {f.name for f in build_families(snapshot, collectors=())}
@@ -355,7 +360,9 @@ def test_the_collectors_table_names_what_each_collector_writes() -> None:
         if spec.name == "process":
             continue
         added = {f.name for f in build_families(snapshot, collectors=(spec.name,))} - health
-        assert added == {family.name for family in spec.families}, spec.name
+        declared = {family.name for family in spec.families}
+        # written only on GPUs where they hold, none of this snapshot's (tests/test_collectors.py)
+        assert added <= declared and declared - added <= SPARSE, spec.name
 
 
 def test_switched_off_collectors_leave_their_families_out_and_process_metrics_follow() -> None:

@@ -84,9 +84,10 @@ def daemon_totals(*serve_args: str) -> dict[tuple[str, str], dict[str, float]]:
             labels = sample.labels
             key = (labels.get("namespace", ""), labels.get("uuid", ""))
             if sample.name == "ridgeline_regime_seconds_total":
-                totals.setdefault(key, {})[labels["regime"]] = sample.value
+                # a rare regime the GPU never was in has no series: 0 seconds (issue 24.9)
+                totals.setdefault(key, dict.fromkeys(REGIMES, 0.0))[labels["regime"]] = sample.value
             elif sample.name in ("ridgeline_flop_total", "ridgeline_dram_bytes_total"):
-                totals.setdefault(key, {})[sample.name] = sample.value
+                totals.setdefault(key, dict.fromkeys(REGIMES, 0.0))[sample.name] = sample.value
     return totals
 
 

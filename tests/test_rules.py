@@ -26,7 +26,7 @@ RUNBOOK_PREFIX = yaml.safe_load((ROOT / "deploy" / "names.yaml").read_text())["r
 """deploy/names.yaml is the one place naming the runbooks; generate.py and the chart read it too."""
 SEVERITIES = {"critical", "warning", "info"}
 RECORD_NAME = re.compile(
-    r"^(instance_gpu|instance_workload|instance|namespace_pod|hpc_job|cluster):ridgeline_[a-z0-9_]+:[a-z0-9_]+$"
+    r"^(instance_workload|instance|namespace_pod|hpc_job|cluster):ridgeline_[a-z0-9_]+:[a-z0-9_]+$"
 )
 
 PROMTOOL = shutil.which("promtool")
@@ -228,7 +228,6 @@ def _level(name: str) -> str:
 # the node level (and the workload levels for GPUs held by a workload). Each level may read itself
 # (a ratio of two of its own sums).
 READS = {
-    "instance_gpu": {"raw", "instance_gpu"},  # the frozen-counter alert's stages, one family each
     "instance_workload": {"raw", "instance_workload"},
     "instance": {"instance_workload", "instance"},
     "namespace_pod": {"instance_workload", "namespace_pod"},
@@ -262,8 +261,8 @@ def test_each_recording_level_reads_only_the_level_below() -> None:
 def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
     """A rule that reads a per-GPU family scans every GPU of the fleet: each family has one reader,
     or one per regime (each matching one `regime`, all of them together: the family read once in
-    parts, each part in a group of its own), and only instance_gpu and instance_workload rules and
-    the frozen-counter alert read per-GPU series at all."""
+    parts, each part in a group of its own), and only instance_workload rules and the per-node
+    health alerts read per-GPU series at all."""
     readers: dict[str, list[dict[str, Any]]] = {}
     for rule in _rules("record") + _rules("alert"):
         for used in _names_read(rule["expr"]) & PER_GPU_FAMILIES:
@@ -288,7 +287,7 @@ def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
     crowded = {g: f for g, f in groups_reading.items() if len(f) > 1}
     assert not crowded, f"groups reading more than one per-GPU family: {crowded}"
     for rule in _rules("record"):
-        if _level(rule["record"]) not in {"instance_workload", "instance_gpu"}:
+        if _level(rule["record"]) != "instance_workload":
             raw = _names_read(rule["expr"]) & PER_GPU_FAMILIES
             assert not raw, f"{rule['record']} reads per-GPU series {raw}"
 
@@ -326,25 +325,20 @@ def _minutes(duration: str) -> int:
     return int(found.group(1))
 
 
-def _lead_minutes(expr: str, records: dict[str, str]) -> int:
+def _lead_minutes(expr: str) -> int:
     """How long an alert's condition needs data before it can hold: the longest range or offset
-    in its expression and in the instance_gpu: rules it reads (the staged frozen-counter rules)."""
-    lead = [int(m) for m in re.findall(r"(?:\[|offset )(\d+)m\b", expr)]
-    for name in _names_read(expr):
-        if name.startswith("instance_gpu:") and name in records:
-            lead.append(_lead_minutes(records[name], records))
-    return max(lead, default=0)
+    in its expression."""
+    return max((int(m) for m in re.findall(r"(?:\[|offset )(\d+)m\b", expr)), default=0)
 
 
 def test_each_alerts_text_says_its_own_durations() -> None:
     """The longest time an alert's text names is its `for:` (how long the condition has held when
     it fires); any other is the window its condition reads; the seconds it names are thresholds in
     its expression. One value, read from the rule, not retyped."""
-    records = {r["record"]: r["expr"] for r in _rules("record")}
     for rule in _rules("alert"):
         text = " ".join(rule["annotations"].values())
         hold = _minutes(rule["for"])
-        lead = _lead_minutes(rule["expr"], records)
+        lead = _lead_minutes(rule["expr"])
         for seconds in re.findall(r"(\d+) s\b", text):
             assert re.search(rf"\b{seconds}\b", rule["expr"]), (
                 f"{rule['alert']}: {seconds} s is not in its expr"

@@ -416,7 +416,7 @@ def test_the_contradiction_is_exported_per_gpu(catalog_sampler: Sampler) -> None
         for line in body.decode().splitlines()
         if line.startswith("ridgeline_gr_engine_contradicted{")
     }
-    assert rows == {"GPU-stuck": "1.0", "GPU-fine": "0.0"}
+    assert rows == {"GPU-stuck": "1.0"}  # written only where it holds (issue 24.9)
 
 
 def test_a_mig_instance_whose_gr_tops_out_below_one_is_not_told_to_fuse_kernels() -> None:
