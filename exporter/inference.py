@@ -28,13 +28,15 @@ from exporter.roofline import (
     CounterReading,
     CounterRegime,
     LinkLoad,
+    RegimeAt,
     Roof,
     Thresholds,
     achieved_flops,
+    counter_call,
     counter_position,
+    counter_regime,
     dominant_precision,
     fp64_tensor_faster,
-    judge_counters,
     link_load,
     pipe_peaks,
     pipe_utilizations,
@@ -453,6 +455,8 @@ class EntityFold:
         "_config",
         "_entity_seen",
         "_exported",
+        "_judged",
+        "_lever_from",
         "_profile",
         "_totals",
         "call",
@@ -501,13 +505,17 @@ class EntityFold:
         self._entity_seen: Entity | None = None
         self._profile: CardProfile | None = None
         """card_profile of (_card, _config, _entity_seen), reused while all three are the same."""
+        self._judged: Judged | None = None
+        """The latest smoothed reading as judged, while its call is not built (`call` is None)."""
+        self._lever_from: Judged | None = None
+        """The reading whose call's lever is the debounced one, while `lever` is not built."""
         if previous is None:
             self.timestamp: float | None = None
             self.entity: Entity | None = None
             self.recent: tuple[float, ...] = ()
             self.values: Mapping[str, float] | None = None
             self.regime: CounterRegime = "unknown"
-            self.lever = ""
+            self.lever: str | None = ""
             self.pending_regime: CounterRegime | None = None
             self.pending_since: float | None = None
             self.missing: tuple[str, ...] = ()
@@ -564,13 +572,20 @@ class EntityFold:
         assert self.entity is not None and self.timestamp is not None, "no sample folded yet"
         values = self.values
         smoothing = None
+        call = self.call
         if values is not None:
             if values.__class__ is not MappingProxyType:
                 values = self.values = MappingProxyType(values)
+            judged = self._judged
+            if call is None and judged is not None:
+                call = self.call = call_of(judged)
+                self._judged = None
+                if self._lever_from is judged:
+                    self.lever, self._lever_from = call.lever, None
             smoothing = Smoothing(
                 values=values,
                 regime=self.regime,
-                lever=self.lever,
+                lever=self._lever(),
                 pending_regime=self.pending_regime,
                 pending_since=self.pending_since,
             )
@@ -583,13 +598,24 @@ class EntityFold:
             missing_fields=self.missing,
             card_key=self.card_key,
             profile=self.profile,
-            call=self.call,
+            call=call,
             raw_regime=self.raw_regime,
             clock_reasons=self.clock_reasons,
             clock_causes=self.clock_causes,
             missing_link_fields=self.missing_link,
         )
         return built
+
+    def _lever(self) -> str:
+        """The debounced lever, built from the reading that set it the first time it is read (a
+        regime waiting out its dwell keeps the lever of an earlier sample)."""
+        lever = self.lever
+        if lever is None:
+            source = self._lever_from
+            assert source is not None, "a lever without the reading it came from"
+            lever = self.lever = call_of(source).lever
+            self._lever_from = None
+        return lever
 
     def add(
         self,
@@ -638,7 +664,7 @@ class EntityFold:
         self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
         if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
             self.values = None
-            self.profile = self.call = self.raw_regime = None
+            self.profile = self.call = self.raw_regime = self._judged = None
             self.clock_reasons = self.clock_causes = ()
             return True
 
@@ -649,22 +675,11 @@ class EntityFold:
         raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
         walls = profile.link_walls
         linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
-        raw_call = judge_counters(  # its lever is not kept
-            raw, thresholds, links=links_of(inputs, *walls) if linked else None
-        )
-        raw_regime = raw_call.regime
+        raw_at = counter_regime(raw, thresholds, links_of(inputs, *walls) if linked else None)
+        raw_regime = raw_at.regime
         sm_clock = smoothed.get("sm_clock_mhz")
         reading = reading_of(smoothed, profile.clock_ratios(precision, sm_clock))
-        mig = entity.gpu_instance is not None
-        call = judge_counters(
-            reading,
-            thresholds,
-            mig_instance=mig,
-            fp64_tensor_faster=profile.fp64_tensor_faster,
-            precision=precision,
-            precisions=profile.precisions,
-            links=links_of(smoothed, *walls) if linked else None,
-        )
+        at = counter_regime(reading, thresholds, links_of(smoothed, *walls) if linked else None)
         mask = values.get(fields.CLOCKS_EVENT_REASONS)
         draw = values.get(fields.POWER_USAGE)
         if mask is None and draw is None:
@@ -673,29 +688,29 @@ class EntityFold:
         else:
             reasons = clock_events.active_reasons(mask)
             causes = clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
-        if call.regime == "compute_bound":  # at_reduced_clock keeps any other call as it is
-            call = at_reduced_clock(call, reading, profile, precision, sm_clock, causes)
+        # the smoothed reading's call (its lever) is built when a snapshot reads it (call_of)
+        mig = entity.gpu_instance is not None
+        judged = self._judged = _new_judged(
+            Judged, (reading, at, thresholds, mig, profile, precision, sm_clock, causes)
+        )
+        self.call = None
 
         # the debouncer: a new smoothed regime must hold `dwell` seconds first
-        regime = call.regime
+        regime = at.regime
         if prior is None or regime == self.regime:
-            self.regime, self.lever, self.pending_regime, self.pending_since = regime, call.lever, None, None
+            self.regime, self.lever, self._lever_from = regime, None, judged
+            self.pending_regime = self.pending_since = None
         else:
             since = self.pending_since
             if self.pending_regime != regime or since is None:
                 since = timestamp
             if timestamp - since >= config.dwell_seconds:
-                self.regime, self.lever, self.pending_regime, self.pending_since = (
-                    regime,
-                    call.lever,
-                    None,
-                    None,
-                )
+                self.regime, self.lever, self._lever_from = regime, None, judged
+                self.pending_regime = self.pending_since = None
             else:
                 self.pending_regime, self.pending_since = regime, since
         self.values = smoothed
         self.profile = profile
-        self.call = call
         self.raw_regime = raw_regime
         self.clock_reasons = reasons
         self.clock_causes = causes
@@ -729,9 +744,7 @@ class EntityFold:
             if bytes_per_second is not None and self.dram_bytes is not None:
                 self.dram_bytes += bytes_per_second * interval
         loss = (  # clock_loss is None for any other regime
-            clock_events.clock_loss(
-                raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
-            )
+            clock_events.clock_loss(raw_regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes)
             if raw_regime == "compute_bound"
             else None
         )
@@ -761,6 +774,42 @@ def at_reduced_clock(
     )
     lever = clock_events.fitted_lever(call.regime, call.lever, k, sm_clock, basis, causes)
     return call if lever is call.lever else call._replace(lever=lever)
+
+
+class Judged(NamedTuple):
+    """A smoothed reading as `EntityFold.add` judged it (its regime, `at`), with what its call
+    needs beyond that: built per sample, turned into a CounterCall only when read (`call_of`)."""
+
+    reading: CounterReading
+    at: RegimeAt
+    thresholds: Thresholds
+    mig_instance: bool
+    profile: CardProfile
+    precision: str | None
+    sm_clock: float | None
+    causes: tuple[str, ...]
+
+
+_new_judged = tuple.__new__
+"""Judged built without its keyword handling (once a sample)."""
+
+
+def call_of(judged: Judged) -> CounterCall:
+    """The call of a judged reading: judge_counters' lever and missing fields for the regime it
+    found, fitted to the precision and to a reduced clock (at_reduced_clock), as `step` had it."""
+    profile, precision = judged.profile, judged.precision
+    call = counter_call(
+        judged.reading,
+        judged.thresholds,
+        judged.at,
+        mig_instance=judged.mig_instance,
+        fp64_tensor_faster=profile.fp64_tensor_faster,
+        precision=precision,
+        precisions=profile.precisions,
+    )
+    if call.regime == "compute_bound":  # at_reduced_clock keeps any other call as it is
+        call = at_reduced_clock(call, judged.reading, profile, precision, judged.sm_clock, judged.causes)
+    return call
 
 
 _UNIT_PEAKS: Mapping[str, float] = MappingProxyType({"tensor": 1.0, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0})
