@@ -717,7 +717,14 @@ class EntityFold:
 
         # the counters, in the order of operations step had before issue 22 (the same bits)
         self._totals = None
-        cap_ok = dt is not None and integrate and dt <= integration_cap(config, before)
+        cap_ok = (  # the cap is never under gap_factor × the expected interval: within that, no min()
+            dt is not None
+            and integrate
+            and (
+                dt <= config.gap_factor * config.expected_interval_seconds
+                or dt <= integration_cap(config, before)
+            )
+        )
         work = roof is not None and count_work
         dram = raw.dram_active
         flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if work else None
