@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
@@ -304,23 +304,29 @@ _READING_INPUTS: tuple[tuple[str, int, str], ...] = tuple(
 )
 
 
-def inputs_of(values: Mapping[int, float | None]) -> tuple[dict[str, float], tuple[str, ...]]:
-    """(this sample's inputs by name, DCGM names of the profiling fields 1001-1008 it lacks), in
-    one pass. Inputs: the reported ratios clamped to [0, 1], the tensor sub-pipes, the link byte
-    rates, the SM clock in MHz (a positive finite one; the clock ratios are taken against the
-    roof in use, CardProfile.clock_ratios) and GPU_UTIL as a fraction; blank fields are left out
-    (and a blank profiling field is missing, as an absent one is)."""
+def inputs_of(
+    values: Mapping[int, float | None],
+) -> tuple[dict[str, float], tuple[str, ...], list[float | None]]:
+    """(this sample's inputs by name, DCGM names of the profiling fields 1001-1008 it lacks, the
+    reading's ratios in READING_FIELDS order with None where absent), in one pass. Inputs: the
+    reported ratios clamped to [0, 1], the tensor sub-pipes, the link byte rates, the SM clock in
+    MHz (a positive finite one; the clock ratios are taken against the roof in use,
+    CardProfile.clock_ratios) and GPU_UTIL as a fraction; blank fields are left out (and a blank
+    profiling field is missing, as an absent one is)."""
     get = values.get  # looked up once: this runs ~17 times a sample
     inputs: dict[str, float] = {}
     missing: list[str] = []
+    ratios: list[float | None] = []
     for name, fid, dcgm_name in _READING_INPUTS:
         value = get(fid)
         if value is None:
             missing.append(dcgm_name)
-        elif value.__class__ is float and 0.0 < value <= 1.0:
-            inputs[name] = value  # _ratio's common case, without the call
-        else:
-            inputs[name] = _ratio(value)
+            ratios.append(None)
+            continue
+        if value.__class__ is not float or not 0.0 < value <= 1.0:
+            value = _ratio(value)  # else _ratio's common case, without the call
+        inputs[name] = value
+        ratios.append(value)
     for name, fid in _TENSOR_INPUTS:
         value = get(fid)
         if value is not None:
@@ -335,7 +341,7 @@ def inputs_of(values: Mapping[int, float | None]) -> tuple[dict[str, float], tup
     util = get(fields.GPU_UTIL)
     if util is not None:
         inputs["gpu_utilization"] = _ratio(util / 100.0)  # DCGM GPU_UTIL is a percentage
-    return inputs, tuple(missing) if missing else ()
+    return inputs, tuple(missing) if missing else (), ratios
 
 
 def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha: float) -> dict[str, float]:
@@ -357,13 +363,19 @@ def smoothing_alpha(dt: float | None, time_constant: float) -> float:
 def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | None]) -> CounterReading:
     """The roofline reading of a sample's raw or smoothed inputs with its (tensor, CUDA-core)
     clock ratios: each of CounterReading's fields by its own name, in the order roofline's
-    assertion checks; an unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock
-    can underflow it)."""
+    assertion checks (reading_from)."""
+    return reading_from(map(inputs.get, READING_FIELDS), clocks)
+
+
+def reading_from(ratios: Iterable[float | None], clocks: tuple[float | None, float | None]) -> CounterReading:
+    """The reading of ratios in READING_FIELDS order (inputs_of's) with its clock ratios: an
+    unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock can
+    underflow it)."""
     tensor, vector = clocks
     return _new_reading(
         CounterReading,
         (
-            *map(inputs.get, READING_FIELDS),
+            *ratios,
             1.0 if tensor is None else tensor if tensor >= 1e-9 else 1e-9,
             1.0 if vector is None else vector if vector >= 1e-9 else 1e-9,
         ),
@@ -659,7 +671,7 @@ class EntityFold:
         self.entity = entity
         self._exported = None
         values = sample.values
-        inputs, self.missing = inputs_of(values)
+        inputs, self.missing, ratios = inputs_of(values)
         self.card_key = profile.key
         self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
         if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
@@ -672,7 +684,7 @@ class EntityFold:
         smoothed = smooth(prior, inputs, smoothing_alpha(dt, config.smoothing_seconds))
         precision, roof, peaks = profile.roof_for(smoothed)
         thresholds = config.thresholds
-        raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
+        raw = reading_from(ratios, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
         walls = profile.link_walls
         linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
         raw_at = counter_regime(raw, thresholds, links_of(inputs, *walls) if linked else None)
