@@ -736,9 +736,14 @@ def counter_regime(
     is bound by it, whatever its links do) and before idle and latency (a GPU whose copy engines
     saturate a link is waiting on it, even with its SMs quiet)."""
     th = thresholds
-    contradicted = gr_engine_contradicted(reading, th)
+    gr = reading.gr_engine_active
+    if gr is not None and gr >= th.idle_gr_engine:  # a busy GR engine: neither set aside nor idle
+        contradicted = idle = False
+    else:
+        contradicted = gr_engine_contradicted(reading, th)
+        idle = is_idle(reading, th, trust_gr_engine=not contradicted)
     link = None if links is None else link_near_wall(links, th)
-    if link is None and is_idle(reading, th, trust_gr_engine=not contradicted):
+    if link is None and idle:
         return _new_regime_at(RegimeAt, ("idle", None, contradicted, None))
     pipe, near, busiest = nearest_pipe(reading, th)
     dram = reading.dram_active
