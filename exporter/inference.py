@@ -296,28 +296,38 @@ def _ratio(value: float) -> float:
 
 
 _LINK_INPUTS: tuple[tuple[str, int], ...] = tuple(LINK_FIELDS.items())
+_RATIO_NAMES: frozenset[str] = frozenset(READING_FIELDS)
 _TENSOR_INPUTS: tuple[tuple[str, int], ...] = tuple(TENSOR_PIPE_FIELDS.items())
 
 
 _READING_INPUTS: tuple[tuple[str, int, str], ...] = tuple(
     (name, fid, readings.field_name(fid)) for name, fid in READING_FIELD_IDS.items()
 )
+assert tuple(READING_FIELD_IDS) == READING_FIELDS, "inputs_of's ratios are in CounterReading's order"
+_OCCUPANCY_AT = READING_FIELDS.index("sm_occupancy")
+assert set(READING_FIELDS) - ACTIVITY_FIELD_SET == {"sm_occupancy"}, "every other ratio is an activity"
+
+
+def no_activity(ratios: list[float | None]) -> bool:
+    """roofline.has_activity's negation on inputs_of's ratios: None in every place but perhaps
+    SM occupancy's (the one ratio that is not an activity)."""
+    return ratios.count(None) == len(ratios) - (ratios[_OCCUPANCY_AT] is not None)
 
 
 def inputs_of(
     values: Mapping[int, float | None],
 ) -> tuple[dict[str, float], tuple[str, ...], list[float | None]]:
-    """(this sample's inputs by name, DCGM names of the profiling fields 1001-1008 it lacks, the
-    reading's ratios in READING_FIELDS order with None where absent), in one pass. Inputs: the
-    reported ratios clamped to [0, 1], the tensor sub-pipes, the link byte rates, the SM clock in
-    MHz (a positive finite one; the clock ratios are taken against the roof in use,
+    """(this sample's other inputs by name, DCGM names of the profiling fields 1001-1008 it lacks,
+    the reading's ratios clamped to [0, 1] in READING_FIELDS order, None where absent), in one
+    pass. The other inputs: the tensor sub-pipes, the link byte rates, the SM clock in MHz (a
+    positive finite one; the clock ratios are taken against the roof in use,
     CardProfile.clock_ratios) and GPU_UTIL as a fraction; blank fields are left out (and a blank
     profiling field is missing, as an absent one is)."""
     get = values.get  # looked up once: this runs ~17 times a sample
     inputs: dict[str, float] = {}
     missing: list[str] = []
     ratios: list[float | None] = []
-    for name, fid, dcgm_name in _READING_INPUTS:
+    for _, fid, dcgm_name in _READING_INPUTS:
         value = get(fid)
         if value is None:
             missing.append(dcgm_name)
@@ -325,7 +335,6 @@ def inputs_of(
             continue
         if value.__class__ is not float or not 0.0 < value <= 1.0:
             value = _ratio(value)  # else _ratio's common case, without the call
-        inputs[name] = value
         ratios.append(value)
     for name, fid in _TENSOR_INPUTS:
         value = get(fid)
@@ -351,6 +360,25 @@ def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha
         return dict(inputs)
     get = prior.get
     return {name: x if (s := get(name)) is None else s + alpha * (x - s) for name, x in inputs.items()}
+
+
+def smooth_ratios(
+    prior: list[float | None] | None, ratios: list[float | None], alpha: float
+) -> list[float | None]:
+    """`smooth` over the reading's ratios in READING_FIELDS order (None: not reported): kept in
+    a list per GPU, so the smoothed reading is built from it without a lookup by name."""
+    if prior is None:
+        return ratios
+    pairs = zip(prior, ratios, strict=True)
+    return [None if x is None else x if s is None else s + alpha * (x - s) for s, x in pairs]
+
+
+def smoothed_values(ratios: list[float | None], others: Mapping[str, float]) -> Mapping[str, float]:
+    """The smoothed inputs by name as Smoothing.values holds them: the reported ratios (in
+    READING_FIELDS order), then the others, in inputs_of's order (built when a record is)."""
+    found = {name: value for name, value in zip(READING_FIELDS, ratios, strict=True) if value is not None}
+    found.update(others)
+    return MappingProxyType(found)
 
 
 def smoothing_alpha(dt: float | None, time_constant: float) -> float:
@@ -483,9 +511,11 @@ class EntityFold:
         "lever",
         "missing",
         "missing_link",
+        "others",
         "pending_regime",
         "pending_since",
         "profile",
+        "ratios",
         "raw_regime",
         "recent",
         "regime",
@@ -525,7 +555,12 @@ class EntityFold:
             self.timestamp: float | None = None
             self.entity: Entity | None = None
             self.recent: tuple[float, ...] = ()
+            self.ratios: list[float | None] | None = None
+            """The smoothed ratios (smooth_ratios); None while there is no activity field."""
+            self.others: Mapping[str, float] | None = None
+            """The other smoothed inputs (smooth), None with `ratios`."""
             self.values: Mapping[str, float] | None = None
+            """Both as one read-only mapping (smoothed_values), built when a record is."""
             self.regime: CounterRegime = "unknown"
             self.lever: str | None = ""
             self.pending_regime: CounterRegime | None = None
@@ -544,10 +579,12 @@ class EntityFold:
         self.recent = previous.recent_intervals
         smoothing = previous.smoothing
         if smoothing is None:
-            self.values = None
+            self.values = self.ratios = self.others = None
             self.regime, self.lever, self.pending_regime, self.pending_since = "unknown", "", None, None
         else:
-            self.values = smoothing.values
+            values = self.values = smoothing.values
+            self.ratios = [values.get(name) for name in READING_FIELDS]
+            self.others = {name: value for name, value in values.items() if name not in _RATIO_NAMES}
             self.regime, self.lever = smoothing.regime, smoothing.lever
             self.pending_regime, self.pending_since = smoothing.pending_regime, smoothing.pending_since
         self.missing = previous.missing_fields
@@ -582,12 +619,13 @@ class EntityFold:
         if built is not None:
             return built
         assert self.entity is not None and self.timestamp is not None, "no sample folded yet"
-        values = self.values
+        ratios, others = self.ratios, self.others
         smoothing = None
         call = self.call
-        if values is not None:
-            if values.__class__ is not MappingProxyType:
-                values = self.values = MappingProxyType(values)
+        if ratios is not None and others is not None:
+            values = self.values
+            if values is None:
+                values = self.values = smoothed_values(ratios, others)
             judged = self._judged
             if call is None and judged is not None:
                 call = self.call = call_of(judged)
@@ -674,14 +712,16 @@ class EntityFold:
         inputs, self.missing, ratios = inputs_of(values)
         self.card_key = profile.key
         self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
-        if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
-            self.values = None
+        if no_activity(ratios):
+            self.values = self.ratios = self.others = None
             self.profile = self.call = self.raw_regime = self._judged = None
             self.clock_reasons = self.clock_causes = ()
             return True
 
-        prior = self.values
-        smoothed = smooth(prior, inputs, smoothing_alpha(dt, config.smoothing_seconds))
+        prior = self.others
+        alpha = smoothing_alpha(dt, config.smoothing_seconds)
+        smoothed = smooth(prior, inputs, alpha)
+        smoothed_ratios = smooth_ratios(self.ratios, ratios, alpha)
         precision, roof, peaks = profile.roof_for(smoothed)
         thresholds = config.thresholds
         raw = reading_from(ratios, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
@@ -690,7 +730,7 @@ class EntityFold:
         raw_at = counter_regime(raw, thresholds, links_of(inputs, *walls) if linked else None)
         raw_regime = raw_at.regime
         sm_clock = smoothed.get("sm_clock_mhz")
-        reading = reading_of(smoothed, profile.clock_ratios(precision, sm_clock))
+        reading = reading_from(smoothed_ratios, profile.clock_ratios(precision, sm_clock))
         at = counter_regime(reading, thresholds, links_of(smoothed, *walls) if linked else None)
         mask = values.get(fields.CLOCKS_EVENT_REASONS)
         draw = values.get(fields.POWER_USAGE)
@@ -721,7 +761,7 @@ class EntityFold:
                 self.pending_regime = self.pending_since = None
             else:
                 self.pending_regime, self.pending_since = regime, since
-        self.values = smoothed
+        self.ratios, self.others, self.values = smoothed_ratios, smoothed, None
         self.profile = profile
         self.raw_regime = raw_regime
         self.clock_reasons = reasons
