@@ -1,7 +1,7 @@
 """Steady-state cost of the daemon: the live budget (CPU per node next to node_exporter's), RSS.
 
 Run: .venv/bin/python benchmarks/bench_steady_state.py [--seconds 90] [--samples 1000000]
-     [--feed both|all|live|live-plain|replay] [--rounds 1]
+     [--feed both|all|live|live-plain|replay] [--rounds 1] [--base DIR [--only 10hz]]
 
 Part 1, the live budget. `ridgeline serve` runs as its own process, as on a node:
 
@@ -28,6 +28,12 @@ Part 2 pushes synthetic 8-GPU batches through the sampler and inference in-proce
 they go (rendering /metrics every 15 batches) and prints RSS before and after: counters and
 state are per GPU, so memory must stay flat. --samples 0 skips it. Before it, the live path's
 CPU per batch in-process (8 and 56 entities, warm). --seconds 0 skips part 1.
+
+--base DIR (a checkout of older code with its own .venv, e.g. /work/main, or a `git worktree`
+of a commit) runs part 1's live rows side by side instead: each round runs every node's `live`
+window from DIR and then from this checkout, alternating, and the medians (range) of the rounds
+are printed with their ratio, node_exporter's median and the load averages seen. --only 10hz
+keeps the two --interval 0.1 nodes (the goals).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,17 +153,32 @@ def replay_command(replay: str, *, loop: bool = True) -> list[str]:
             *(["--loop"] if loop else []), "--speed", "1"]  # fmt: skip
 
 
-def standin_command(entities: int, *, plain: bool = False) -> list[str]:
-    """`ridgeline serve` fed by live_standin.py's live-like source (keeping its batches, or not)."""
-    return [sys.executable, str(BENCHMARKS / "live_standin.py"), str(entities), "--log-level", "warning",
+def standin_command(entities: int, *, plain: bool = False, root: Path | None = None) -> list[str]:
+    """`ridgeline serve` fed by live_standin.py's live-like source (keeping its batches, or not);
+    `root`: another checkout's stand-in, package and .venv (run with PYTHONPATH=root: serve_env)."""
+    python = sys.executable
+    benchmarks = BENCHMARKS
+    if root is not None:
+        benchmarks = root / "benchmarks"
+        venv = root / ".venv" / "bin" / "python"
+        python = str(venv) if venv.exists() else python
+    return [python, str(benchmarks / "live_standin.py"), str(entities), "--log-level", "warning",
             "serve", "--source", "standin-plain" if plain else "standin"]  # fmt: skip
 
 
-def start_serve(command: list[str], interval: float, port: int) -> subprocess.Popen[bytes]:
+def serve_env(root: Path | None) -> dict[str, str] | None:
+    """The environment of a serve process from `root` (its package first), or this one's."""
+    return None if root is None else dict(os.environ, PYTHONPATH=str(root))
+
+
+def start_serve(
+    command: list[str], interval: float, port: int, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         [*command, "--interval", str(interval), "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
     )
     try:
         wait_http(port, "/metrics")
@@ -167,11 +189,15 @@ def start_serve(command: list[str], interval: float, port: int) -> subprocess.Po
 
 
 def serve_window(
-    command: list[str], interval: float, seconds: float, node_exporter: tuple[int, int] | None
+    command: list[str],
+    interval: float,
+    seconds: float,
+    node_exporter: tuple[int, int] | None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Window]:
     """One window of `ridgeline serve` (and node_exporter beside it, when there is one)."""
     port = free_port()
-    process = start_serve(command, interval, port)
+    process = start_serve(command, interval, port, env)
     try:
         time.sleep(SETTLE_SECONDS)  # start-up (imports, parsing the trace) stays out of the figure
         targets = {"ridgeline": (process.pid, port)}
@@ -245,6 +271,52 @@ def live_budget(seconds: float, feeds: tuple[str, ...]) -> None:
     finally:
         if started is not None:
             stop(started[0])
+
+
+def side_by_side(base: Path, seconds: float, rounds: int, nodes: tuple[Node, ...]) -> None:
+    """Part 1's live rows, `base` then this checkout in every round, alternating; medians."""
+    started = start_node_exporter()
+    node_exporter = (started[0].pid, started[1]) if started is not None else None
+    checkouts: tuple[tuple[str, Path | None], ...] = (("before", base.resolve()), ("after", None))
+    cpu: dict[tuple[str, str], list[float]] = {}
+    nodes_cpu: dict[str, list[float]] = {}
+    loads: dict[str, list[float]] = {}
+    print(
+        f"live budget side by side, {seconds:.0f} s windows, {rounds} alternating rounds, scrape every "
+        f"15 s; before: {base}, after: this checkout; CPU as % of one core"
+    )
+    try:
+        for n in range(rounds):
+            for node in nodes:
+                for name, root in checkouts:
+                    command = standin_command(node.entities, root=root)
+                    window = serve_window(command, node.interval, seconds, node_exporter, serve_env(root))
+                    cpu.setdefault((node.label, name), []).append(window["ridgeline"].cpu_percent)
+                    if "node_exporter" in window:
+                        nodes_cpu.setdefault(node.label, []).append(window["node_exporter"].cpu_percent)
+                    loads.setdefault(node.label, []).append(os.getloadavg()[0])
+                    print(f"  round {n + 1}: {row(f'{node.label}, {name}', window)}", flush=True)
+    finally:
+        if started is not None:
+            stop(started[0])
+    for node in nodes:
+        before, after = cpu[(node.label, "before")], cpu[(node.label, "after")]
+        line = (
+            f"  {node.label}: before {spread(before)}, after {spread(after)}, "
+            f"after/before {statistics.median(after) / statistics.median(before):.2f}"
+        )
+        if node.label in nodes_cpu:
+            line += f"; node_exporter {statistics.median(nodes_cpu[node.label]):.2f} %"
+        if node.goal_percent is not None:
+            verdict = "meets" if statistics.median(after) <= node.goal_percent else "misses"
+            line += f"; {verdict} goal <= {node.goal_percent} %"
+        span = loads[node.label]
+        print(line + f"; load {min(span):.1f}-{max(span):.1f}", flush=True)
+
+
+def spread(values: list[float]) -> str:
+    """A median with its range: "0.52 % (0.45-0.60)"."""
+    return f"{statistics.median(values):.2f} % ({min(values):.2f}-{max(values):.2f})"
 
 
 def inprocess_run(samples: int) -> None:
@@ -354,7 +426,13 @@ def main() -> None:
         help="which feed of each node to run (both: live and replay; all: the three)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="repeat the live budget (compare rounds)")
+    parser.add_argument("--base", type=Path, help="a checkout to run side by side with this one (live rows)")
+    parser.add_argument("--only", choices=("10hz",), help="with --base: only the --interval 0.1 nodes")
     args = parser.parse_args()
+    if args.base is not None:
+        nodes = tuple(node for node in LIVE if args.only is None or node.interval < 1)
+        side_by_side(args.base, args.seconds, max(1, args.rounds), nodes)
+        return
     feeds = {"both": ("live", "replay"), "all": ("live", "live-plain", "replay")}.get(args.feed, (args.feed,))
     rounds = args.rounds if args.seconds > 0 else 0
     for n in range(rounds):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
@@ -28,13 +28,15 @@ from exporter.roofline import (
     CounterReading,
     CounterRegime,
     LinkLoad,
+    RegimeAt,
     Roof,
     Thresholds,
     achieved_flops,
+    counter_call,
     counter_position,
+    counter_regime,
     dominant_precision,
     fp64_tensor_faster,
-    judge_counters,
     link_load,
     pipe_peaks,
     pipe_utilizations,
@@ -311,31 +313,46 @@ def _ratio(value: float) -> float:
 
 
 _LINK_INPUTS: tuple[tuple[str, int], ...] = tuple(LINK_FIELDS.items())
+_RATIO_NAMES: frozenset[str] = frozenset(READING_FIELDS)
 _TENSOR_INPUTS: tuple[tuple[str, int], ...] = tuple(TENSOR_PIPE_FIELDS.items())
 
 
 _READING_INPUTS: tuple[tuple[str, int, str], ...] = tuple(
     (name, fid, readings.field_name(fid)) for name, fid in READING_FIELD_IDS.items()
 )
+assert tuple(READING_FIELD_IDS) == READING_FIELDS, "inputs_of's ratios are in CounterReading's order"
+_OCCUPANCY_AT = READING_FIELDS.index("sm_occupancy")
+assert set(READING_FIELDS) - ACTIVITY_FIELD_SET == {"sm_occupancy"}, "every other ratio is an activity"
 
 
-def inputs_of(values: Mapping[int, float | None]) -> tuple[dict[str, float], tuple[str, ...]]:
-    """(this sample's inputs by name, DCGM names of the profiling fields 1001-1008 it lacks), in
-    one pass. Inputs: the reported ratios clamped to [0, 1], the tensor sub-pipes, the link byte
-    rates, the SM clock in MHz (a positive finite one; the clock ratios are taken against the
-    roof in use, CardProfile.clock_ratios) and GPU_UTIL as a fraction; blank fields are left out
-    (and a blank profiling field is missing, as an absent one is)."""
+def no_activity(ratios: list[float | None]) -> bool:
+    """roofline.has_activity's negation on inputs_of's ratios: None in every place but perhaps
+    SM occupancy's (the one ratio that is not an activity)."""
+    return ratios.count(None) == len(ratios) - (ratios[_OCCUPANCY_AT] is not None)
+
+
+def inputs_of(
+    values: Mapping[int, float | None],
+) -> tuple[dict[str, float], tuple[str, ...], list[float | None]]:
+    """(this sample's other inputs by name, DCGM names of the profiling fields 1001-1008 it lacks,
+    the reading's ratios clamped to [0, 1] in READING_FIELDS order, None where absent), in one
+    pass. The other inputs: the tensor sub-pipes, the link byte rates, the SM clock in MHz (a
+    positive finite one; the clock ratios are taken against the roof in use,
+    CardProfile.clock_ratios) and GPU_UTIL as a fraction; blank fields are left out (and a blank
+    profiling field is missing, as an absent one is)."""
     get = values.get  # looked up once: this runs ~17 times a sample
     inputs: dict[str, float] = {}
     missing: list[str] = []
-    for name, fid, dcgm_name in _READING_INPUTS:
+    ratios: list[float | None] = []
+    for _, fid, dcgm_name in _READING_INPUTS:
         value = get(fid)
         if value is None:
             missing.append(dcgm_name)
-        elif value.__class__ is float and 0.0 < value <= 1.0:
-            inputs[name] = value  # _ratio's common case, without the call
-        else:
-            inputs[name] = _ratio(value)
+            ratios.append(None)
+            continue
+        if value.__class__ is not float or not 0.0 < value <= 1.0:
+            value = _ratio(value)  # else _ratio's common case, without the call
+        ratios.append(value)
     for name, fid in _TENSOR_INPUTS:
         value = get(fid)
         if value is not None:
@@ -350,7 +367,7 @@ def inputs_of(values: Mapping[int, float | None]) -> tuple[dict[str, float], tup
     util = get(fields.GPU_UTIL)
     if util is not None:
         inputs["gpu_utilization"] = _ratio(util / 100.0)  # DCGM GPU_UTIL is a percentage
-    return inputs, tuple(missing) if missing else ()
+    return inputs, tuple(missing) if missing else (), ratios
 
 
 def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha: float) -> dict[str, float]:
@@ -360,6 +377,25 @@ def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha
         return dict(inputs)
     get = prior.get
     return {name: x if (s := get(name)) is None else s + alpha * (x - s) for name, x in inputs.items()}
+
+
+def smooth_ratios(
+    prior: list[float | None] | None, ratios: list[float | None], alpha: float
+) -> list[float | None]:
+    """`smooth` over the reading's ratios in READING_FIELDS order (None: not reported): kept in
+    a list per GPU, so the smoothed reading is built from it without a lookup by name."""
+    if prior is None:
+        return ratios
+    pairs = zip(prior, ratios, strict=True)
+    return [None if x is None else x if s is None else s + alpha * (x - s) for s, x in pairs]
+
+
+def smoothed_values(ratios: list[float | None], others: Mapping[str, float]) -> Mapping[str, float]:
+    """The smoothed inputs by name as Smoothing.values holds them: the reported ratios (in
+    READING_FIELDS order), then the others, in inputs_of's order (built when a record is)."""
+    found = {name: value for name, value in zip(READING_FIELDS, ratios, strict=True) if value is not None}
+    found.update(others)
+    return MappingProxyType(found)
 
 
 def smoothing_alpha(dt: float | None, time_constant: float) -> float:
@@ -372,13 +408,19 @@ def smoothing_alpha(dt: float | None, time_constant: float) -> float:
 def reading_of(inputs: Mapping[str, float], clocks: tuple[float | None, float | None]) -> CounterReading:
     """The roofline reading of a sample's raw or smoothed inputs with its (tensor, CUDA-core)
     clock ratios: each of CounterReading's fields by its own name, in the order roofline's
-    assertion checks; an unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock
-    can underflow it)."""
+    assertion checks (reading_from)."""
+    return reading_from(map(inputs.get, READING_FIELDS), clocks)
+
+
+def reading_from(ratios: Iterable[float | None], clocks: tuple[float | None, float | None]) -> CounterReading:
+    """The reading of ratios in READING_FIELDS order (inputs_of's) with its clock ratios: an
+    unknown k is 1 (the quoted clock), a known one is kept above 0 (a sub-MHz clock can
+    underflow it)."""
     tensor, vector = clocks
     return _new_reading(
         CounterReading,
         (
-            *map(inputs.get, READING_FIELDS),
+            *ratios,
             1.0 if tensor is None else tensor if tensor >= 1e-9 else 1e-9,
             1.0 if vector is None else vector if vector >= 1e-9 else 1e-9,
         ),
@@ -418,13 +460,19 @@ def missing_link_fields(
     return tuple(found) if found else ()
 
 
-def looks_frozen(inputs: Mapping[str, float]) -> bool:
+def looks_frozen(ratios: Sequence[float | None], inputs: Mapping[str, float]) -> bool:
     """DRAM and tensor activity exactly 0 while GR_ENGINE_ACTIVE or GPU_UTIL says busy: counters
-    a profiler or a paused DCGM holds (docs/model.md, "Frozen profiling counters")."""
-    get = inputs.get
-    if get("dram_active") != 0.0 or get("tensor_active") != 0.0:
+    a profiler or a paused DCGM holds (docs/model.md, "Frozen profiling counters"). `ratios` in
+    READING_FIELDS order and the other inputs, as inputs_of gives them."""
+    if ratios[_DRAM_AT] != 0.0 or ratios[_TENSOR_AT] != 0.0:
         return False  # also when either is not reported (RidgelineProfilingCountersMissing's case)
-    return get("gr_engine_active", 0.0) > FROZEN_BUSY or get("gpu_utilization", 0.0) > FROZEN_BUSY
+    engine = ratios[_ENGINE_AT]
+    return (engine is not None and engine > FROZEN_BUSY) or inputs.get("gpu_utilization", 0.0) > FROZEN_BUSY
+
+
+_DRAM_AT = READING_FIELDS.index("dram_active")
+_TENSOR_AT = READING_FIELDS.index("tensor_active")
+_ENGINE_AT = READING_FIELDS.index("gr_engine_active")
 
 
 @functools.lru_cache(maxsize=64)
@@ -479,6 +527,8 @@ class EntityFold:
         "_config",
         "_entity_seen",
         "_exported",
+        "_judged",
+        "_lever_from",
         "_profile",
         "_totals",
         "call",
@@ -494,9 +544,11 @@ class EntityFold:
         "lever",
         "missing",
         "missing_link",
+        "others",
         "pending_regime",
         "pending_since",
         "profile",
+        "ratios",
         "raw_regime",
         "recent",
         "regime",
@@ -528,13 +580,22 @@ class EntityFold:
         self._entity_seen: Entity | None = None
         self._profile: CardProfile | None = None
         """card_profile of (_card, _config, _entity_seen), reused while all three are the same."""
+        self._judged: Judged | None = None
+        """The latest smoothed reading as judged, while its call is not built (`call` is None)."""
+        self._lever_from: Judged | None = None
+        """The reading whose call's lever is the debounced one, while `lever` is not built."""
         if previous is None:
             self.timestamp: float | None = None
             self.entity: Entity | None = None
             self.recent: tuple[float, ...] = ()
+            self.ratios: list[float | None] | None = None
+            """The smoothed ratios (smooth_ratios); None while there is no activity field."""
+            self.others: Mapping[str, float] | None = None
+            """The other smoothed inputs (smooth), None with `ratios`."""
             self.values: Mapping[str, float] | None = None
+            """Both as one read-only mapping (smoothed_values), built when a record is."""
             self.regime: CounterRegime = "unknown"
-            self.lever = ""
+            self.lever: str | None = ""
             self.pending_regime: CounterRegime | None = None
             self.pending_since: float | None = None
             self.missing: tuple[str, ...] = ()
@@ -552,10 +613,12 @@ class EntityFold:
         self.recent = previous.recent_intervals
         smoothing = previous.smoothing
         if smoothing is None:
-            self.values = None
+            self.values = self.ratios = self.others = None
             self.regime, self.lever, self.pending_regime, self.pending_since = "unknown", "", None, None
         else:
-            self.values = smoothing.values
+            values = self.values = smoothing.values
+            self.ratios = [values.get(name) for name in READING_FIELDS]
+            self.others = {name: value for name, value in values.items() if name not in _RATIO_NAMES}
             self.regime, self.lever = smoothing.regime, smoothing.lever
             self.pending_regime, self.pending_since = smoothing.pending_regime, smoothing.pending_since
         self.missing = previous.missing_fields
@@ -591,15 +654,23 @@ class EntityFold:
         if built is not None:
             return built
         assert self.entity is not None and self.timestamp is not None, "no sample folded yet"
-        values = self.values
+        ratios, others = self.ratios, self.others
         smoothing = None
-        if values is not None:
-            if values.__class__ is not MappingProxyType:
-                values = self.values = MappingProxyType(values)
+        call = self.call
+        if ratios is not None and others is not None:
+            values = self.values
+            if values is None:
+                values = self.values = smoothed_values(ratios, others)
+            judged = self._judged
+            if call is None and judged is not None:
+                call = self.call = call_of(judged)
+                self._judged = None
+                if self._lever_from is judged:
+                    self.lever, self._lever_from = call.lever, None
             smoothing = Smoothing(
                 values=values,
                 regime=self.regime,
-                lever=self.lever,
+                lever=self._lever(),
                 pending_regime=self.pending_regime,
                 pending_since=self.pending_since,
             )
@@ -612,7 +683,7 @@ class EntityFold:
             missing_fields=self.missing,
             card_key=self.card_key,
             profile=self.profile,
-            call=self.call,
+            call=call,
             raw_regime=self.raw_regime,
             clock_reasons=self.clock_reasons,
             clock_causes=self.clock_causes,
@@ -620,6 +691,17 @@ class EntityFold:
             frozen_since=self.frozen_since,
         )
         return built
+
+    def _lever(self) -> str:
+        """The debounced lever, built from the reading that set it the first time it is read (a
+        regime waiting out its dwell keeps the lever of an earlier sample)."""
+        lever = self.lever
+        if lever is None:
+            source = self._lever_from
+            assert source is not None, "a lever without the reading it came from"
+            lever = self.lever = call_of(source).lever
+            self._lever_from = None
+        return lever
 
     def add(
         self,
@@ -663,42 +745,33 @@ class EntityFold:
         self.entity = entity
         self._exported = None
         values = sample.values
-        inputs, self.missing = inputs_of(values)
+        inputs, self.missing, ratios = inputs_of(values)
         self.card_key = profile.key
         self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
-        if not looks_frozen(inputs):
+        if not looks_frozen(ratios, inputs):
             self.frozen_since = None
         elif self.frozen_since is None:
             self.frozen_since = timestamp
-        if ACTIVITY_FIELD_SET.isdisjoint(inputs):  # roofline.has_activity of the reading, on the dict
-            self.values = None
-            self.profile = self.call = self.raw_regime = None
+        if no_activity(ratios):
+            self.values = self.ratios = self.others = None
+            self.profile = self.call = self.raw_regime = self._judged = None
             self.clock_reasons = self.clock_causes = ()
             return True
 
-        prior = self.values
-        smoothed = smooth(prior, inputs, smoothing_alpha(dt, config.smoothing_seconds))
+        prior = self.others
+        alpha = smoothing_alpha(dt, config.smoothing_seconds)
+        smoothed = smooth(prior, inputs, alpha)
+        smoothed_ratios = smooth_ratios(self.ratios, ratios, alpha)
         precision, roof, peaks = profile.roof_for(smoothed)
         thresholds = config.thresholds
-        raw = reading_of(inputs, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
+        raw = reading_from(ratios, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
         walls = profile.link_walls
         linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
-        raw_call = judge_counters(  # its lever is not kept
-            raw, thresholds, links=links_of(inputs, *walls) if linked else None
-        )
-        raw_regime = raw_call.regime
+        raw_at = counter_regime(raw, thresholds, links_of(inputs, *walls) if linked else None)
+        raw_regime = raw_at.regime
         sm_clock = smoothed.get("sm_clock_mhz")
-        reading = reading_of(smoothed, profile.clock_ratios(precision, sm_clock))
-        mig = entity.gpu_instance is not None
-        call = judge_counters(
-            reading,
-            thresholds,
-            mig_instance=mig,
-            fp64_tensor_faster=profile.fp64_tensor_faster,
-            precision=precision,
-            precisions=profile.precisions,
-            links=links_of(smoothed, *walls) if linked else None,
-        )
+        reading = reading_from(smoothed_ratios, profile.clock_ratios(precision, sm_clock))
+        at = counter_regime(reading, thresholds, links_of(smoothed, *walls) if linked else None)
         mask = values.get(fields.CLOCKS_EVENT_REASONS)
         draw = values.get(fields.POWER_USAGE)
         if mask is None and draw is None:
@@ -707,36 +780,43 @@ class EntityFold:
         else:
             reasons = clock_events.active_reasons(mask)
             causes = clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
-        if call.regime == "compute_bound":  # at_reduced_clock keeps any other call as it is
-            call = at_reduced_clock(call, reading, profile, precision, sm_clock, causes)
+        # the smoothed reading's call (its lever) is built when a snapshot reads it (call_of)
+        mig = entity.gpu_instance is not None
+        judged = self._judged = _new_judged(
+            Judged, (reading, at, thresholds, mig, profile, precision, sm_clock, causes)
+        )
+        self.call = None
 
         # the debouncer: a new smoothed regime must hold `dwell` seconds first
-        regime = call.regime
+        regime = at.regime
         if prior is None or regime == self.regime:
-            self.regime, self.lever, self.pending_regime, self.pending_since = regime, call.lever, None, None
+            self.regime, self.lever, self._lever_from = regime, None, judged
+            self.pending_regime = self.pending_since = None
         else:
             since = self.pending_since
             if self.pending_regime != regime or since is None:
                 since = timestamp
             if timestamp - since >= config.dwell_seconds:
-                self.regime, self.lever, self.pending_regime, self.pending_since = (
-                    regime,
-                    call.lever,
-                    None,
-                    None,
-                )
+                self.regime, self.lever, self._lever_from = regime, None, judged
+                self.pending_regime = self.pending_since = None
             else:
                 self.pending_regime, self.pending_since = regime, since
-        self.values = smoothed
+        self.ratios, self.others, self.values = smoothed_ratios, smoothed, None
         self.profile = profile
-        self.call = call
         self.raw_regime = raw_regime
         self.clock_reasons = reasons
         self.clock_causes = causes
 
         # the counters, in the order of operations step had before issue 22 (the same bits)
         self._totals = None
-        cap_ok = dt is not None and integrate and dt <= integration_cap(config, before)
+        cap_ok = (  # the cap is never under gap_factor × the expected interval: within that, no min()
+            dt is not None
+            and integrate
+            and (
+                dt <= config.gap_factor * config.expected_interval_seconds
+                or dt <= integration_cap(config, before)
+            )
+        )
         work = roof is not None and count_work
         dram = raw.dram_active
         flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if work else None
@@ -763,9 +843,7 @@ class EntityFold:
             if bytes_per_second is not None and self.dram_bytes is not None:
                 self.dram_bytes += bytes_per_second * interval
         loss = (  # clock_loss is None for any other regime
-            clock_events.clock_loss(
-                raw_regime, raw_call.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
-            )
+            clock_events.clock_loss(raw_regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes)
             if raw_regime == "compute_bound"
             else None
         )
@@ -795,6 +873,42 @@ def at_reduced_clock(
     )
     lever = clock_events.fitted_lever(call.regime, call.lever, k, sm_clock, basis, causes)
     return call if lever is call.lever else call._replace(lever=lever)
+
+
+class Judged(NamedTuple):
+    """A smoothed reading as `EntityFold.add` judged it (its regime, `at`), with what its call
+    needs beyond that: built per sample, turned into a CounterCall only when read (`call_of`)."""
+
+    reading: CounterReading
+    at: RegimeAt
+    thresholds: Thresholds
+    mig_instance: bool
+    profile: CardProfile
+    precision: str | None
+    sm_clock: float | None
+    causes: tuple[str, ...]
+
+
+_new_judged = tuple.__new__
+"""Judged built without its keyword handling (once a sample)."""
+
+
+def call_of(judged: Judged) -> CounterCall:
+    """The call of a judged reading: judge_counters' lever and missing fields for the regime it
+    found, fitted to the precision and to a reduced clock (at_reduced_clock), as `step` had it."""
+    profile, precision = judged.profile, judged.precision
+    call = counter_call(
+        judged.reading,
+        judged.thresholds,
+        judged.at,
+        mig_instance=judged.mig_instance,
+        fp64_tensor_faster=profile.fp64_tensor_faster,
+        precision=precision,
+        precisions=profile.precisions,
+    )
+    if call.regime == "compute_bound":  # at_reduced_clock keeps any other call as it is
+        call = at_reduced_clock(call, judged.reading, profile, precision, judged.sm_clock, judged.causes)
+    return call
 
 
 _UNIT_PEAKS: Mapping[str, float] = MappingProxyType({"tensor": 1.0, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0})

@@ -678,6 +678,20 @@ def _next_precision_down_lever(lever: str, precision: str, precisions: Collectio
     return lever
 
 
+class RegimeAt(NamedTuple):
+    """What `counter_regime` finds of a reading: its regime and the facts its lever is chosen by
+    (`counter_call`). The daemon judges two readings per GPU per sample, but needs the whole call
+    of one of them only when a snapshot is read (docs/daemon.md, "Live budget")."""
+
+    regime: CounterRegime
+    pipe: Pipe | None
+    """The compute pipe nearest its wall; None when none is reported, or idle."""
+    contradicted: bool
+    """GR_ENGINE_ACTIVE read idle while busier evidence said work runs: it was set aside."""
+    link: Link | None
+    """The link near its wall, whatever the regime came out as."""
+
+
 def judge_counters(
     reading: CounterReading,
     thresholds: Thresholds,
@@ -699,26 +713,79 @@ def judge_counters(
     lever to the work (`precision_lever`); without them the general lever stands. `links`: each
     link's load (LinkLoad); a link near its wall while neither HBM nor a pipe is near theirs is
     `interconnect_bound` (docs/model.md, "The interconnect wall"); without it nothing changes.
+    The regime is `counter_regime`'s; the lever and the missing fields `counter_call`'s.
     """
-    contradicted = gr_engine_contradicted(reading, thresholds)
-    pipes = pipe_activities(reading)
-    pipe = nearest_wall_pipe(pipes, thresholds)
-    link = link_near_wall(links, thresholds)
-    regime, lever, missing = _regime_rules(
-        reading, thresholds, pipes, pipe, contradicted, mig_instance, fp64_tensor_faster, link
+    return counter_call(
+        reading,
+        thresholds,
+        counter_regime(reading, thresholds, links),
+        mig_instance=mig_instance,
+        fp64_tensor_faster=fp64_tensor_faster,
+        precision=precision,
+        precisions=precisions,
     )
-    if precision is not None:
-        lever = precision_lever(
-            regime, lever, pipe, precision, precisions, fp64_tensor_faster=fp64_tensor_faster
-        )
-    return CounterCall(
-        regime=regime,
-        lever=lever,
-        pipe=None if regime == "idle" else pipe,
-        missing=missing,
-        gr_engine_contradicted=contradicted,
-        link=link if regime == "interconnect_bound" else None,
+
+
+def counter_regime(
+    reading: CounterReading, thresholds: Thresholds, links: LinkLoad | None = None
+) -> RegimeAt:
+    """judge_counters' rules in order, for the regime alone (its lever follows from the regime
+    and the reading: `counter_call`).
+
+    A link near its wall is judged after the memory and compute walls (a GPU near one of those
+    is bound by it, whatever its links do) and before idle and latency (a GPU whose copy engines
+    saturate a link is waiting on it, even with its SMs quiet)."""
+    th = thresholds
+    gr = reading.gr_engine_active
+    if gr is not None and gr >= th.idle_gr_engine:  # a busy GR engine: neither set aside nor idle
+        contradicted = idle = False
+    else:
+        contradicted = gr_engine_contradicted(reading, th)
+        idle = is_idle(reading, th, trust_gr_engine=not contradicted)
+    link = None if links is None else link_near_wall(links, th)
+    if link is None and idle:
+        return _new_regime_at(RegimeAt, ("idle", None, contradicted, None))
+    pipe, near, busiest = nearest_pipe(reading, th)
+    dram = reading.dram_active
+    if pipe is None and dram is None:
+        regime: CounterRegime = "unknown"
+    elif dram is not None and busiest < dram:  # position u*/d below 1: the memory side
+        regime = "memory_bound" if dram / th.dram_wall >= th.theta else _no_wall_regime(reading, th, link)
+    elif pipe is not None and near >= th.theta:
+        regime = "compute_bound"
+    else:
+        regime = _no_wall_regime(reading, th, link)
+    return _new_regime_at(RegimeAt, (regime, pipe, contradicted, link))
+
+
+_new_regime_at = tuple.__new__
+"""RegimeAt built without its keyword handling (counter_regime runs twice a sample)."""
+
+
+def _no_wall_regime(reading: CounterReading, th: Thresholds, link: Link | None) -> CounterRegime:
+    """counter_regime's tail, once neither wall is near by what is reported: unknown unless DRAM
+    and the tensor pipe are both reported (only together can they say so), then a link at its
+    wall, then latency-bound, unless the SMs are busy and no CUDA-core pipe says on what."""
+    if reading.dram_active is None or reading.tensor_active is None:
+        return "unknown"
+    if link is not None:
+        return "interconnect_bound"
+    if _busy_sms(reading, th) and _no_fp_pipe(reading):
+        return "unknown"
+    return "latency_bound"
+
+
+def _busy_sms(reading: CounterReading, th: Thresholds) -> bool:
+    """SM_ACTIVE near its wall without a low SM_OCCUPANCY: warps are resident and plenty."""
+    sm_active, occupancy = reading.sm_active, reading.sm_occupancy
+    return (
+        sm_active is not None and sm_active >= th.theta and not (occupancy is not None and occupancy < 0.25)
     )
+
+
+def _no_fp_pipe(reading: CounterReading) -> bool:
+    """None of the CUDA-core FP64/FP32/FP16 pipes is reported."""
+    return reading.fp64_active is None and reading.fp32_active is None and reading.fp16_active is None
 
 
 _NO_WALL_FIELDS = ("dram_active", "tensor_active")
@@ -726,60 +793,85 @@ _NO_WALL_FIELDS = ("dram_active", "tensor_active")
 _FP_PIPE_FIELDS = tuple(f"{pipe}_active" for pipe in FP_PIPES)
 
 
-def _regime_rules(
+def counter_call(
     reading: CounterReading,
-    th: Thresholds,
-    pipes: Mapping[Pipe, float],
-    pipe: Pipe | None,
-    contradicted: bool,
-    mig_instance: bool,
-    fp64_tensor_faster: bool,
-    link: Link | None = None,
-) -> tuple[CounterRegime, str, tuple[str, ...]]:
-    """judge_counters' rules in order: (regime, lever, the fields whose absence leaves it unknown).
+    thresholds: Thresholds,
+    at: RegimeAt,
+    *,
+    mig_instance: bool = False,
+    fp64_tensor_faster: bool = True,
+    precision: str | None = None,
+    precisions: Collection[str] = (),
+) -> CounterCall:
+    """The call of a reading `counter_regime` has judged (`at`): the regime's lever, fitted to
+    the precision when one is given (`precision_lever`), and the fields whose absence leaves it
+    unknown (judge_counters' other arguments)."""
+    regime, pipe = at.regime, at.pipe
+    lever, missing = _regime_lever(reading, thresholds, at, mig_instance, fp64_tensor_faster)
+    if precision is not None:
+        lever = precision_lever(
+            regime, lever, pipe, precision, precisions, fp64_tensor_faster=fp64_tensor_faster
+        )
+    return CounterCall(
+        regime=regime,
+        lever=lever,
+        pipe=pipe,
+        missing=missing,
+        gr_engine_contradicted=at.contradicted,
+        link=at.link if regime == "interconnect_bound" else None,
+    )
 
-    `link`: the link near its wall, if one is. It is judged after the memory and compute walls
-    (a GPU near one of those is bound by it, whatever its links do) and before idle and latency
-    (a GPU whose copy engines saturate a link is waiting on it, even with its SMs quiet)."""
-    if link is None and is_idle(reading, th, trust_gr_engine=not contradicted):
-        return "idle", LEVER_IDLE, ()
-    dram = reading.dram_active
-    if pipe is None and dram is None:
-        return "unknown", LEVER_UNKNOWN, _NO_WALL_FIELDS
-    busiest = max(pipes.values()) if pipes else 0.0
-    if dram is not None and busiest < dram:  # position u*/d below 1: the memory side
-        if dram / th.dram_wall >= th.theta:
-            return "memory_bound", LEVER_MEMORY, ()
-    elif pipe is not None and pipes[pipe] / th.wall(pipe) >= th.theta:
-        return "compute_bound", compute_lever(pipe, fp64_tensor_faster=fp64_tensor_faster), ()
-    return _no_wall_rules(reading, th, pipes, contradicted, mig_instance, link)
+
+def _regime_lever(
+    reading: CounterReading, th: Thresholds, at: RegimeAt, mig_instance: bool, fp64_tensor_faster: bool
+) -> tuple[str, tuple[str, ...]]:
+    """(the general lever of the regime `at` names, the fields whose absence leaves it unknown)."""
+    regime = at.regime
+    if regime == "idle":
+        return LEVER_IDLE, ()
+    if regime == "memory_bound":
+        return LEVER_MEMORY, ()
+    if regime == "compute_bound":
+        assert at.pipe is not None
+        return compute_lever(at.pipe, fp64_tensor_faster=fp64_tensor_faster), ()
+    if regime == "interconnect_bound":
+        assert at.link is not None
+        return LINK_LEVERS[at.link], ()
+    if regime == "unknown":
+        if reading.dram_active is None or reading.tensor_active is None:
+            missing = tuple(name for name in _NO_WALL_FIELDS if getattr(reading, name) is None)
+            return LEVER_UNKNOWN, missing
+        return LEVER_SMS_BUSY_NO_FP_PIPES, _FP_PIPE_FIELDS
+    if _busy_sms(reading, th):
+        return LEVER_LATENCY_BUSY_SMS, ()
+    gr = None if at.contradicted else reading.gr_engine_active
+    return latency_lever(reading, mig_instance=mig_instance, gr_engine=gr), ()
 
 
-def _no_wall_rules(
-    reading: CounterReading,
-    th: Thresholds,
-    pipes: Mapping[Pipe, float],
-    contradicted: bool,
-    mig_instance: bool,
-    link: Link | None,
-) -> tuple[CounterRegime, str, tuple[str, ...]]:
-    """_regime_rules' tail, once neither wall is near by what is reported: unknown unless DRAM
-    and the tensor pipe are both reported (only together can they say so), then a link at its
-    wall, then latency-bound with the lever the SM counters point to."""
-    dram = reading.dram_active
-    if dram is None or reading.tensor_active is None:
-        missing = tuple(name for name in _NO_WALL_FIELDS if getattr(reading, name) is None)
-        return "unknown", LEVER_UNKNOWN, missing
-    if link is not None:
-        return "interconnect_bound", LINK_LEVERS[link], ()
-    sm_active = reading.sm_active
-    busy_sms = sm_active is not None and sm_active >= th.theta
-    if busy_sms and not (reading.sm_occupancy is not None and reading.sm_occupancy < 0.25):
-        if pipes.keys().isdisjoint(FP_PIPES):
-            return "unknown", LEVER_SMS_BUSY_NO_FP_PIPES, _FP_PIPE_FIELDS
-        return "latency_bound", LEVER_LATENCY_BUSY_SMS, ()
-    gr = None if contradicted else reading.gr_engine_active
-    return "latency_bound", latency_lever(reading, mig_instance=mig_instance, gr_engine=gr), ()
+_PIPE_AT: tuple[tuple[Pipe, int], ...] = tuple(
+    (pipe, CounterReading._fields.index(f"{pipe}_active")) for pipe in PIPES
+)
+"""Each compute pipe with its activity's place in a CounterReading (read by index, in PIPES order)."""
+
+
+def nearest_pipe(reading: CounterReading, thresholds: Thresholds) -> tuple[Pipe | None, float, float]:
+    """(the reported pipe whose activity / wall is largest, the tensor pipe on a tie; that ratio;
+    the largest activity): nearest_wall_pipe over pipe_activities, in one pass. (None, -1, 0)
+    without a reported pipe."""
+    best: Pipe | None = None
+    best_near = -1.0
+    busiest: float | None = None
+    tensor_wall, fp_wall = thresholds.tensor_wall, thresholds.fp_pipe_wall
+    for pipe, at in _PIPE_AT:
+        activity: float | None = reading[at]
+        if activity is None:
+            continue
+        near = activity / (tensor_wall if pipe == "tensor" else fp_wall)
+        if near > best_near:
+            best, best_near = pipe, near
+        if busiest is None or activity > busiest:
+            busiest = activity
+    return best, best_near, 0.0 if busiest is None else busiest
 
 
 def nearest_wall_pipe(utilizations: Mapping[Pipe, float], thresholds: Thresholds) -> Pipe | None:

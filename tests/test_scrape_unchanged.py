@@ -784,3 +784,35 @@ def test_a_series_printed_twice_keeps_its_first_value_by_the_template_too() -> N
     page = _revalued(body, 1)
     replayed = replay(template, page, 5.0, ())
     assert replayed is not None and replayed.finish() == _full(page).finish()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"1", b"0", b"-0.0", b"1.02", b"1.05", b"1.2", b"-0.5", b"NaN", b"+Inf", b"1e300", b"140737488355328"],
+)
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("legacy-h100-pods.txt", b"DCGM_FI_PROF_DRAM_ACTIVE{"),
+        ("legacy-h100-pods.txt", b"DCGM_FI_DEV_SM_CLOCK{"),
+        ("legacy-h100-pods.txt", b"DCGM_FI_DEV_GPU_UTIL{"),
+        ("renamed-4.9-h100.txt", b"DCGM_FI_DEV_SM_CLOCK_HERTZ{"),  # a factor: 1e-6 MHz per Hz
+    ],
+)
+def test_an_odd_value_reads_by_the_template_as_the_full_parse(name: str, family: bytes, value: bytes) -> None:
+    """replay keeps a plain value as it is and hands any other to fields.clean_value: a ratio
+    clamped or dropped, a negative, NaN, infinite or blank value dropped (a blank in hertz too,
+    not scaled into a number), as the full parse."""
+    from exporter.sources.scrape import replay
+
+    body = (PAGES / name).read_bytes()
+    first = _full(body)
+    first.finish()
+    template = first.template()
+    assert template is not None
+    lines = body.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(family))
+    lines[at] = lines[at].rpartition(b"}")[0] + b"} " + value
+    page = b"\n".join(lines)
+    replayed = replay(template, page, 5.0, ())
+    assert replayed is not None and replayed.finish() == _full(page).finish()

@@ -261,10 +261,17 @@ class PageReader:
         if self._plan is None or not self._replayable or self.skipped or not self._series:
             return None
         slots = {id(entry): slot for slot, entry in enumerate(self._series.values())}
+        plan = self._plan
         return _Template(
-            lines=tuple(
-                (prefix, None if entry is None else slots[id(entry)], family)
-                for prefix, entry, family in self._plan
+            prefixes=tuple(b"" if prefix is None else prefix for prefix, _, _ in plan),
+            value_slices=tuple(
+                _NOTHING if prefix is None else slice(len(prefix), None) for prefix, _, _ in plan
+            ),
+            others=tuple(at for at, (prefix, _, _) in enumerate(plan) if prefix is None),
+            values=tuple(
+                (at, slots[id(entry)], family)
+                for at, (prefix, entry, family) in enumerate(plan)
+                if prefix is not None and entry is not None and family is not None
             ),
             series=tuple(self._series.items()),
             has_4_7_names=self.has_4_7_names,
@@ -546,17 +553,28 @@ class PageReader:
             )
 
 
+_NOTHING = slice(0, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class _Template:
-    """A parsed page's structure: per line, its bytes up to the end of its label set (None: not
-    a DCGM_FI_ line) and the entity slot and family its value goes to (None: it gives none); the
-    entities it named (index and instance -> their record: entity, pod, jobs); its 4.7 names.
+    """A parsed page's structure, line by line (all of it in columns, one entry a line): each
+    DCGM_FI_ line's bytes up to the end of its label set (b"" for any other line), where its
+    value starts, the other lines, and the lines that give a value: (line, entity slot,
+    family); the entities it named (index and instance -> their record: entity, pod, jobs); its
+    4.7 names.
 
     dcgm-exporter prints the same series in the same order on every collect, only the values
     change. A next page whose every line is the template's line up to its value is read by
-    `replay`: a prefix compare a line and a float for each value, the labels not looked at."""
+    `replay`: its checks run over whole columns (a prefix compare a line, one scan of the
+    values' bytes), and only the lines that give a value are read one by one."""
 
-    lines: tuple[tuple[bytes | None, int | None, tuple[int, float] | str | None], ...]
+    prefixes: tuple[bytes, ...]
+    value_slices: tuple[slice, ...]
+    """Per line, the slice after its prefix (an empty one for a line that is not DCGM_FI_)."""
+    others: tuple[int, ...]
+    """The lines that were not DCGM_FI_ lines (comments, other exporters' families)."""
+    values: tuple[tuple[int, int, tuple[int, float] | str], ...]
     series: tuple[tuple[tuple[int, int | None], _Series], ...]
     has_4_7_names: bool
 
@@ -572,7 +590,16 @@ def replay(
     lines = body.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
-    if len(lines) != len(template.lines):
+    prefixes = template.prefixes
+    if len(lines) != len(prefixes) or not all(map(bytes.startswith, lines, prefixes)):
+        return None
+    if max(map(len, lines), default=0) > MAX_LINE_BYTES:
+        return None  # the full parse says which line (a long one that is not DCGM_FI_ it ignores)
+    rests = list(map(bytes.__getitem__, lines, template.value_slices))
+    after = b"\n".join(rests)
+    if b"}" in after or not after.isascii():
+        return None  # another label set's end, or bytes a decode would refuse
+    if any(lines[at].startswith(b"DCGM_FI_") for at in template.others):
         return None
     reader = PageReader(now, hints)
     entries = [
@@ -582,40 +609,33 @@ def replay(
     reader._series = {key: entry for (key, _), entry in zip(template.series, entries, strict=True)}
     reader.has_4_7_names = template.has_4_7_names
     reader._saw_exposition = True
-    limit = MAX_LINE_BYTES
-    ratio_name = fields.GPU_UTIL_RATIO_NAME
-    for line, (prefix, slot, family) in zip(lines, template.lines, strict=True):
-        if prefix is None:
-            if line.startswith(b"DCGM_FI_"):
-                return None
-            continue
-        if len(line) > limit or not line.startswith(prefix):
-            return None
-        rest = line[len(prefix) :]
-        if b"}" in rest or not rest.isascii():
-            return None  # another label set's end, or bytes a decode would refuse
-        if family is None or slot is None:
-            continue
-        parts = rest.split()
-        if not 1 <= len(parts) <= 2:
+    blank, ratios = fields.FP64_BLANK, fields.RATIO_FIELDS
+    for at, slot, family in template.values:
+        parts = rests[at].split()
+        count = len(parts)
+        if not 1 <= count <= 2:
             return None
         try:
             raw_value = float(parts[0])
-            stamp = float(parts[1]) / 1000.0 if len(parts) == 2 else None
+            stamp = float(parts[1]) / 1000.0 if count == 2 else None
         except ValueError:
             return None
         entry = entries[slot]
         if entry.timestamp is None and stamp is not None:
             entry.timestamp = stamp
-        if family == ratio_name:
+        if family.__class__ is str:  # GPU_UTIL_RATIO_NAME: its unit is decided with the page
             if entry.util_ratio is None:
                 entry.util_ratio = (raw_value, not any(c in parts[0] for c in b".eEnN"))
             continue
         assert not isinstance(family, str)
         fid, factor = family
-        if entry.values.get(fid) is None:
-            scaled = raw_value if fields.is_blank(raw_value) else raw_value * factor
-            entry.values[fid] = fields.clean_value(fid, scaled)
+        values = entry.values
+        if values.get(fid) is None:
+            scaled = raw_value * factor if raw_value < blank else raw_value  # a blank stays one
+            if 0.0 <= scaled < blank and (scaled <= 1.0 or fid not in ratios):
+                values[fid] = scaled  # what fields.clean_value keeps as it is
+            else:
+                values[fid] = fields.clean_value(fid, scaled)
     return reader
 
 
