@@ -22,7 +22,7 @@ from source_kit import scrape_options
 
 from exporter import fields, readings
 from exporter.catalog import load_catalog
-from exporter.http_client import HTTPClientConfig
+from exporter.http_client import HTTPClientConfig, TLSConfig
 from exporter.inference import InferenceConfig
 from exporter.redaction import redact_credentials
 from exporter.sample import MAX_ENTITIES, Attribution, Sample
@@ -714,3 +714,14 @@ def test_a_large_page_costs_no_more_memory_than_a_small_one(server: _Exporter, e
     assert result.returncode == 0, result.stderr
     extra_kib = int(result.stdout.strip())
     assert extra_kib < 8 * 1024, f"reading a 24 MiB page raised peak RSS by {extra_kib} KiB"
+
+
+def test_tls_settings_for_an_http_scrape_url_fail_at_open(exporter_url: str, tmp_path: Path) -> None:
+    """The one TLS rule (HTTPClientConfig.context_for) holds for the scrape source as for top and
+    report: a CA for an http:// URL is refused at open, naming its flag, not silently unused."""
+    client = HTTPClientConfig(tls_config=TLSConfig(ca_file=tmp_path / "ca.crt"))
+    with pytest.raises(
+        SourceUnavailable, match=r"tls.ca-file is set, but the URL is plain http://"
+    ) as caught:
+        _source(f"{exporter_url}/metrics/x", client=client)
+    assert caught.value.reason == "bad_credentials"

@@ -957,7 +957,7 @@ class ScrapeSource:
             _, self._client = self._client.with_url_credentials(self._url)
             self._client.check()
             self._client.authorization()  # a missing or empty file fails here, not at each scrape
-            context = self._client.ssl_context() if parts.scheme == "https" else None
+            context = self._client.context_for(self._url)
         except ClientConfigError as exc:
             raise SourceUnavailable("bad_credentials", str(exc)) from None
         target = parts.path or "/"
