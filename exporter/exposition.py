@@ -268,68 +268,108 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
     Each piece is written with the newline before it, so a line's start and its value are two
     pieces and a gauge's pieces are its line starts and values interleaved.
     """
-    held = cache.held if cache is not None else _empty()
-    lines, by_id, columns = held.lines, held.by_id, held.columns
-    local: _Lines = {}
-    """The series of label dicts not held (the source health's, the roofs'): alive while the
-    families are, so their ids are theirs for this call."""
-
-    def line_of(sample: str, labels: Mapping[str, str], extra: Extra) -> list[Any]:
-        key = (id(labels), sample, extra)
-        line = lines.get(key) or local.get(key)
-        if line is None:
-            line = ["\n" + _line_start(sample, labels, extra), _NO_VALUE]
-            (lines if key[0] in by_id else local)[key] = line
-        return line
-
-    same_values: dict[bytes, list[str]] = {}
-    """The texts of each column's doubles written so far: a family whose values are another's
-    (flop utilization and tensor activity at full clock) is not formatted twice."""
-    out: list[str] = []
-    append = out.append
+    writer = _Writer(cache.held if cache is not None else _empty())
     for family in family_list:
-        if openmetrics:
-            doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-            head = f"\n# HELP {family.name} {doc}\n# TYPE {family.name} {family.type}"
-        else:
-            mname = family.name + "_total" if family.type == "counter" else family.name
-            doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-            head = f"\n# HELP {mname} {doc}\n# TYPE {mname} {family.type}"
-        append(head if out else head[1:])
-        rows: Iterable[tuple[str, Mapping[str, str], tuple[tuple[str, str], ...], float]] = family.rows
+        writer.family(family, openmetrics=openmetrics)
+    out = writer.out
+    if not out:
+        return OPENMETRICS_EOF if openmetrics else b""
+    out.append("\n# EOF\n" if openmetrics else "\n")
+    return "".join(out).encode("utf-8")
+
+
+def _family_head(family: Family, *, openmetrics: bool) -> str:
+    """A family's HELP and TYPE lines, each after a newline (a counter is `_total` in 0.0.4)."""
+    if openmetrics:
+        doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+        return f"\n# HELP {family.name} {doc}\n# TYPE {family.name} {family.type}"
+    mname = family.name + "_total" if family.type == "counter" else family.name
+    doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
+    return f"\n# HELP {mname} {doc}\n# TYPE {mname} {family.type}"
+
+
+_RowTuple = tuple[str, Mapping[str, str], tuple[tuple[str, str], ...], float]
+
+
+class _Writer:
+    """One encode call's pieces and what it reads and keeps across them: split out of `encode`
+    so each part does one thing; the per-series loop stays in one method (`rows`)."""
+
+    def __init__(self, held: _Held) -> None:
+        self.lines, self.by_id, self.columns = held.lines, held.by_id, held.columns
+        self.local: _Lines = {}
+        """The series of label dicts not held (the source health's, the roofs'): alive while the
+        families are, so their ids are theirs for this call."""
+        self.same_values: dict[bytes, list[str]] = {}
+        """The texts of each column's doubles written so far: a family whose values are another's
+        (flop utilization and tensor activity at full clock) is not formatted twice."""
+        self.out: list[str] = []
+
+    def family(self, family: Family, *, openmetrics: bool) -> None:
+        """Appends one family: its head, then its series (a column's block where one is written)."""
+        head = _family_head(family, openmetrics=openmetrics)
+        self.out.append(head if self.out else head[1:])
+        rows: Iterable[_RowTuple] = family.rows
         if type(family.rows) is ColumnRows:  # its columns, without a Row each
             cols = family.rows
-            column = columns.get(cols.sample)
-            # the same series as last time? (label dicts compared by identity first)
-            if column is not None and (column.labels != cols.labels or column.extras != cols.extras):
-                column = None
-            doubles = _value_bytes(cols.values)
-            if column is not None and doubles == column.doubles:  # every value as last time
-                append(column.block)
-                continue
-            texts = None if doubles is None else same_values.get(doubles)
-            if texts is None:
-                texts = _plain_texts(cols.values, column)
-                if texts is not None and doubles is not None:
-                    same_values[doubles] = texts
-            if texts is not None and doubles is not None:
-                if column is not None:
-                    starts = column.starts
-                else:
-                    pairs = zip(cols.labels, cols.extras, strict=True)
-                    starts = [line_of(cols.sample, labels, extra)[0] for labels, extra in pairs]
-                block = _interleaved(starts, texts)
-                columns[cols.sample] = _Column(
-                    cols.labels, cols.extras, starts, cols.values, texts, doubles, block
-                )
-                append(block)
-                continue
+            block = self.column_block(cols)
+            if block is not None:
+                self.out.append(block)
+                return
             rows = zip(repeat(cols.sample), cols.labels, cols.extras, cols.values)
+        self.rows(rows)
+
+    def line_of(self, sample: str, labels: Mapping[str, str], extra: Extra) -> list[Any]:
+        """The series' line (held or local), built the first time it is met."""
+        key = (id(labels), sample, extra)
+        line = self.lines.get(key) or self.local.get(key)
+        if line is None:
+            line = ["\n" + _line_start(sample, labels, extra), _NO_VALUE]
+            (self.lines if key[0] in self.by_id else self.local)[key] = line
+        return line
+
+    def column_block(self, cols: ColumnRows) -> str | None:
+        """The column's text in one pass: the block written last time when every value is the
+        same double, else one written afresh (and kept); None when a value is no plain float."""
+        column = self.columns.get(cols.sample)
+        # the same series as last time? (label dicts compared by identity first)
+        if column is not None and (column.labels != cols.labels or column.extras != cols.extras):
+            column = None
+        doubles = _value_bytes(cols.values)
+        if column is not None and doubles == column.doubles:  # every value as last time
+            return column.block
+        if doubles is None:
+            return None
+        texts = self.column_texts(cols, column, doubles)
+        if texts is None:
+            return None
+        if column is not None:
+            starts = column.starts
+        else:
+            pairs = zip(cols.labels, cols.extras, strict=True)
+            starts = [self.line_of(cols.sample, labels, extra)[0] for labels, extra in pairs]
+        block = _interleaved(starts, texts)
+        self.columns[cols.sample] = _Column(
+            cols.labels, cols.extras, starts, cols.values, texts, doubles, block
+        )
+        return block
+
+    def column_texts(self, cols: ColumnRows, column: _Column | None, doubles: bytes) -> list[str] | None:
+        """The texts of the column's values: another column's with the same doubles, or new."""
+        texts = self.same_values.get(doubles)
+        if texts is None:
+            texts = _plain_texts(cols.values, column)
+            if texts is not None:
+                self.same_values[doubles] = texts
+        return texts
+
+    def rows(self, rows: Iterable[_RowTuple]) -> None:
+        """Appends each series' line start and value text, the text kept while the value stays."""
+        lines, append = self.lines, self.out.append
         for sample, labels, extra, value in rows:
-            key = (id(labels), sample, extra)
-            line = lines.get(key)
+            line = lines.get((id(labels), sample, extra))
             if line is None:
-                line = line_of(sample, labels, extra)
+                line = self.line_of(sample, labels, extra)
             last = line[1]
             if value == last[0] and value:  # unchanged (not a zero: -0.0 is written apart)
                 text = last[1]
@@ -338,10 +378,6 @@ def encode(family_list: list[Family], *, openmetrics: bool, cache: SeriesCache |
                 line[1] = (value, text)  # one assignment: a concurrent encode reads a pair
             append(line[0])
             append(text)
-    if not out:
-        return OPENMETRICS_EOF if openmetrics else b""
-    append("\n# EOF\n" if openmetrics else "\n")
-    return "".join(out).encode("utf-8")
 
 
 def _interleaved(starts: list[str], texts: list[str]) -> str:

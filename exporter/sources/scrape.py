@@ -587,6 +587,23 @@ def replay(
     which says what is wrong with it. What it gives is what the full parse gives: a line whose
     label set is byte for byte the template's means what it meant there; only the values and
     stamps after it are new, and they are taken as the full parse takes them."""
+    rests = _value_rests(template, body)
+    if rests is None:
+        return None
+    reader = PageReader(now, hints)
+    entries = [
+        _Series(entity=e.entity, attribution=e.attribution, timestamp=None, hpc_jobs=list(e.hpc_jobs))
+        for _, e in template.series
+    ]
+    reader._series = {key: entry for (key, _), entry in zip(template.series, entries, strict=True)}
+    reader.has_4_7_names = template.has_4_7_names
+    reader._saw_exposition = True
+    return reader if _read_values(template, rests, entries) else None
+
+
+def _value_rests(template: _Template, body: bytes) -> list[bytes] | None:
+    """Each line's bytes after the template's prefix (its value and stamp), or None when the
+    page is not the template's up to its values: checked over whole columns."""
     lines = body.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
@@ -601,31 +618,28 @@ def replay(
         return None  # another label set's end, or bytes a decode would refuse
     if any(lines[at].startswith(b"DCGM_FI_") for at in template.others):
         return None
-    reader = PageReader(now, hints)
-    entries = [
-        _Series(entity=e.entity, attribution=e.attribution, timestamp=None, hpc_jobs=list(e.hpc_jobs))
-        for _, e in template.series
-    ]
-    reader._series = {key: entry for (key, _), entry in zip(template.series, entries, strict=True)}
-    reader.has_4_7_names = template.has_4_7_names
-    reader._saw_exposition = True
+    return rests
+
+
+def _read_values(template: _Template, rests: list[bytes], entries: list[_Series]) -> bool:
+    """Reads each line that gives a value into its entry, as the full parse takes it; False at
+    the first value that does not read. One loop, no call a value: the per-page hot part."""
     blank, ratios = fields.FP64_BLANK, fields.RATIO_FIELDS
     for at, slot, family in template.values:
         parts = rests[at].split()
         count = len(parts)
         if not 1 <= count <= 2:
-            return None
+            return False
         try:
             raw_value = float(parts[0])
             stamp = float(parts[1]) / 1000.0 if count == 2 else None
         except ValueError:
-            return None
+            return False
         entry = entries[slot]
         if entry.timestamp is None and stamp is not None:
             entry.timestamp = stamp
         if family.__class__ is str:  # GPU_UTIL_RATIO_NAME: its unit is decided with the page
-            if entry.util_ratio is None:
-                entry.util_ratio = (raw_value, not any(c in parts[0] for c in b".eEnN"))
+            _take_util_ratio(entry, raw_value, parts[0])
             continue
         assert not isinstance(family, str)
         fid, factor = family
@@ -636,7 +650,14 @@ def replay(
                 values[fid] = scaled  # what fields.clean_value keeps as it is
             else:
                 values[fid] = fields.clean_value(fid, scaled)
-    return reader
+    return True
+
+
+def _take_util_ratio(entry: _Series, raw_value: float, text: bytes) -> None:
+    """The entry's first GPU_UTIL_RATIO_NAME value, with whether it was written as an integer
+    (its unit is decided with the whole page, PageReader._decide_util_ratio)."""
+    if entry.util_ratio is None:
+        entry.util_ratio = (raw_value, not any(c in text for c in b".eEnN"))
 
 
 def _label_bytes(raw: bytes, opening: bytes) -> bytes | None:
