@@ -291,6 +291,13 @@ def integration_cap(config: InferenceConfig, recent: tuple[float, ...]) -> float
     return config.gap_factor * max(config.expected_interval_seconds, typical)
 
 
+def within_cap(config: InferenceConfig, recent: tuple[float, ...], dt: float) -> bool:
+    """Whether an interval of dt seconds is integrated (dt ≤ integration_cap): the cap is never
+    under gap_factor × the expected interval, so within that no min() of `recent` is taken
+    (the common case, judged once a sample)."""
+    return dt <= config.gap_factor * config.expected_interval_seconds or dt <= integration_cap(config, recent)
+
+
 def note_unknown_model(model: str) -> None:
     """Log once per model name that the catalog lacks it (the GPU is still served, card="unknown")."""
     if model not in _warned_models and len(_warned_models) < MAX_WARNED_MODELS:
@@ -809,14 +816,7 @@ class EntityFold:
 
         # the counters, in the order of operations step had before issue 22 (the same bits)
         self._totals = None
-        cap_ok = (  # the cap is never under gap_factor × the expected interval: within that, no min()
-            dt is not None
-            and integrate
-            and (
-                dt <= config.gap_factor * config.expected_interval_seconds
-                or dt <= integration_cap(config, before)
-            )
-        )
+        cap_ok = dt is not None and integrate and within_cap(config, before, dt)
         work = roof is not None and count_work
         dram = raw.dram_active
         flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if work else None

@@ -500,21 +500,6 @@ def pipe_utilizations(reading: CounterReading) -> dict[Pipe, float]:
     return found
 
 
-def pipe_activities(reading: CounterReading) -> dict[Pipe, float]:
-    """Each reported compute pipe's activity a: the fraction of cycles busy at the clock it runs.
-
-    The regime rules read these, not u = a · k: a pipe busy 90 % of cycles at a power-capped
-    1185 MHz is at its wall at that clock, so compute-bound against the roof at that clock, not
-    latency-bound (docs/model.md, "At a reduced clock").
-    """
-    found: dict[Pipe, float] = {}
-    for pipe, name in _PIPE_FIELDS:
-        activity = getattr(reading, name)
-        if activity is not None:
-            found[pipe] = activity
-    return found
-
-
 GR_STUCK_SM_FACTOR = 2.0
 """SM_ACTIVE, a tensor or an FP pipe at this many times the GR idle floor contradicts an idle
 GR_ENGINE_ACTIVE: each is a part of the engine's own activity and cannot exceed it."""
@@ -856,8 +841,10 @@ _PIPE_AT: tuple[tuple[Pipe, int], ...] = tuple(
 
 def nearest_pipe(reading: CounterReading, thresholds: Thresholds) -> tuple[Pipe | None, float, float]:
     """(the reported pipe whose activity / wall is largest, the tensor pipe on a tie; that ratio;
-    the largest activity): nearest_wall_pipe over pipe_activities, in one pass. (None, -1, 0)
-    without a reported pipe."""
+    the largest activity), in one pass; (None, -1, 0) without a reported pipe. The rules read
+    activities a, not u = a · k: a pipe busy 90 % of cycles at a power-capped clock is at its wall
+    at that clock (docs/model.md, "At a reduced clock"). Each wall as Thresholds.wall gives it,
+    inlined: this runs twice a sample."""
     best: Pipe | None = None
     best_near = -1.0
     busiest: float | None = None
@@ -872,17 +859,6 @@ def nearest_pipe(reading: CounterReading, thresholds: Thresholds) -> tuple[Pipe 
         if busiest is None or activity > busiest:
             busiest = activity
     return best, best_near, 0.0 if busiest is None else busiest
-
-
-def nearest_wall_pipe(utilizations: Mapping[Pipe, float], thresholds: Thresholds) -> Pipe | None:
-    """The reported pipe whose u / wall is largest (the tensor pipe on a tie); None without one."""
-    best: Pipe | None = None
-    best_near = -1.0
-    for pipe, utilization in utilizations.items():
-        near = utilization / thresholds.wall(pipe)
-        if near > best_near:
-            best, best_near = pipe, near
-    return best
 
 
 DRAM_EPSILON = 1e-3

@@ -20,8 +20,8 @@ from exporter.inference import (
     EntityInference,
     InferenceConfig,
     Totals,
-    integration_cap,
     note_unknown_model,
+    within_cap,
 )
 from exporter.sample import Attribution, Entity, Sample
 from exporter.sample_checks import (
@@ -336,7 +336,7 @@ class Cadence:
 
     def is_gap(self, dt: float) -> bool:
         """Judge one interval, then count it among the recent ones."""
-        gap = dt > integration_cap(self._config, self._recent)
+        gap = not within_cap(self._config, self._recent, dt)
         recent = self._recent
         self._recent = (*recent[1:], dt) if len(recent) >= RECENT_INTERVALS else (*recent, dt)
         return gap
