@@ -170,7 +170,9 @@ def test_a_shards_missing_fleet_totals_are_a_named_gap_not_a_silent_minus(
     said = [n for n in document["notes"] if "cluster=east shard=b" in n and "fleet totals" in n]
     assert len(said) == 1, document["notes"]
     assert f"{hole / 60:g} min" in said[0], said[0]
-    stretches = [s for s in document["coverage"]["stretches"] if "cluster=east shard=b" in " ".join(s["targets"])]
+    stretches = [
+        s for s in document["coverage"]["stretches"] if "cluster=east shard=b" in " ".join(s["targets"])
+    ]
     if in_windows:
         (stretch,) = stretches
         assert stretch["seconds"] == hole and stretch["expected_gpu_seconds"] == pytest.approx(3 * hole)
