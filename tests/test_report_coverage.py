@@ -279,3 +279,21 @@ def test_a_shards_fleet_within_tolerance_of_its_targets_is_no_hole() -> None:
     assert p._short_windows(plan, [_recorded(plan)], units, readings, 60.0) == {("east", "b"): [600.0]}
     raw = replace(_recorded(plan), level=None, fleet_level=None)
     assert p._short_windows(plan, [raw], units, readings, 60.0) == {}
+
+
+def test_a_shard_with_groups_and_no_fleet_reading_anywhere_is_named() -> None:
+    """Without node-level readings of shard c (no hole can be measured) and without a single
+    cluster:* reading of it, its groups are all there is: no remainder, and a note says so; a
+    shard read in some window, or whose holes were found, needs none."""
+    from exporter.report import prometheus as p
+    from exporter.report.series import CLUSTER
+
+    groups = [
+        Usage(labels={"namespace": "x", "cluster": "east", "shard": "a"}, gpu_seconds={"idle": 60.0}),
+        Usage(labels={"namespace": "y", "cluster": "west"}, gpu_seconds={"idle": 60.0}),
+    ]
+    readings = {("east", "a"): {300.0: Usage(labels={}, gpu_seconds={"idle": 90.0})}}
+    (note,) = p._unread_notes(groups, readings, [], CLUSTER)
+    assert note.startswith("cluster=west: no fleet totals (cluster:*) in the range"), note
+    hole = p._Hole(part=("west", ""), start=0.0, end=300.0, stretch=0, expected=60.0)
+    assert p._unread_notes(groups, readings, [hole], CLUSTER) == []

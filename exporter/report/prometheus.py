@@ -612,6 +612,7 @@ def _measure(
         fleets, timeline = _fleet(fleet_jobs, step)
         workloads = _relabelled(partitioned_workloads, workload_by)
         holes: list[_Hole] = []
+        unread: list[str] = []
         if complete:
             # Groups that hold every GPU are the fleet: its own level (cluster:*) is recorded an
             # evaluation or two after theirs, so a difference would be a remainder of nobody's GPUs.
@@ -623,8 +624,8 @@ def _measure(
                 plan, read, fleet_stretches, _part_units(seen.units), readings, seen.interval
             )
             holes = _with_stand_ins(q, found, read)
-            fleets = _patched(fleets, readings, holes)
-            groups, fleet = _with_remainders(partitioned_groups, fleets, by)
+            unread = _unread_notes(partitioned_groups, readings, holes, plan.fleet_level)
+            groups, fleet = _with_remainders(partitioned_groups, _patched(fleets, readings, holes), by)
         seen_in_pieces = [
             _relabelled(_usage(group_pieces.get(k, []), group_by), by) for k in range(len(pieces))
         ]
@@ -641,7 +642,7 @@ def _measure(
             reconstructed=raw_present,
         )
     spans = _joined(holes, seen.interval)
-    notes = [*_coverage_notes(measured), *_hole_notes(spans, plan.fleet_level)]
+    notes = [*_coverage_notes(measured), *_hole_notes(spans, plan.fleet_level), *unread]
     return _Measured(
         groups=groups,
         fleet=fleet,
@@ -1540,6 +1541,26 @@ def _with_holes(measured: Coverage, spans: Sequence[_Span], by: Sequence[str]) -
             group_missing[rest] = group_missing.get(rest, 0.0) + s.missing
     stretches.sort(key=lambda c: (c.start, c.end))
     return Coverage(stretches=tuple(stretches), group_missing=group_missing)
+
+
+def _unread_notes(
+    groups: Sequence[Usage],
+    readings: Mapping[_Partition, Mapping[float, Usage]],
+    holes: Sequence[_Hole],
+    fleet_level: RecordedLevel | None,
+) -> list[str]:
+    """A part whose groups have GPU-seconds but whose fleet was read in no window and which no hole
+    accounts for (no node-level readings to find them by): it has no remainder at all, and the
+    notes say so rather than leave it out silently."""
+    level = f"{fleet_level.name}:*" if fleet_level is not None else "fleet"
+    holed = {h.part for h in holes}
+    parts = dict.fromkeys(_partition(u.labels) for u in groups if u.total_gpu_seconds > 0)
+    return [
+        f"{_part_name(part)}: no fleet totals ({level}) in the range, nor node-level readings to "
+        "measure its windows by: its groups are counted, any GPUs they do not hold are not"
+        for part in parts
+        if part not in readings and part not in holed
+    ]
 
 
 def _hole_notes(spans: Sequence[_Span], fleet_level: RecordedLevel | None) -> list[str]:
