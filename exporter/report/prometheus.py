@@ -1343,8 +1343,14 @@ def _fleet_windows(jobs: _FleetJobs) -> dict[_Partition, dict[float, Usage]]:
     return {part: {t: _sum_of(us) for t, us in windows.items()} for part, windows in parts.items()}
 
 
-def _window_ends(stretch: _Stretch, step: int) -> list[float]:
-    return [stretch.start + (i + 1) * step for i in range(round((stretch.end - stretch.start) / step))]
+def _recorded_ends(fleet_stretches: Sequence[_Stretch], step: int) -> set[float]:
+    """The ends of the whole windows the fleet is read recorded in."""
+    return {
+        s.start + (i + 1) * step
+        for s in fleet_stretches
+        if s.fleet_level is not None and not s.edge
+        for i in range(round((s.end - s.start) / step))
+    }
 
 
 def _short_windows(
@@ -1356,12 +1362,7 @@ def _short_windows(
 ) -> dict[_Partition, list[float]]:
     """Per part, the ends of the windows read from the fleet's recorded level in which its fleet
     reading is missing, or short of its scrape targets' GPU-seconds beyond coverage's tolerance."""
-    recorded = {
-        t
-        for s in fleet_stretches
-        if s.fleet_level is not None and not s.edge
-        for t in _window_ends(s, plan.step)
-    }
+    recorded = _recorded_ends(fleet_stretches, plan.step)
     out: dict[_Partition, list[float]] = {}
     for part, row in part_units.items():
         mine = readings.get(part, {})
@@ -1392,13 +1393,26 @@ def _fleet_holes(
             if (stretch.start, stretch.end) in recorded_edges:
                 holes.extend(_edge_holes(k, stretch, _usage(read.jobs[k], read.by), readings))
             continue
-        for part, ends in short.items():
-            for run in _runs([t for t in ends if stretch.start < t <= stretch.end], plan.step):
-                first = round((run[0] - plan.start) / plan.step) - 1
-                expected = sum(part_units[part][first : first + len(run)])
-                holes.append(
-                    _Hole(part=part, start=run[0] - plan.step, end=run[-1], stretch=k, expected=expected)
-                )
+        holes.extend(_window_holes(plan, k, stretch, short, part_units))
+    return holes
+
+
+def _window_holes(
+    plan: _Plan,
+    k: int,
+    stretch: _Stretch,
+    short: Mapping[_Partition, Sequence[float]],
+    part_units: Mapping[_Partition, Sequence[float]],
+) -> list[_Hole]:
+    """Each part's short windows inside one stretch as runs, with what its targets reported there."""
+    holes: list[_Hole] = []
+    for part, ends in short.items():
+        for run in _runs([t for t in ends if stretch.start < t <= stretch.end], plan.step):
+            first = round((run[0] - plan.start) / plan.step) - 1
+            expected = sum(part_units[part][first : first + len(run)])
+            holes.append(
+                _Hole(part=part, start=run[0] - plan.step, end=run[-1], stretch=k, expected=expected)
+            )
     return holes
 
 
@@ -1486,25 +1500,26 @@ class _Span:
     missing: float
 
 
+def _span(h: _Hole) -> _Span:
+    grouped = h.groups.total_gpu_seconds if h.groups is not None else 0.0
+    return _Span(part=h.part, start=h.start, end=h.end, expected=h.expected, grouped=grouped, missing=0.0)
+
+
 def _joined(holes: Sequence[_Hole], interval: float) -> list[_Span]:
+    """Each part's adjacent holes as one span (a measured one and an edge's apart), with the
+    ungrouped GPU-seconds not counted there beyond coverage's tolerance."""
     spans: list[_Span] = []
-    for h in sorted(holes, key=lambda h: (h.part, h.start)):
-        grouped = h.groups.total_gpu_seconds if h.groups is not None else 0.0
+    for span in (_span(h) for h in sorted(holes, key=lambda h: (h.part, h.start))):
         last = spans[-1] if spans else None
-        if (
-            last
-            and last.part == h.part
-            and last.end == h.start
-            and (last.expected is None) == (h.expected is None)
+        if last is None or (last.part, last.end, last.expected is None) != (
+            span.part,
+            span.start,
+            span.expected is None,
         ):
-            expected = None if h.expected is None or last.expected is None else last.expected + h.expected
-            spans[-1] = replace(last, end=h.end, expected=expected, grouped=last.grouped + grouped)
-        else:
-            spans.append(
-                _Span(
-                    part=h.part, start=h.start, end=h.end, expected=h.expected, grouped=grouped, missing=0.0
-                )
-            )
+            spans.append(span)
+            continue
+        expected = None if span.expected is None or last.expected is None else last.expected + span.expected
+        spans[-1] = replace(last, end=span.end, expected=expected, grouped=last.grouped + span.grouped)
     return [
         replace(s, missing=coverage.missing(s.expected, s.grouped, s.end - s.start, interval))
         if s.expected is not None
@@ -1563,6 +1578,17 @@ def _unread_notes(
     ]
 
 
+def _hole_cost(spans: Sequence[_Span]) -> str:
+    """What a part's holes cost: its ungrouped GPU-hours not counted, of what its targets reported."""
+    measured = [s for s in spans if s.expected is not None]
+    if not measured:
+        return "not measured: a partial window at the range's edge"
+    missing = sum(s.missing for s in measured) / 3600.0
+    expected = sum(s.expected or 0.0 for s in measured) / 3600.0
+    cost = f"{missing:.3g} of the {expected:.3g} GPU-hours its targets reported there"
+    return cost + ("; the range's partial windows not measured" if len(measured) < len(spans) else "")
+
+
 def _hole_notes(spans: Sequence[_Span], fleet_level: RecordedLevel | None) -> list[str]:
     """One sentence per part whose fleet readings are missing: which, how long, what it costs."""
     level = f"{fleet_level.name}:*" if fleet_level is not None else "fleet"
@@ -1571,19 +1597,10 @@ def _hole_notes(spans: Sequence[_Span], fleet_level: RecordedLevel | None) -> li
         mine = [s for s in spans if s.part == part]
         seconds = sum(s.end - s.start for s in mine)
         when = ", ".join(f"{iso_time(s.start)} to {iso_time(s.end)}" for s in mine)
-        measured = [s for s in mine if s.expected is not None]
-        cost = (
-            f"{sum(s.missing for s in measured) / 3600.0:.3g} of the "
-            f"{sum(s.expected or 0.0 for s in measured) / 3600.0:.3g} GPU-hours its targets reported there"
-            if measured
-            else "not measured: a partial window at the range's edge"
-        )
-        if len(measured) < len(mine) and measured:
-            cost += "; the range's partial windows not measured"
         notes.append(
             f"{_part_name(part)}: fleet totals ({level}) missing or short for {seconds / 60:g} min "
-            f"({when}): its groups there are counted, its ungrouped GPUs there are not ({cost}); its "
-            "remainder is taken from the other windows"
+            f"({when}): its groups there are counted, its ungrouped GPUs there are not "
+            f"({_hole_cost(mine)}); its remainder is taken from the other windows"
         )
     return notes
 
