@@ -123,13 +123,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         yield {"url": url, "start": start, "tmp": tmp}
 
 
-def _report(server: dict[str, Any], lo: float, hi: float, step: str) -> dict[str, Any]:
+def _report(server: dict[str, Any], lo: float, hi: float, step: str, *args: str) -> dict[str, Any]:
     out = server["tmp"] / "report.json"
     start = server["start"]
     command = [
         sys.executable, "-m", "exporter", "report", "--prometheus", server["url"],
         "--start", str(int(start + lo)), "--end", str(int(start + hi)), "--step", step,
-        "--json", str(out),
+        "--json", str(out), *args,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -183,3 +183,22 @@ def test_a_shards_missing_fleet_totals_are_a_named_gap_not_a_silent_minus(
         assert groups["serve"]["coverage"] == 1.0
     else:  # the range's partial windows are not measured (docs/report.md, "Coverage")
         assert stretches == [] and fleet["coverage"] == 1.0
+
+
+def test_where_the_groups_hold_every_gpu_a_shards_missing_fleet_readings_cost_the_timeline_only(
+    server: dict[str, Any],
+) -> None:
+    """By node the groups are the node level, which holds every GPU: the fleet is their sum and no
+    remainder is taken, but the timeline is drawn from cluster:*, so it lacks shard b's GPUs in the
+    hole; a note says so (the numbers and the coverage are whole)."""
+    document = _report(server, 0, 3600, "5m", "--by", "node")
+    nodes = {g["labels"]["node"]: g["gpu_seconds_total"] for g in document["groups"]}
+    assert nodes == {"east-a-node": pytest.approx(3 * 3600.0), "east-b-node": pytest.approx(3 * 3600.0)}
+    assert document["fleet"]["gpu_seconds_total"] == pytest.approx(6 * 3600.0)
+    assert document["fleet"]["coverage"] == 1.0 and document["coverage"]["stretches"] == []
+    said = [n for n in document["notes"] if "cluster=east shard=b" in n and "fleet totals" in n]
+    assert len(said) == 1 and "timeline lacks" in said[0] and "10 min" in said[0], document["notes"]
+    gpus = {p["end"]: sum(p["gpus"].values()) for p in document["timeline"]}
+    lacking = [end for end, count in gpus.items() if count == pytest.approx(3.0)]
+    assert lacking == [server["start"] + t for t in (HOLE_START + 300, HOLE_END)], gpus
+    assert len(gpus) == 12 and all(gpus[t] == pytest.approx(6.0) for t in gpus if t not in lacking), gpus

@@ -611,20 +611,20 @@ def _measure(
             partitioned_groups = _usage(group_jobs, group_keys)
         fleets, timeline = _fleet(fleet_jobs, step)
         workloads = _relabelled(partitioned_workloads, workload_by)
-        holes: list[_Hole] = []
-        unread: list[str] = []
+        readings = _fleet_windows(fleet_jobs)
+        # the fleet's level is recorded an evaluation after the node level: the tolerance's unit
+        lag = plan.lookback / 1.5 if plan.lookback else seen.interval
+        found = _fleet_holes(plan, read, fleet_stretches, _part_units(seen.units), readings, lag)
         if complete:
             # Groups that hold every GPU are the fleet: its own level (cluster:*) is recorded an
             # evaluation or two after theirs, so a difference would be a remainder of nobody's GPUs.
             groups = merge_usage(_relabelled(partitioned_groups, by))
             fleet = _sum_of(groups)
+            holes: list[_Hole] = []
+            more_notes = _timeline_notes(_joined(found, lag), plan.fleet_level)
         else:
-            readings = _fleet_windows(fleet_jobs)
-            found = _fleet_holes(
-                plan, read, fleet_stretches, _part_units(seen.units), readings, seen.interval
-            )
             holes = _with_stand_ins(q, found, read)
-            unread = _unread_notes(partitioned_groups, readings, holes, plan.fleet_level)
+            more_notes = _unread_notes(partitioned_groups, readings, holes, plan.fleet_level)
             groups, fleet = _with_remainders(partitioned_groups, _patched(fleets, readings, holes), by)
         seen_in_pieces = [
             _relabelled(_usage(group_pieces.get(k, []), group_by), by) for k in range(len(pieces))
@@ -641,8 +641,8 @@ def _measure(
             interval=seen.interval,
             reconstructed=raw_present,
         )
-    spans = _joined(holes, seen.interval)
-    notes = [*_coverage_notes(measured), *_hole_notes(spans, plan.fleet_level), *unread]
+    spans = _joined(holes, lag)
+    notes = [*_coverage_notes(measured), *_hole_notes(spans, plan.fleet_level), *more_notes]
     return _Measured(
         groups=groups,
         fleet=fleet,
@@ -1576,6 +1576,22 @@ def _unread_notes(
         for part in parts
         if part not in readings and part not in holed
     ]
+
+
+def _timeline_notes(spans: Sequence[_Span], fleet_level: RecordedLevel | None) -> list[str]:
+    """Where the groups hold every GPU (the fleet is their sum) a part's missing fleet readings cost
+    only the timeline, which is drawn from them: one sentence per part, its whole windows."""
+    level = f"{fleet_level.name}:*" if fleet_level is not None else "fleet"
+    notes = []
+    for part in dict.fromkeys(s.part for s in spans if s.expected is not None):
+        mine = [s for s in spans if s.part == part and s.expected is not None]
+        seconds = sum(s.end - s.start for s in mine)
+        when = ", ".join(f"{iso_time(s.start)} to {iso_time(s.end)}" for s in mine)
+        notes.append(
+            f"{_part_name(part)}: fleet totals ({level}) missing or short for {seconds / 60:g} min "
+            f"({when}): the timeline lacks its GPUs there; its numbers are its groups' and hold them"
+        )
+    return notes
 
 
 def _hole_cost(spans: Sequence[_Span]) -> str:
