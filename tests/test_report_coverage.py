@@ -4,6 +4,7 @@ the JSON and the page say about it. The e2e half is tests/test_report_coverage_e
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -189,3 +190,110 @@ def test_a_shards_remainder_is_taken_within_the_shard_before_the_shards_are_summ
         catalog=load_catalog(), options=ReportOptions(by=("namespace",)),
     )  # fmt: skip
     assert doc["fleet"]["gpu_seconds"]["memory_bound"] == 1000.0
+
+
+def _plan(windows: int) -> Any:
+    """A global server's plan: 5-minute windows, pods recorded, the fleet from cluster:*."""
+    from exporter.report.prometheus import _Plan
+    from exporter.report.series import CLUSTER, NAMESPACE_POD
+
+    end = 300.0 * windows
+    return _Plan(
+        dialect="promql", sample_interval=None, step=300, wanted_start=0.0, wanted_end=end, start=0.0,
+        end=end, raw_present=False, level=NAMESPACE_POD, workload_level=NAMESPACE_POD,
+        fleet_level=CLUSTER, covered=set(), lookback=90.0,
+    )  # fmt: skip
+
+
+def _recorded(plan: Any) -> Any:
+    from exporter.report.prometheus import _Stretch
+    from exporter.report.series import CLUSTER, NAMESPACE_POD
+
+    return _Stretch(start=plan.start, end=plan.end, level=NAMESPACE_POD, fleet_level=CLUSTER)
+
+
+def test_a_shards_remainder_is_taken_over_the_windows_its_fleet_was_read_in() -> None:
+    """Shard b's cluster:* reading is missing in three windows and short in a fourth (one GPU's of
+    three: a late rule evaluation) while its node-level readings are whole: taken over the range,
+    its remainder would lose its pods' GPU-seconds there too. Its fleet there is its groups'
+    instead, the remainder the other windows', and coverage counts the ungrouped GPU-seconds not
+    seen (the end-to-end half, against a real Prometheus: tests/test_report_fleet_gaps.py)."""
+    from exporter.report import prometheus as p
+    from exporter.report.series import CLUSTER
+
+    plan = _plan(12)
+    stretch = _recorded(plan)
+    a, b = ("east", "a"), ("east", "b")
+    units = {(*a, "ridgeline", "na:1", "na"): [900.0] * 12, (*b, "ridgeline", "nb:1", "nb"): [900.0] * 12}
+    ends = [300.0 * (i + 1) for i in range(12)]
+    busy = {"compute_bound": 600.0, "latency_bound": 300.0}
+    readings = {
+        a: {t: Usage(labels={}, gpu_seconds=busy) for t in ends},
+        b: {
+            t: Usage(labels={}, gpu_seconds={"memory_bound": 900.0})
+            for t in ends
+            if t not in (2100, 2400, 3300)
+        },
+    }
+    readings[b][3000.0] = Usage(labels={}, gpu_seconds={"memory_bound": 300.0})
+    read = p._GroupReads(stretches=[stretch], jobs=[[]], by=("namespace", "cluster", "shard"))
+    found = p._fleet_holes(plan, read, [stretch], p._part_units(units), readings, 60.0)
+    want = [(b, 1800.0, 2400.0, 1800.0), (b, 2700.0, 3300.0, 1800.0)]
+    assert [(h.part, h.start, h.end, h.expected) for h in found] == want
+    # b's pod holds two of its three GPUs: its groups there are b's fleet there
+    pod = [Usage(labels={}, gpu_seconds={"memory_bound": 2 * (h.end - h.start)}) for h in found]
+    holes = [replace(h, groups=g) for h, g in zip(found, pod, strict=True)]
+    fleets = {part: p._sum_of(list(windows.values())) for part, windows in readings.items()}
+    pods = {"train": ("compute_bound", a), "serve": ("memory_bound", b)}
+    groups = [
+        Usage(labels={"namespace": name, "cluster": part[0], "shard": part[1]}, gpu_seconds={regime: 7200.0})
+        for name, (regime, part) in pods.items()
+    ]
+    rows, fleet = p._with_remainders(groups, p._patched(fleets, readings, holes), ("namespace",))
+    rest = next(u for u in rows if not u.labels)
+    # a's ungrouped GPU throughout; b's over the eight windows its fleet was read in, not those less
+    # its pods' GPU-seconds in the other four (8 x 900 + 300 - 7200 = 300)
+    assert rest.gpu_seconds["latency_bound"] == 3600.0 and rest.gpu_seconds["memory_bound"] == 8 * 300.0
+    assert fleet.total_gpu_seconds == 3 * 3600.0 + 2 * 3600.0 + 8 * 300.0
+    spans = p._joined(holes, 60.0)
+    assert [(s.start, s.end, s.missing) for s in spans] == [(1800.0, 2400.0, 600.0), (2700.0, 3300.0, 600.0)]
+    measured = p._with_holes(Coverage(), spans, ("namespace",))
+    assert measured.missing_gpu_seconds == 1200.0 and measured.group_missing == {(): 1200.0}
+    assert [s.targets for s in measured.stretches] == [("cluster=east shard=b fleet totals",)] * 2
+    (note,) = p._hole_notes(spans, CLUSTER)
+    assert note.startswith("cluster=east shard=b: fleet totals (cluster:*) missing or short for 20 min"), note
+    assert "0.333 of the 1 GPU-hours its targets reported there" in note
+
+
+def test_a_shards_fleet_within_tolerance_of_its_targets_is_no_hole() -> None:
+    """The cluster level is recorded an evaluation after the node level: a fleet a little short of
+    its targets (up to two evaluation intervals per GPU) is the levels' lag, not a missing reading;
+    a window read raw (not covered by the recorded levels) is no hole either (a gap, if empty)."""
+    from exporter.report import prometheus as p
+
+    plan = _plan(2)
+    units = p._part_units({("east", "b", "ridgeline", "nb:1", "nb"): [900.0, 900.0]})
+    lagged, late = 900.0 - 3 * 119.0, 900.0 - 3 * 121.0  # 3 GPUs, 119 and 121 GPU-s each short
+    readings = {("east", "b"): {300.0: Usage(labels={}, gpu_seconds={"idle": lagged}),
+                                600.0: Usage(labels={}, gpu_seconds={"idle": late})}}  # fmt: skip
+    assert p._short_windows(plan, [_recorded(plan)], units, readings, 60.0) == {("east", "b"): [600.0]}
+    raw = replace(_recorded(plan), level=None, fleet_level=None)
+    assert p._short_windows(plan, [raw], units, readings, 60.0) == {}
+
+
+def test_a_shard_with_groups_and_no_fleet_reading_anywhere_is_named() -> None:
+    """Without node-level readings of shard c (no hole can be measured) and without a single
+    cluster:* reading of it, its groups are all there is: no remainder, and a note says so; a
+    shard read in some window, or whose holes were found, needs none."""
+    from exporter.report import prometheus as p
+    from exporter.report.series import CLUSTER
+
+    groups = [
+        Usage(labels={"namespace": "x", "cluster": "east", "shard": "a"}, gpu_seconds={"idle": 60.0}),
+        Usage(labels={"namespace": "y", "cluster": "west"}, gpu_seconds={"idle": 60.0}),
+    ]
+    readings = {("east", "a"): {300.0: Usage(labels={}, gpu_seconds={"idle": 90.0})}}
+    (note,) = p._unread_notes(groups, readings, [], CLUSTER)
+    assert note.startswith("cluster=west: no fleet totals (cluster:*) in the range"), note
+    hole = p._Hole(part=("west", ""), start=0.0, end=300.0, stretch=0, expected=60.0)
+    assert p._unread_notes(groups, readings, [hole], CLUSTER) == []

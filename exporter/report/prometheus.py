@@ -356,7 +356,7 @@ def collect(
         (group_stretches, workload_stretches, fleet_stretches),
         _CoverageInput(units=units, runs=runs, pieces=pieces, interval=interval),
     )
-    notes.extend(_coverage_notes(measured.coverage))
+    notes.extend(measured.notes)
     notes.extend(_reading_notes(group_stretches, measured.complete))
     missing_by = _check_grouping(
         client, by, measured.groups, measured.fleet, plan.wanted_start, plan.wanted_end, require_by
@@ -557,6 +557,8 @@ class _Measured:
     coverage: Coverage
     complete: bool
     """The groups hold every GPU (the fleet is their sum)."""
+    notes: list[str]
+    """What coverage found: unseen targets, parts whose fleet readings are missing."""
 
 
 def _measure(
@@ -570,7 +572,8 @@ def _measure(
     seen: _CoverageInput,
 ) -> _Measured:
     """The groups', the workloads' and the fleet's usage, and the coverage, from one pool of
-    queries: every query is submitted first, then the answers are read (no task waits on another)."""
+    queries: every query is submitted first, then the answers are read (no task waits on another;
+    only a part's missing fleet readings, found in the answers, cost a second round)."""
     group_stretches, workload_stretches, fleet_stretches = stretches
     level, step, raw_present, pieces = plan.level, plan.step, plan.raw_present, seen.pieces
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
@@ -580,14 +583,17 @@ def _measure(
         derived = set(by) < set(workload_by) and level is plan.workload_level
         # every answer keeps the shards apart (cluster, shard) until the remainder is taken
         workload_keys, group_keys = _partitioned(workload_by), _partitioned(by)
-        workload_jobs, workload_pieces = _usage_jobs_by_piece(q, workload_keys, workload_stretches)
+        workload_jobs, workload_pieces, workload_each = _usage_jobs_by_piece(
+            q, workload_keys, workload_stretches
+        )
         if workload_by == by or derived:
             group_jobs, group_pieces, group_by = workload_jobs, workload_pieces, workload_keys
-            complete = _complete(workload_stretches, raw_present)
+            read = _GroupReads(stretches=workload_stretches, jobs=workload_each, by=workload_keys)
         else:
-            group_jobs, group_pieces = _usage_jobs_by_piece(q, group_keys, group_stretches)
+            group_jobs, group_pieces, group_each = _usage_jobs_by_piece(q, group_keys, group_stretches)
             group_by = group_keys
-            complete = _complete(group_stretches, raw_present)
+            read = _GroupReads(stretches=group_stretches, jobs=group_each, by=group_keys)
+        complete = _complete(read.stretches, raw_present)
         fleet_jobs = _fleet_jobs(q, fleet_stretches, totals=not complete)
         neighbours = [_neighbour_jobs(q, by, p) for p in pieces]
         piece_units = [
@@ -605,13 +611,21 @@ def _measure(
             partitioned_groups = _usage(group_jobs, group_keys)
         fleets, timeline = _fleet(fleet_jobs, step)
         workloads = _relabelled(partitioned_workloads, workload_by)
+        readings = _fleet_windows(fleet_jobs)
+        # the fleet's level is recorded an evaluation after the node level: the tolerance's unit
+        lag = plan.lookback / 1.5 if plan.lookback else seen.interval
+        found = _fleet_holes(plan, read, fleet_stretches, _part_units(seen.units), readings, lag)
         if complete:
             # Groups that hold every GPU are the fleet: its own level (cluster:*) is recorded an
             # evaluation or two after theirs, so a difference would be a remainder of nobody's GPUs.
             groups = merge_usage(_relabelled(partitioned_groups, by))
             fleet = _sum_of(groups)
+            holes: list[_Hole] = []
+            more_notes = _timeline_notes(_joined(found, lag), plan.fleet_level)
         else:
-            groups, fleet = _with_remainders(partitioned_groups, fleets, by)
+            holes = _with_stand_ins(q, found, read)
+            more_notes = _unread_notes(partitioned_groups, readings, holes, plan.fleet_level)
+            groups, fleet = _with_remainders(partitioned_groups, _patched(fleets, readings, holes), by)
         seen_in_pieces = [
             _relabelled(_usage(group_pieces.get(k, []), group_by), by) for k in range(len(pieces))
         ]
@@ -627,13 +641,16 @@ def _measure(
             interval=seen.interval,
             reconstructed=raw_present,
         )
+    spans = _joined(holes, lag)
+    notes = [*_coverage_notes(measured), *_hole_notes(spans, plan.fleet_level), *more_notes]
     return _Measured(
         groups=groups,
         fleet=fleet,
         workloads=workloads,
         timeline=timeline,
-        coverage=measured,
+        coverage=_with_holes(measured, spans, by),
         complete=complete,
+        notes=notes,
     )
 
 
@@ -1001,16 +1018,18 @@ def _coverage_notes(measured: Coverage) -> list[str]:
 
 def _usage_jobs_by_piece(
     q: _Queries, by: tuple[str, ...], stretches: Sequence[_Stretch]
-) -> tuple[_Jobs, dict[int, _Jobs]]:
-    """_usage_jobs, with each coverage run's answers also kept apart."""
+) -> tuple[_Jobs, dict[int, _Jobs], list[_Jobs]]:
+    """_usage_jobs, with each coverage run's answers also kept apart, and each stretch's."""
     jobs: _Jobs = []
     pieces: dict[int, _Jobs] = {}
+    each: list[_Jobs] = []
     for stretch in stretches:
         mine = _usage_jobs(q, by, [stretch])
         jobs.extend(mine)
+        each.append(mine)
         if stretch.piece is not None:
             pieces.setdefault(stretch.piece, []).extend(mine)
-    return jobs, pieces
+    return jobs, pieces, each
 
 
 def _labels(metric: Mapping[str, str], by: Sequence[str]) -> dict[str, str]:
@@ -1164,10 +1183,10 @@ def _fleet_jobs(q: _Queries, stretches: Sequence[_Stretch], totals: bool = True)
             )
             if stretch.edge:  # one value: a run read across is its windows' average on the timeline
                 across = (stretch.start, stretch.end) if stretch.piece is not None else None
-                jobs.append((f"edge {quantity}", q.query(expr, stretch.end), across))
+                jobs.append((f"edge {quantity}", q.query(expr, stretch.end), across, stretch.end))
             else:
                 future = q.pool.submit(q.client.query_range, expr, stretch.start + step, stretch.end, step)
-                jobs.append((quantity, future, None))
+                jobs.append((quantity, future, None, stretch.end))
     return jobs
 
 
@@ -1177,8 +1196,8 @@ def _sum_of(groups: Sequence[Usage]) -> Usage:
     return merged[0] if merged else Usage(labels={})
 
 
-_FleetJobs = list[tuple[str, Future[Any], tuple[float, float] | None]]
-"""(quantity, answer, the span of a coverage run read across in one value)."""
+_FleetJobs = list[tuple[str, Future[Any], tuple[float, float] | None, float]]
+"""(quantity, answer, the span of a coverage run read across in one value, the stretch's end)."""
 
 
 def _fleet(jobs: _FleetJobs, step: int) -> tuple[dict[_Partition, Usage], list[TimelinePoint]]:
@@ -1186,7 +1205,7 @@ def _fleet(jobs: _FleetJobs, step: int) -> tuple[dict[_Partition, Usage], list[T
     (GPUs per regime in each window)."""
     parts: list[Usage] = []
     per_window: dict[float, dict[str, float]] = {}
-    for job, future, across in jobs:
+    for job, future, across, _end in jobs:
         quantity = job.removeprefix("edge ")
         for metric, answer in future.result():
             points = [(math.nan, answer)] if job.startswith("edge ") else answer
@@ -1254,6 +1273,352 @@ def _with_remainders(
     # to take again); its FLOPs, bytes and idle-allocated time are as measured
     fleet = measured[0] if measured else Usage(labels={})
     return merged, replace(fleet, gpu_seconds=grouped[0].gpu_seconds if grouped else {})
+
+
+# -- a part's missing fleet readings (a global server) ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupReads:
+    """How the groups were read: their stretches, each stretch's queries, the keys they answer by."""
+
+    stretches: Sequence[_Stretch]
+    jobs: Sequence[_Jobs]
+    by: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Hole:
+    """Windows (start, end] of one group stretch in which a part's fleet reading is missing, or
+    short of what its scrape targets reported there: its remainder is not taken over them."""
+
+    part: _Partition
+    start: float
+    end: float
+    stretch: int
+    """The group stretch the windows lie in (its index)."""
+    expected: float | None
+    """The part's GPU-seconds its scrape targets reported there (None: a partial window at an edge
+    of the range, which coverage does not measure)."""
+    groups: Usage | None = None
+    """What the part's groups were read to have there: its fleet there (so no remainder)."""
+
+
+def _part_units(units: Mapping[coverage.Key, Sequence[float]]) -> dict[_Partition, list[float]]:
+    """Each part's GPU-seconds per window: its scrape targets' summed."""
+    out: dict[_Partition, list[float]] = {}
+    for key, row in units.items():
+        part = _partition(dict(zip(coverage.UNIT_LABELS, key, strict=True)))
+        total = out.setdefault(part, [0.0] * len(row))
+        for i, value in enumerate(row):
+            total[i] += value
+    return out
+
+
+def _fleet_reading(quantity: str, metric: Mapping[str, str], value: float) -> Usage | None:
+    """One answer of _fleet_jobs as a Usage (None: a regime the model does not know)."""
+    if quantity == "regime":
+        regime = metric.get("regime")
+        return Usage(labels={}, gpu_seconds={regime: value}) if regime in REGIMES else None
+    if quantity == "flop":
+        return Usage(labels={}, flop=value)
+    if quantity == "idle_allocated":
+        return Usage(labels={}, idle_allocated_gpu_seconds=value)
+    return Usage(labels={}, dram_bytes=value)
+
+
+def _fleet_windows(jobs: _FleetJobs) -> dict[_Partition, dict[float, Usage]]:
+    """Each part's fleet reading per window, by the window's end (a stretch read in one value: by
+    the stretch's end)."""
+    parts: dict[_Partition, dict[float, list[Usage]]] = {}
+    for job, future, _across, end in jobs:
+        quantity = job.removeprefix("edge ")
+        for metric, answer in future.result():
+            points = [(end, answer)] if job.startswith("edge ") else answer
+            slots = parts.setdefault(_partition(metric), {})
+            for t, value in points:
+                reading = _fleet_reading(quantity, metric, value)
+                if reading is not None:
+                    slots.setdefault(t, []).append(reading)
+    return {part: {t: _sum_of(us) for t, us in windows.items()} for part, windows in parts.items()}
+
+
+def _recorded_ends(fleet_stretches: Sequence[_Stretch], step: int) -> set[float]:
+    """The ends of the whole windows the fleet is read recorded in."""
+    return {
+        s.start + (i + 1) * step
+        for s in fleet_stretches
+        if s.fleet_level is not None and not s.edge
+        for i in range(round((s.end - s.start) / step))
+    }
+
+
+def _short_windows(
+    plan: _Plan,
+    fleet_stretches: Sequence[_Stretch],
+    part_units: Mapping[_Partition, Sequence[float]],
+    readings: Mapping[_Partition, Mapping[float, Usage]],
+    interval: float,
+) -> dict[_Partition, list[float]]:
+    """Per part, the ends of the windows read from the fleet's recorded level in which its fleet
+    reading is missing, or short of its scrape targets' GPU-seconds beyond coverage's tolerance."""
+    recorded = _recorded_ends(fleet_stretches, plan.step)
+    out: dict[_Partition, list[float]] = {}
+    for part, row in part_units.items():
+        mine = readings.get(part, {})
+        for i, want in enumerate(row):
+            t = plan.start + (i + 1) * plan.step
+            got = mine[t].total_gpu_seconds if t in mine else 0.0
+            if t in recorded and want > 0 and coverage.missing(want, got, plan.step, interval) > 0:
+                out.setdefault(part, []).append(t)
+    return out
+
+
+def _fleet_holes(
+    plan: _Plan,
+    read: _GroupReads,
+    fleet_stretches: Sequence[_Stretch],
+    part_units: Mapping[_Partition, Sequence[float]],
+    readings: Mapping[_Partition, Mapping[float, Usage]],
+    interval: float,
+) -> list[_Hole]:
+    """Where a part's fleet reading is missing or short: runs of whole windows (against its
+    targets' readings), and the range's partial edges where its groups have GPU-seconds and its
+    fleet none."""
+    short = _short_windows(plan, fleet_stretches, part_units, readings, interval)
+    recorded_edges = {(s.start, s.end) for s in fleet_stretches if s.edge and s.fleet_level is not None}
+    holes: list[_Hole] = []
+    for k, stretch in enumerate(read.stretches):
+        if stretch.edge:
+            if (stretch.start, stretch.end) in recorded_edges:
+                holes.extend(_edge_holes(k, stretch, _usage(read.jobs[k], read.by), readings))
+            continue
+        holes.extend(_window_holes(plan, k, stretch, short, part_units))
+    return holes
+
+
+def _window_holes(
+    plan: _Plan,
+    k: int,
+    stretch: _Stretch,
+    short: Mapping[_Partition, Sequence[float]],
+    part_units: Mapping[_Partition, Sequence[float]],
+) -> list[_Hole]:
+    """Each part's short windows inside one stretch as runs, with what its targets reported there."""
+    holes: list[_Hole] = []
+    for part, ends in short.items():
+        for run in _runs([t for t in ends if stretch.start < t <= stretch.end], plan.step):
+            first = round((run[0] - plan.start) / plan.step) - 1
+            expected = sum(part_units[part][first : first + len(run)])
+            holes.append(
+                _Hole(part=part, start=run[0] - plan.step, end=run[-1], stretch=k, expected=expected)
+            )
+    return holes
+
+
+def _runs(ends: Sequence[float], step: int) -> list[list[float]]:
+    """Window ends (sorted) cut into runs of consecutive windows."""
+    runs: list[list[float]] = []
+    for t in ends:
+        if runs and t == runs[-1][-1] + step:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return runs
+
+
+def _edge_holes(
+    k: int, edge: _Stretch, groups: Sequence[Usage], readings: Mapping[_Partition, Mapping[float, Usage]]
+) -> list[_Hole]:
+    """A partial window at the range's edge is a hole of each part whose groups have GPU-seconds
+    there and whose fleet has no reading."""
+    seen: dict[_Partition, float] = {}
+    for u in groups:
+        seen[_partition(u.labels)] = seen.get(_partition(u.labels), 0.0) + u.total_gpu_seconds
+    return [
+        _Hole(part=part, start=edge.start, end=edge.end, stretch=k, expected=None)
+        for part, seconds in seen.items()
+        if seconds > 0 and edge.end not in readings.get(part, {})
+    ]
+
+
+def _within(q: _Queries, part: _Partition) -> _Queries:
+    """The queries restricted to one part (a label it lacks: matched as empty)."""
+    escaped = [v.replace("\\", "\\\\").replace('"', '\\"') for v in part]
+    where = [promql.Matcher(label=k, op="=", value=v) for k, v in zip(PARTITION_LABELS, escaped, strict=True)]
+    return replace(q, matchers=[*q.matchers, *where])
+
+
+def _with_stand_ins(q: _Queries, holes: Sequence[_Hole], read: _GroupReads) -> list[_Hole]:
+    """Each hole with its part's groups' usage there: a whole stretch's from its answers, a run
+    inside one from one instant query per quantity (restricted to the part)."""
+    jobs: list[tuple[_Jobs, tuple[str, ...]]] = []
+    for h in holes:
+        stretch = read.stretches[h.stretch]
+        if (h.start, h.end) == (stretch.start, stretch.end):
+            jobs.append((read.jobs[h.stretch], read.by))
+        elif stretch.level is None and not q.plan.raw_present:
+            jobs.append(([], PARTITION_LABELS))  # read raw where there are none: nothing
+        else:
+            inside = replace(stretch, start=h.start, end=h.end, piece=None)
+            jobs.append((_usage_jobs(_within(q, h.part), PARTITION_LABELS, [inside]), PARTITION_LABELS))
+    return [
+        replace(h, groups=_sum_of([u for u in _usage(answers, keys) if _partition(u.labels) == h.part]))
+        for h, (answers, keys) in zip(holes, jobs, strict=True)
+    ]
+
+
+def _patched(
+    fleets: Mapping[_Partition, Usage],
+    readings: Mapping[_Partition, Mapping[float, Usage]],
+    holes: Sequence[_Hole],
+) -> dict[_Partition, Usage]:
+    """Each part's fleet with its readings in its holes replaced by its groups' usage there: its
+    remainder is then taken over the windows its fleet was read in, not less the groups' time in
+    the others (a silent minus), and the fleet's FLOPs and bytes hold its groups' there."""
+    out = dict(fleets)
+    for part in dict.fromkeys(h.part for h in holes):
+        mine = [h for h in holes if h.part == part]
+        kept = [u for t, u in readings.get(part, {}).items() if not any(h.start < t <= h.end for h in mine)]
+        total = _sum_of([*kept, *(h.groups for h in mine if h.groups is not None)])
+        out[part] = replace(
+            total, labels=_labels(dict(zip(PARTITION_LABELS, part, strict=True)), PARTITION_LABELS)
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """Adjacent holes of one part joined: what its targets reported there (None: not measured),
+    what its groups hold there, and the GPU-seconds of its remainder not counted."""
+
+    part: _Partition
+    start: float
+    end: float
+    expected: float | None
+    grouped: float
+    missing: float
+
+
+def _span(h: _Hole) -> _Span:
+    grouped = h.groups.total_gpu_seconds if h.groups is not None else 0.0
+    return _Span(part=h.part, start=h.start, end=h.end, expected=h.expected, grouped=grouped, missing=0.0)
+
+
+def _joined(holes: Sequence[_Hole], interval: float) -> list[_Span]:
+    """Each part's adjacent holes as one span (a measured one and an edge's apart), with the
+    ungrouped GPU-seconds not counted there beyond coverage's tolerance."""
+    spans: list[_Span] = []
+    for span in (_span(h) for h in sorted(holes, key=lambda h: (h.part, h.start))):
+        last = spans[-1] if spans else None
+        if last is None or (last.part, last.end, last.expected is None) != (
+            span.part,
+            span.start,
+            span.expected is None,
+        ):
+            spans.append(span)
+            continue
+        expected = None if span.expected is None or last.expected is None else last.expected + span.expected
+        spans[-1] = replace(last, end=span.end, expected=expected, grouped=last.grouped + span.grouped)
+    return [
+        replace(s, missing=coverage.missing(s.expected, s.grouped, s.end - s.start, interval))
+        if s.expected is not None
+        else s
+        for s in spans
+    ]
+
+
+def _part_name(part: _Partition) -> str:
+    return " ".join(f"{k}={v}" for k, v in zip(PARTITION_LABELS, part, strict=True) if v) or "(unlabelled)"
+
+
+def _with_holes(measured: Coverage, spans: Sequence[_Span], by: Sequence[str]) -> Coverage:
+    """The coverage with each measured span as a stretch (its part's fleet totals unseen: what its
+    targets reported there expected, what its groups hold seen) and its missing time the part's
+    remainder's."""
+    stretches = list(measured.stretches)
+    group_missing = dict(measured.group_missing)
+    for s in spans:
+        if s.expected is None:
+            continue
+        stretches.append(
+            CoverageStretch(
+                start=s.start,
+                end=s.end,
+                expected_gpu_seconds=s.expected,
+                seen_gpu_seconds=s.expected - s.missing,
+                reconstructed=False,
+                targets=(f"{_part_name(s.part)} fleet totals",),
+            )
+        )
+        rest = _group_key(_labels(dict(zip(PARTITION_LABELS, s.part, strict=True)), by))
+        if s.missing > 0:
+            group_missing[rest] = group_missing.get(rest, 0.0) + s.missing
+    stretches.sort(key=lambda c: (c.start, c.end))
+    return Coverage(stretches=tuple(stretches), group_missing=group_missing)
+
+
+def _unread_notes(
+    groups: Sequence[Usage],
+    readings: Mapping[_Partition, Mapping[float, Usage]],
+    holes: Sequence[_Hole],
+    fleet_level: RecordedLevel | None,
+) -> list[str]:
+    """A part whose groups have GPU-seconds but whose fleet was read in no window and which no hole
+    accounts for (no node-level readings to find them by): it has no remainder at all, and the
+    notes say so rather than leave it out silently."""
+    level = f"{fleet_level.name}:*" if fleet_level is not None else "fleet"
+    holed = {h.part for h in holes}
+    parts = dict.fromkeys(_partition(u.labels) for u in groups if u.total_gpu_seconds > 0)
+    return [
+        f"{_part_name(part)}: no fleet totals ({level}) in the range, nor node-level readings to "
+        "measure its windows by: its groups are counted, any GPUs they do not hold are not"
+        for part in parts
+        if part not in readings and part not in holed
+    ]
+
+
+def _timeline_notes(spans: Sequence[_Span], fleet_level: RecordedLevel | None) -> list[str]:
+    """Where the groups hold every GPU (the fleet is their sum) a part's missing fleet readings cost
+    only the timeline, which is drawn from them: one sentence per part, its whole windows."""
+    level = f"{fleet_level.name}:*" if fleet_level is not None else "fleet"
+    notes = []
+    for part in dict.fromkeys(s.part for s in spans if s.expected is not None):
+        mine = [s for s in spans if s.part == part and s.expected is not None]
+        seconds = sum(s.end - s.start for s in mine)
+        when = ", ".join(f"{iso_time(s.start)} to {iso_time(s.end)}" for s in mine)
+        notes.append(
+            f"{_part_name(part)}: fleet totals ({level}) missing or short for {seconds / 60:g} min "
+            f"({when}): the timeline lacks its GPUs there; its numbers are its groups' and hold them"
+        )
+    return notes
+
+
+def _hole_cost(spans: Sequence[_Span]) -> str:
+    """What a part's holes cost: its ungrouped GPU-hours not counted, of what its targets reported."""
+    measured = [s for s in spans if s.expected is not None]
+    if not measured:
+        return "not measured: a partial window at the range's edge"
+    missing = sum(s.missing for s in measured) / 3600.0
+    expected = sum(s.expected or 0.0 for s in measured) / 3600.0
+    cost = f"{missing:.3g} of the {expected:.3g} GPU-hours its targets reported there"
+    return cost + ("; the range's partial windows not measured" if len(measured) < len(spans) else "")
+
+
+def _hole_notes(spans: Sequence[_Span], fleet_level: RecordedLevel | None) -> list[str]:
+    """One sentence per part whose fleet readings are missing: which, how long, what it costs."""
+    level = f"{fleet_level.name}:*" if fleet_level is not None else "fleet"
+    notes = []
+    for part in dict.fromkeys(s.part for s in spans):
+        mine = [s for s in spans if s.part == part]
+        seconds = sum(s.end - s.start for s in mine)
+        when = ", ".join(f"{iso_time(s.start)} to {iso_time(s.end)}" for s in mine)
+        notes.append(
+            f"{_part_name(part)}: fleet totals ({level}) missing or short for {seconds / 60:g} min "
+            f"({when}): its groups there are counted, its ungrouped GPUs there are not "
+            f"({_hole_cost(mine)}); its remainder is taken from the other windows"
+        )
+    return notes
 
 
 def _gaps(timeline: Sequence[TimelinePoint], start: float, end: float, step: int) -> list[Window]:
