@@ -721,12 +721,36 @@ class EntityFold:
         time_weight: float = 1.0,
     ) -> bool:
         """Fold one sample in (`step`'s arguments); False for a duplicate or out-of-order one,
-        which changes nothing (its interval was already accounted for)."""
+        which changes nothing (its interval was already accounted for). The steps, in order: the
+        card's profile, the interval, the inputs and the frozen counters, then, for a reading,
+        its judging and debouncing (`_judge`) and the counters (`_count`)."""
         timestamp = sample.timestamp
         last = self.timestamp
         if last is not None and timestamp <= last:
             return False
         entity = sample.entity
+        profile = self._profile_for(entity, card, config)
+        before = self.recent
+        dt = None if last is None else timestamp - last
+        if dt is not None:
+            self.recent = (*before[1:], dt) if len(before) >= RECENT_INTERVALS else (*before, dt)
+        self.timestamp, self.entity, self._exported = timestamp, entity, None
+        values = sample.values
+        inputs, self.missing, ratios = inputs_of(values)
+        self.card_key = profile.key
+        self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
+        self._track_frozen(ratios, inputs, timestamp)
+        if no_activity(ratios):
+            self._forget_reading()
+            return True
+        raw, raw_at, roof, peaks, causes = self._judge(sample, inputs, ratios, profile, config, dt)
+        interval = dt if dt is not None and integrate and within_cap(config, before, dt) else None
+        self._count(raw, raw_at, roof if count_work else None, peaks, causes, interval, time_weight)
+        return True
+
+    def _profile_for(self, entity: Entity, card: Card | None, config: InferenceConfig) -> CardProfile:
+        """card_profile for this sample, reused while its entity, card and config are the very
+        objects of the last sample (compared by identity: no cache key is built per sample)."""
         profile = self._profile
         if (
             profile is None
@@ -742,29 +766,35 @@ class EntityFold:
                 live_sms=entity.sm_count,
             )
             self._entity_seen, self._card, self._config = entity, card, config
-        before = self.recent
-        if last is None:
-            dt = None
-        else:
-            dt = timestamp - last
-            self.recent = (*before[1:], dt) if len(before) >= RECENT_INTERVALS else (*before, dt)
-        self.timestamp = timestamp
-        self.entity = entity
-        self._exported = None
-        values = sample.values
-        inputs, self.missing, ratios = inputs_of(values)
-        self.card_key = profile.key
-        self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
+        return profile
+
+    def _track_frozen(
+        self, ratios: list[float | None], inputs: Mapping[str, float], timestamp: float
+    ) -> None:
+        """Since when the profiling counters have looked frozen (looks_frozen); None while not."""
         if not looks_frozen(ratios, inputs):
             self.frozen_since = None
         elif self.frozen_since is None:
             self.frozen_since = timestamp
-        if no_activity(ratios):
-            self.values = self.ratios = self.others = None
-            self.profile = self.call = self.raw_regime = self._judged = None
-            self.clock_reasons = self.clock_causes = ()
-            return True
 
+    def _forget_reading(self) -> None:
+        """A sample without an activity field: no smoothed reading, verdict or clock events."""
+        self.values = self.ratios = self.others = None
+        self.profile = self.call = self.raw_regime = self._judged = None
+        self.clock_reasons = self.clock_causes = ()
+
+    def _judge(
+        self,
+        sample: Sample,
+        inputs: dict[str, float],
+        ratios: list[float | None],
+        profile: CardProfile,
+        config: InferenceConfig,
+        dt: float | None,
+    ) -> tuple[CounterReading, RegimeAt, Roof | None, Mapping[str, float], tuple[str, ...]]:
+        """Smooth the inputs, judge the raw and the smoothed readings on the roof the smoothed
+        tensor pipes choose, and debounce the smoothed regime. Returns what the counters need:
+        (raw reading, its regime, roof, pipe peaks, clock causes)."""
         prior = self.others
         alpha = smoothing_alpha(dt, config.smoothing_seconds)
         smoothed = smooth(prior, inputs, alpha)
@@ -775,53 +805,58 @@ class EntityFold:
         walls = profile.link_walls
         linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
         raw_at = counter_regime(raw, thresholds, links_of(inputs, *walls) if linked else None)
-        raw_regime = raw_at.regime
         sm_clock = smoothed.get("sm_clock_mhz")
         reading = reading_from(smoothed_ratios, profile.clock_ratios(precision, sm_clock))
         at = counter_regime(reading, thresholds, links_of(smoothed, *walls) if linked else None)
-        mask = values.get(fields.CLOCKS_EVENT_REASONS)
-        draw = values.get(fields.POWER_USAGE)
-        if mask is None and draw is None:
-            reasons: tuple[str, ...] = ()
-            causes: tuple[str, ...] = ()  # what active_reasons and causes_of say of neither field
-        else:
-            reasons = clock_events.active_reasons(mask)
-            causes = clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
+        reasons, causes = clock_events_of(sample.values)
         # the smoothed reading's call (its lever) is built when a snapshot reads it (call_of)
-        mig = entity.gpu_instance is not None
+        mig = sample.entity.gpu_instance is not None
         judged = self._judged = _new_judged(
             Judged, (reading, at, thresholds, mig, profile, precision, sm_clock, causes)
         )
         self.call = None
+        self._debounce(at.regime, prior is None, judged, sample.timestamp, config.dwell_seconds)
+        self.ratios, self.others, self.values = smoothed_ratios, smoothed, None
+        self.profile = profile
+        self.raw_regime = raw_at.regime
+        self.clock_reasons = reasons
+        self.clock_causes = causes
+        return raw, raw_at, roof, peaks, causes
 
-        # the debouncer: a new smoothed regime must hold `dwell` seconds first
-        regime = at.regime
-        if prior is None or regime == self.regime:
-            self.regime, self.lever, self._lever_from = regime, None, judged
-            self.pending_regime = self.pending_since = None
-        else:
+    def _debounce(
+        self, regime: CounterRegime, first: bool, judged: Judged, timestamp: float, dwell: float
+    ) -> None:
+        """A new smoothed regime must hold `dwell` seconds before it is the GPU's (the first
+        reading's is at once); the regime that holds takes its lever from `judged`."""
+        if not first and regime != self.regime:
             since = self.pending_since
             if self.pending_regime != regime or since is None:
                 since = timestamp
-            if timestamp - since >= config.dwell_seconds:
-                self.regime, self.lever, self._lever_from = regime, None, judged
-                self.pending_regime = self.pending_since = None
-            else:
+            held = timestamp - since >= dwell
+            if not held:
                 self.pending_regime, self.pending_since = regime, since
-        self.ratios, self.others, self.values = smoothed_ratios, smoothed, None
-        self.profile = profile
-        self.raw_regime = raw_regime
-        self.clock_reasons = reasons
-        self.clock_causes = causes
+                return
+        self.regime, self.lever, self._lever_from = regime, None, judged
+        self.pending_regime = self.pending_since = None
 
-        # the counters, in the order of operations step had before issue 22 (the same bits)
+    def _count(
+        self,
+        raw: CounterReading,
+        raw_at: RegimeAt,
+        roof: Roof | None,
+        peaks: Mapping[str, float],
+        causes: tuple[str, ...],
+        interval: float | None,
+        time_weight: float,
+    ) -> None:
+        """Grow the counters by the raw reading over `interval` (None: not integrated, but a
+        counter the reading can feed is still born); `roof` None: no FLOPs or bytes counted.
+        Each counter's operations are in the order step had before issue 22 (the same bits)."""
         self._totals = None
-        cap_ok = dt is not None and integrate and within_cap(config, before, dt)
-        work = roof is not None and count_work
         dram = raw.dram_active
-        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if work else None
+        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if roof is not None else None
         bytes_per_second = (
-            dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None
+            dram * roof.bandwidth_bytes_per_second if roof is not None and dram is not None else None
         )
         if flop_per_second is not None and self.flops is None:
             self.flops = 0.0
@@ -831,27 +866,36 @@ class EntityFold:
         if seconds is None:
             seconds = self.seconds = _NO_REGIME_SECONDS
             self.seconds_shared = True
-        interval = dt if cap_ok else None
+        regime = raw_at.regime
         if interval is not None:
             if self.seconds_shared:
                 seconds = self.seconds = dict(seconds)
                 self.seconds_shared = False
-            seconds[raw_regime] += interval * time_weight  # type: ignore[index]
+            seconds[regime] += interval * time_weight  # type: ignore[index]
             self.integrated += interval * time_weight
             if flop_per_second is not None and self.flops is not None:
                 self.flops += flop_per_second * interval
             if bytes_per_second is not None and self.dram_bytes is not None:
                 self.dram_bytes += bytes_per_second * interval
-        loss = (  # clock_loss is None for any other regime
-            clock_events.clock_loss(raw_regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes)
-            if raw_regime == "compute_bound"
-            else None
-        )
-        if loss is not None:
-            self.clock_lost = clock_events.lost_to_clock(
-                self.clock_lost, loss[0], loss[1], (interval or 0.0) * time_weight
+        if regime == "compute_bound":  # clock_loss is None for any other regime
+            loss = clock_events.clock_loss(
+                regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
             )
-        return True
+            if loss is not None:
+                self.clock_lost = clock_events.lost_to_clock(
+                    self.clock_lost, loss[0], loss[1], (interval or 0.0) * time_weight
+                )
+
+
+def clock_events_of(values: Mapping[int, float | None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the clock event reasons of field 112's mask, the causes a verdict names) of a sample;
+    neither without field 112 or the power draw (most sources report neither)."""
+    mask = values.get(fields.CLOCKS_EVENT_REASONS)
+    draw = values.get(fields.POWER_USAGE)
+    if mask is None and draw is None:
+        return (), ()
+    reasons = clock_events.active_reasons(mask)
+    return reasons, clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
 
 
 def at_reduced_clock(
