@@ -390,11 +390,16 @@ def smooth_ratios(
     prior: list[float | None] | None, ratios: list[float | None], alpha: float
 ) -> list[float | None]:
     """`smooth` over the reading's ratios in READING_FIELDS order (None: not reported): kept in
-    a list per GPU, so the smoothed reading is built from it without a lookup by name."""
+    a list per GPU, so the smoothed reading is built from it without a lookup by name. Blended
+    in a copy of `ratios`, place by place: a ratio this sample lacks stays None, one seen anew
+    stays as read."""
     if prior is None:
         return ratios
-    pairs = zip(prior, ratios, strict=True)
-    return [None if x is None else x if s is None else s + alpha * (x - s) for s, x in pairs]
+    smoothed = ratios.copy()
+    for at, s in enumerate(prior):
+        if s is not None and (x := smoothed[at]) is not None:
+            smoothed[at] = s + alpha * (x - s)
+    return smoothed
 
 
 def smoothed_values(ratios: list[float | None], others: Mapping[str, float]) -> Mapping[str, float]:
