@@ -806,12 +806,15 @@ class EntityFold:
         smoothed_ratios = smooth_ratios(self.ratios, ratios, alpha)
         precision, roof, peaks = profile.roof_for(smoothed)
         thresholds = config.thresholds
-        raw = reading_from(ratios, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
+        raw_clock, sm_clock = inputs.get("sm_clock_mhz"), smoothed.get("sm_clock_mhz")
+        raw_clocks = profile.clock_ratios(precision, raw_clock)
+        raw = reading_from(ratios, raw_clocks)
         walls = profile.link_walls
         linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
         raw_at = counter_regime(raw, thresholds, links_of(inputs, *walls) if linked else None)
-        sm_clock = smoothed.get("sm_clock_mhz")
-        reading = reading_from(smoothed_ratios, profile.clock_ratios(precision, sm_clock))
+        # a steady clock (or none) smooths to itself: its clock ratios are the raw reading's
+        clocks = raw_clocks if sm_clock == raw_clock else profile.clock_ratios(precision, sm_clock)
+        reading = reading_from(smoothed_ratios, clocks)
         at = counter_regime(reading, thresholds, links_of(smoothed, *walls) if linked else None)
         reasons, causes = clock_events_of(sample.values)
         # the smoothed reading's call (its lever) is built when a snapshot reads it (call_of)
