@@ -861,15 +861,7 @@ class EntityFold:
         counter the reading can feed is still born); `roof` None: no FLOPs or bytes counted.
         Each counter's operations are in the order step had before issue 22 (the same bits)."""
         self._totals = None
-        dram = raw.dram_active
-        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if roof is not None else None
-        bytes_per_second = (
-            dram * roof.bandwidth_bytes_per_second if roof is not None and dram is not None else None
-        )
-        if flop_per_second is not None and self.flops is None:
-            self.flops = 0.0
-        if bytes_per_second is not None and self.dram_bytes is None:
-            self.dram_bytes = 0.0
+        flop_per_second, bytes_per_second = self._work_rates(raw, roof, peaks)
         seconds = self.seconds
         if seconds is None:
             seconds = self.seconds = _NO_REGIME_SECONDS
@@ -893,6 +885,22 @@ class EntityFold:
                 self.clock_lost = clock_events.lost_to_clock(
                     self.clock_lost, loss[0], loss[1], (interval or 0.0) * time_weight
                 )
+
+    def _work_rates(
+        self, raw: CounterReading, roof: Roof | None, peaks: Mapping[str, float]
+    ) -> tuple[float | None, float | None]:
+        """(FLOP/s, DRAM bytes/s) of the raw reading on `roof`, None where there is no roof or
+        nothing to say it; the FLOP and byte counters are born at 0 with their first rate."""
+        if roof is None:
+            return None, None
+        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks)
+        dram = raw.dram_active
+        bytes_per_second = None if dram is None else dram * roof.bandwidth_bytes_per_second
+        if flop_per_second is not None and self.flops is None:
+            self.flops = 0.0
+        if bytes_per_second is not None and self.dram_bytes is None:
+            self.dram_bytes = 0.0
+        return flop_per_second, bytes_per_second
 
 
 def clock_events_of(values: Mapping[int, float | None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
