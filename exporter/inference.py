@@ -383,7 +383,11 @@ def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha
     if prior is None:
         return dict(inputs)
     get = prior.get
-    return {name: x if (s := get(name)) is None else s + alpha * (x - s) for name, x in inputs.items()}
+    smoothed: dict[str, float] = {}
+    for name, x in inputs.items():  # a loop, not a comprehension: no function call per sample
+        s = get(name)
+        smoothed[name] = x if s is None else s + alpha * (x - s)
+    return smoothed
 
 
 def smooth_ratios(
