@@ -739,10 +739,7 @@ class EntityFold:
             return False
         entity = sample.entity
         profile = self._profile_for(entity, card, config)
-        before = self.recent
-        dt = None if last is None else timestamp - last
-        if dt is not None:
-            self.recent = (*before[1:], dt) if len(before) >= RECENT_INTERVALS else (*before, dt)
+        dt, interval = self._interval_to(timestamp, integrate, config)
         self.timestamp, self.entity, self._exported = timestamp, entity, None
         values = sample.values
         inputs, self.missing, ratios = inputs_of(values)
@@ -753,7 +750,6 @@ class EntityFold:
             self._forget_reading()
             return True
         raw, raw_at, roof, peaks, causes = self._judge(sample, inputs, ratios, profile, config, dt)
-        interval = dt if dt is not None and integrate and within_cap(config, before, dt) else None
         self._count(raw, raw_at, roof if count_work else None, peaks, causes, interval, time_weight)
         return True
 
@@ -776,6 +772,20 @@ class EntityFold:
             )
             self._entity_seen, self._card, self._config = entity, card, config
         return profile
+
+    def _interval_to(
+        self, timestamp: float, integrate: bool, config: InferenceConfig
+    ) -> tuple[float | None, float | None]:
+        """(the interval since the last sample, None for the first; the part of it integrated:
+        all of it within the integration cap of the intervals before it, unless `integrate` is
+        False, else None), the recent intervals moved on by it."""
+        last = self.timestamp
+        if last is None:
+            return None, None
+        dt = timestamp - last
+        before = self.recent
+        self.recent = (*before[1:], dt) if len(before) >= RECENT_INTERVALS else (*before, dt)
+        return dt, dt if integrate and within_cap(config, before, dt) else None
 
     def _track_frozen(
         self, ratios: list[float | None], inputs: Mapping[str, float], timestamp: float
@@ -882,13 +892,18 @@ class EntityFold:
             if bytes_per_second is not None and self.dram_bytes is not None:
                 self.dram_bytes += bytes_per_second * interval
         if regime == "compute_bound":  # clock_loss is None for any other regime
-            loss = clock_events.clock_loss(
-                regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
-            )
-            if loss is not None:
-                self.clock_lost = clock_events.lost_to_clock(
-                    self.clock_lost, loss[0], loss[1], (interval or 0.0) * time_weight
-                )
+            self._count_clock_loss(raw, raw_at, causes, (interval or 0.0) * time_weight)
+
+    def _count_clock_loss(
+        self, raw: CounterReading, raw_at: RegimeAt, causes: tuple[str, ...], gpu_seconds: float
+    ) -> None:
+        """Grow the seconds lost to a reduced clock (clock_events.clock_loss) by a compute-bound
+        raw reading's share of these GPU-seconds, split between its causes."""
+        loss = clock_events.clock_loss(
+            raw_at.regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
+        )
+        if loss is not None:
+            self.clock_lost = clock_events.lost_to_clock(self.clock_lost, loss[0], loss[1], gpu_seconds)
 
     def _work_rates(
         self, raw: CounterReading, roof: Roof | None, peaks: Mapping[str, float]
