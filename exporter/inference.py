@@ -955,7 +955,7 @@ def at_reduced_clock(
 
 
 class Judged(NamedTuple):
-    """A smoothed reading as `EntityFold.add` judged it (its regime, `at`), with what its call
+    """A smoothed reading as `EntityFold._judge` judged it (its regime, `at`), with what its call
     needs beyond that: built per sample, turned into a CounterCall only when read (`call_of`)."""
 
     reading: CounterReading
