@@ -8,7 +8,9 @@ its inputs once and times one round (thread CPU time) per line it reads; the dri
 the two, round by round, and prints the medians, their ratio and the load average. A round:
 * encode: 40 /metrics encodes of a 1,024-entity snapshot (both formats, with the SeriesCache);
 * replay: 20 changed dcgm-exporter pages of 1,024 entities read by their template;
-* fold: 200 batches of 56 MIG instances at 10 Hz through EntityFold.add (11,200 samples).
+* fold: 200 batches of 56 MIG instances at 10 Hz through EntityFold.add (11,200 samples);
+* fold-roofed: the same with each instance's MIG profile (1g.10gb) known, so each has a roof and
+  the fold counts its FLOPs and DRAM bytes too (the `fold` instances have no profile, no roof).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ ROUNDS = {
     "encode": "40 encodes of 1,024 entities",
     "replay": "20 changed-page replays of 1,024 entities",
     "fold": "200 batches x 56 samples folded",
+    "fold-roofed": "200 batches x 56 samples folded, on a MIG roof",
 }
 FOLD_SAMPLES = 200 * 56
 
@@ -80,8 +83,10 @@ def replay_round() -> Callable[[], None]:
     return run
 
 
-def fold_round() -> Callable[[], None]:
-    """56 MIG instances' folds, 200 batches a round, 0.1 s apart."""
+def fold_round(mig_profile: str | None = None) -> Callable[[], None]:
+    """56 MIG instances' folds, 200 batches a round, 0.1 s apart (with this MIG profile, if any)."""
+    import dataclasses
+
     from bench_metrics import MODEL, entities, entity_values
 
     from exporter.catalog import load_catalog
@@ -90,7 +95,7 @@ def fold_round() -> Callable[[], None]:
 
     card = load_catalog().find_by_nvml_name(MODEL)
     config = InferenceConfig(expected_interval_seconds=0.1)
-    ents = entities(56)
+    ents = [(dataclasses.replace(e, profile=mig_profile), a) for e, a in entities(56)]
     folds = [EntityFold() for _ in ents]
     values = [[entity_values(i, variant) for i in range(len(ents))] for variant in range(10)]
     clock = [1000.0]
@@ -111,7 +116,12 @@ def fold_round() -> Callable[[], None]:
 def worker() -> None:
     """Times one round of what each stdin line names; prints its thread CPU seconds."""
     sys.path.insert(0, str(Path(__file__).parent))
-    rounds = {"encode": encode_round, "replay": replay_round, "fold": fold_round}
+    rounds = {
+        "encode": encode_round,
+        "replay": replay_round,
+        "fold": fold_round,
+        "fold-roofed": lambda: fold_round("1g.10gb"),
+    }
     prepared = {what: prepare() for what, prepare in rounds.items()}  # all first, in one order
     for line in sys.stdin:
         run = prepared[line.strip()]
@@ -162,7 +172,7 @@ def side_by_side(base: Path, rounds: int, what: list[str]) -> None:
             f"{part}: {ROUNDS[part]}, {rounds} alternating rounds, medians base {base_s * 1e3:.2f} ms, "
             f"this {this_s * 1e3:.2f} ms, ratio this/base {this_s / base_s:.4f}"
         )
-        if part == "fold":
+        if part.startswith("fold"):
             line += f" ({base_s / FOLD_SAMPLES * 1e6:.2f} / {this_s / FOLD_SAMPLES * 1e6:.2f} us per sample)"
         print(line, flush=True)
     print(f"load after: {Path('/proc/loadavg').read_text().strip()}")

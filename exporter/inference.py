@@ -383,18 +383,27 @@ def smooth(prior: Mapping[str, float] | None, inputs: Mapping[str, float], alpha
     if prior is None:
         return dict(inputs)
     get = prior.get
-    return {name: x if (s := get(name)) is None else s + alpha * (x - s) for name, x in inputs.items()}
+    smoothed: dict[str, float] = {}
+    for name, x in inputs.items():  # a loop, not a comprehension: no function call per sample
+        s = get(name)
+        smoothed[name] = x if s is None else s + alpha * (x - s)
+    return smoothed
 
 
 def smooth_ratios(
     prior: list[float | None] | None, ratios: list[float | None], alpha: float
 ) -> list[float | None]:
     """`smooth` over the reading's ratios in READING_FIELDS order (None: not reported): kept in
-    a list per GPU, so the smoothed reading is built from it without a lookup by name."""
+    a list per GPU, so the smoothed reading is built from it without a lookup by name. Blended
+    in a copy of `ratios`, place by place: a ratio this sample lacks stays None, one seen anew
+    stays as read."""
     if prior is None:
         return ratios
-    pairs = zip(prior, ratios, strict=True)
-    return [None if x is None else x if s is None else s + alpha * (x - s) for s, x in pairs]
+    smoothed = ratios.copy()
+    for at, s in enumerate(prior):
+        if s is not None and (x := smoothed[at]) is not None:
+            smoothed[at] = s + alpha * (x - s)
+    return smoothed
 
 
 def smoothed_values(ratios: list[float | None], others: Mapping[str, float]) -> Mapping[str, float]:
@@ -721,12 +730,32 @@ class EntityFold:
         time_weight: float = 1.0,
     ) -> bool:
         """Fold one sample in (`step`'s arguments); False for a duplicate or out-of-order one,
-        which changes nothing (its interval was already accounted for)."""
+        which changes nothing (its interval was already accounted for). The steps, in order: the
+        card's profile, the interval, the inputs and the frozen counters, then, for a reading,
+        its judging and debouncing (`_judge`) and the counters (`_count`)."""
         timestamp = sample.timestamp
         last = self.timestamp
         if last is not None and timestamp <= last:
             return False
         entity = sample.entity
+        profile = self._profile_for(entity, card, config)
+        dt, interval = self._interval_to(timestamp, integrate, config)
+        self.timestamp, self.entity, self._exported = timestamp, entity, None
+        values = sample.values
+        inputs, self.missing, ratios = inputs_of(values)
+        self.card_key = profile.key
+        self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
+        self._track_frozen(ratios, inputs, timestamp)
+        if no_activity(ratios):
+            self._forget_reading()
+            return True
+        raw, raw_at, roof, peaks, causes = self._judge(sample, inputs, ratios, profile, config, dt)
+        self._count(raw, raw_at, roof if count_work else None, peaks, causes, interval, time_weight)
+        return True
+
+    def _profile_for(self, entity: Entity, card: Card | None, config: InferenceConfig) -> CardProfile:
+        """card_profile for this sample, reused while its entity, card and config are the very
+        objects of the last sample (compared by identity: no cache key is built per sample)."""
         profile = self._profile
         if (
             profile is None
@@ -742,116 +771,166 @@ class EntityFold:
                 live_sms=entity.sm_count,
             )
             self._entity_seen, self._card, self._config = entity, card, config
-        before = self.recent
+        return profile
+
+    def _interval_to(
+        self, timestamp: float, integrate: bool, config: InferenceConfig
+    ) -> tuple[float | None, float | None]:
+        """(the interval since the last sample, None for the first; the part of it integrated:
+        all of it within the integration cap of the intervals before it, unless `integrate` is
+        False, else None), the recent intervals moved on by it."""
+        last = self.timestamp
         if last is None:
-            dt = None
-        else:
-            dt = timestamp - last
-            self.recent = (*before[1:], dt) if len(before) >= RECENT_INTERVALS else (*before, dt)
-        self.timestamp = timestamp
-        self.entity = entity
-        self._exported = None
-        values = sample.values
-        inputs, self.missing, ratios = inputs_of(values)
-        self.card_key = profile.key
-        self.missing_link = missing_link_fields(values, profile.link_fields) if profile.link_fields else ()
+            return None, None
+        dt = timestamp - last
+        before = self.recent
+        self.recent = (*before[1:], dt) if len(before) >= RECENT_INTERVALS else (*before, dt)
+        return dt, dt if integrate and within_cap(config, before, dt) else None
+
+    def _track_frozen(
+        self, ratios: list[float | None], inputs: Mapping[str, float], timestamp: float
+    ) -> None:
+        """Since when the profiling counters have looked frozen (looks_frozen); None while not."""
         if not looks_frozen(ratios, inputs):
             self.frozen_since = None
         elif self.frozen_since is None:
             self.frozen_since = timestamp
-        if no_activity(ratios):
-            self.values = self.ratios = self.others = None
-            self.profile = self.call = self.raw_regime = self._judged = None
-            self.clock_reasons = self.clock_causes = ()
-            return True
 
+    def _forget_reading(self) -> None:
+        """A sample without an activity field: no smoothed reading, verdict or clock events."""
+        self.values = self.ratios = self.others = None
+        self.profile = self.call = self.raw_regime = self._judged = None
+        self.clock_reasons = self.clock_causes = ()
+
+    def _judge(
+        self,
+        sample: Sample,
+        inputs: dict[str, float],
+        ratios: list[float | None],
+        profile: CardProfile,
+        config: InferenceConfig,
+        dt: float | None,
+    ) -> tuple[CounterReading, RegimeAt, Roof | None, Mapping[str, float], tuple[str, ...]]:
+        """Smooth the inputs, judge the raw and the smoothed readings on the roof the smoothed
+        tensor pipes choose, and debounce the smoothed regime. Returns what the counters need:
+        (raw reading, its regime, roof, pipe peaks, clock causes)."""
         prior = self.others
         alpha = smoothing_alpha(dt, config.smoothing_seconds)
         smoothed = smooth(prior, inputs, alpha)
         smoothed_ratios = smooth_ratios(self.ratios, ratios, alpha)
         precision, roof, peaks = profile.roof_for(smoothed)
         thresholds = config.thresholds
-        raw = reading_from(ratios, profile.clock_ratios(precision, inputs.get("sm_clock_mhz")))
+        raw_clock, sm_clock = inputs.get("sm_clock_mhz"), smoothed.get("sm_clock_mhz")
+        raw_clocks = profile.clock_ratios(precision, raw_clock)
+        raw = reading_from(ratios, raw_clocks)
         walls = profile.link_walls
         linked = walls[0] is not None or walls[1] is not None  # links_of is None without a figure
         raw_at = counter_regime(raw, thresholds, links_of(inputs, *walls) if linked else None)
-        raw_regime = raw_at.regime
-        sm_clock = smoothed.get("sm_clock_mhz")
-        reading = reading_from(smoothed_ratios, profile.clock_ratios(precision, sm_clock))
+        # a steady clock (or none) smooths to itself: its clock ratios are the raw reading's
+        clocks = raw_clocks if sm_clock == raw_clock else profile.clock_ratios(precision, sm_clock)
+        reading = reading_from(smoothed_ratios, clocks)
         at = counter_regime(reading, thresholds, links_of(smoothed, *walls) if linked else None)
-        mask = values.get(fields.CLOCKS_EVENT_REASONS)
-        draw = values.get(fields.POWER_USAGE)
-        if mask is None and draw is None:
-            reasons: tuple[str, ...] = ()
-            causes: tuple[str, ...] = ()  # what active_reasons and causes_of say of neither field
-        else:
-            reasons = clock_events.active_reasons(mask)
-            causes = clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
+        reasons, causes = clock_events_of(sample.values)
         # the smoothed reading's call (its lever) is built when a snapshot reads it (call_of)
-        mig = entity.gpu_instance is not None
+        mig = sample.entity.gpu_instance is not None
         judged = self._judged = _new_judged(
             Judged, (reading, at, thresholds, mig, profile, precision, sm_clock, causes)
         )
         self.call = None
+        self._debounce(at.regime, prior is None, judged, sample.timestamp, config.dwell_seconds)
+        self.ratios, self.others, self.values = smoothed_ratios, smoothed, None
+        self.profile = profile
+        self.raw_regime = raw_at.regime
+        self.clock_reasons = reasons
+        self.clock_causes = causes
+        return raw, raw_at, roof, peaks, causes
 
-        # the debouncer: a new smoothed regime must hold `dwell` seconds first
-        regime = at.regime
-        if prior is None or regime == self.regime:
-            self.regime, self.lever, self._lever_from = regime, None, judged
-            self.pending_regime = self.pending_since = None
-        else:
+    def _debounce(
+        self, regime: CounterRegime, first: bool, judged: Judged, timestamp: float, dwell: float
+    ) -> None:
+        """A new smoothed regime must hold `dwell` seconds before it is the GPU's (the first
+        reading's is at once); the regime that holds takes its lever from `judged`."""
+        if not first and regime != self.regime:
             since = self.pending_since
             if self.pending_regime != regime or since is None:
                 since = timestamp
-            if timestamp - since >= config.dwell_seconds:
-                self.regime, self.lever, self._lever_from = regime, None, judged
-                self.pending_regime = self.pending_since = None
-            else:
+            held = timestamp - since >= dwell
+            if not held:
                 self.pending_regime, self.pending_since = regime, since
-        self.ratios, self.others, self.values = smoothed_ratios, smoothed, None
-        self.profile = profile
-        self.raw_regime = raw_regime
-        self.clock_reasons = reasons
-        self.clock_causes = causes
+                return
+        self.regime, self.lever, self._lever_from = regime, None, judged
+        self.pending_regime = self.pending_since = None
 
-        # the counters, in the order of operations step had before issue 22 (the same bits)
+    def _count(
+        self,
+        raw: CounterReading,
+        raw_at: RegimeAt,
+        roof: Roof | None,
+        peaks: Mapping[str, float],
+        causes: tuple[str, ...],
+        interval: float | None,
+        time_weight: float,
+    ) -> None:
+        """Grow the counters by the raw reading over `interval` (None: not integrated, but a
+        counter the reading can feed is still born); `roof` None: no FLOPs or bytes counted.
+        Each counter's operations are in the order step had before issue 22 (the same bits)."""
         self._totals = None
-        cap_ok = dt is not None and integrate and within_cap(config, before, dt)
-        work = roof is not None and count_work
-        dram = raw.dram_active
-        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks) if work else None
-        bytes_per_second = (
-            dram * roof.bandwidth_bytes_per_second if roof is not None and work and dram is not None else None
-        )
-        if flop_per_second is not None and self.flops is None:
-            self.flops = 0.0
-        if bytes_per_second is not None and self.dram_bytes is None:
-            self.dram_bytes = 0.0
+        flop_per_second, bytes_per_second = self._work_rates(raw, roof, peaks)
         seconds = self.seconds
         if seconds is None:
             seconds = self.seconds = _NO_REGIME_SECONDS
             self.seconds_shared = True
-        interval = dt if cap_ok else None
+        regime = raw_at.regime
         if interval is not None:
             if self.seconds_shared:
                 seconds = self.seconds = dict(seconds)
                 self.seconds_shared = False
-            seconds[raw_regime] += interval * time_weight  # type: ignore[index]
+            seconds[regime] += interval * time_weight  # type: ignore[index]
             self.integrated += interval * time_weight
             if flop_per_second is not None and self.flops is not None:
                 self.flops += flop_per_second * interval
             if bytes_per_second is not None and self.dram_bytes is not None:
                 self.dram_bytes += bytes_per_second * interval
-        loss = (  # clock_loss is None for any other regime
-            clock_events.clock_loss(raw_regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes)
-            if raw_regime == "compute_bound"
-            else None
+        if regime == "compute_bound":  # clock_loss is None for any other regime
+            self._count_clock_loss(raw, raw_at, causes, (interval or 0.0) * time_weight)
+
+    def _count_clock_loss(
+        self, raw: CounterReading, raw_at: RegimeAt, causes: tuple[str, ...], gpu_seconds: float
+    ) -> None:
+        """Grow the seconds lost to a reduced clock (clock_events.clock_loss) by a compute-bound
+        raw reading's share of these GPU-seconds, split between its causes."""
+        loss = clock_events.clock_loss(
+            raw_at.regime, raw_at.pipe, raw.clock_ratio, raw.vector_clock_ratio, causes
         )
         if loss is not None:
-            self.clock_lost = clock_events.lost_to_clock(
-                self.clock_lost, loss[0], loss[1], (interval or 0.0) * time_weight
-            )
-        return True
+            self.clock_lost = clock_events.lost_to_clock(self.clock_lost, loss[0], loss[1], gpu_seconds)
+
+    def _work_rates(
+        self, raw: CounterReading, roof: Roof | None, peaks: Mapping[str, float]
+    ) -> tuple[float | None, float | None]:
+        """(FLOP/s, DRAM bytes/s) of the raw reading on `roof`, None where there is no roof or
+        nothing to say it; the FLOP and byte counters are born at 0 with their first rate."""
+        if roof is None:
+            return None, None
+        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks)
+        dram = raw.dram_active
+        bytes_per_second = None if dram is None else dram * roof.bandwidth_bytes_per_second
+        if flop_per_second is not None and self.flops is None:
+            self.flops = 0.0
+        if bytes_per_second is not None and self.dram_bytes is None:
+            self.dram_bytes = 0.0
+        return flop_per_second, bytes_per_second
+
+
+def clock_events_of(values: Mapping[int, float | None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the clock event reasons of field 112's mask, the causes a verdict names) of a sample;
+    neither without field 112 or the power draw (most sources report neither)."""
+    mask = values.get(fields.CLOCKS_EVENT_REASONS)
+    draw = values.get(fields.POWER_USAGE)
+    if mask is None and draw is None:
+        return (), ()
+    reasons = clock_events.active_reasons(mask)
+    return reasons, clock_events.causes_of(reasons, draw, values.get(fields.POWER_MGMT_LIMIT))
 
 
 def at_reduced_clock(
@@ -876,7 +955,7 @@ def at_reduced_clock(
 
 
 class Judged(NamedTuple):
-    """A smoothed reading as `EntityFold.add` judged it (its regime, `at`), with what its call
+    """A smoothed reading as `EntityFold._judge` judged it (its regime, `at`), with what its call
     needs beyond that: built per sample, turned into a CounterCall only when read (`call_of`)."""
 
     reading: CounterReading

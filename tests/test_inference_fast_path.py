@@ -155,3 +155,23 @@ def test_speed_max_thread_publishes_the_same_final_state_as_ingesting_every_batc
     expected, got = reference.snapshot, threaded.snapshot
     assert got.source.samples_total == expected.source.samples_total == 400
     assert [g.inference for g in got.gpus] == [g.inference for g in expected.gpus]
+
+
+def test_a_clock_falling_between_samples_is_judged_at_its_smoothed_clock() -> None:
+    """The smoothed reading's clock ratio is the smoothed clock's, not the raw sample's: the fold
+    reuses the raw reading's clock ratios only when the two clocks are equal."""
+    config = InferenceConfig(precision="bf16", smoothing_seconds=1.0)
+    busy = {fields.DRAM_ACTIVE: 0.2, fields.PIPE_TENSOR_ACTIVE: 0.95, fields.GR_ENGINE_ACTIVE: 0.95}
+    state = step(None, Sample(0.0, ENTITY, {**busy, fields.SM_CLOCK: 1980.0}), H100, config)
+    state = step(state, Sample(1.0, ENTITY, {**busy, fields.SM_CLOCK: 1100.0}), H100, config)
+    assert state.smoothing is not None and state.call is not None
+    smoothed_clock = state.smoothing.values["sm_clock_mhz"]
+    assert 1100.0 < smoothed_clock < 1980.0
+    basis = H100.peak_clock_mhz("bf16")
+    assert basis is not None
+    k = roofline.clock_ratio(smoothed_clock, basis)
+    assert k is not None and k < clock_events.REDUCED_CLOCK
+    assert state.call.regime == "compute_bound"
+    lever = state.smoothing.lever
+    assert f"({smoothed_clock:.0f} of the {basis:.0f} MHz" in lever
+    assert f"gives back up to {1.0 / k - 1.0:.0%} more FLOP/s" in lever  # not the raw clock's
