@@ -434,12 +434,11 @@ def main() -> None:
             f"{count} probes): p50 {p50:.2f} ms, p99 {p99:.2f} ms ({verdict} goal <= {HEALTHZ_GOAL_MS:g} ms);"
             f" without scrapes: p50 {alone_p50:.2f} ms, p99 {alone_p99:.2f} ms"
         )
+    # the in-process figures of the checkout served, in a fresh process either way: this one's
+    # heap (the traces written, the clients) would slow its collector's passes, not the other's
+    env = dict(os.environ, PYTHONPATH=str(src)) if src is not None else None
     sizes = ",".join(map(str, args.sizes))
-    if src is None:
-        print_encode_costs(args.sizes)
-    else:  # the in-process figures of the checkout served, not of this one
-        env = dict(os.environ, PYTHONPATH=str(src))
-        subprocess.run([sys.executable, __file__, "--encode-only", "--sizes", sizes], env=env, check=True)
+    subprocess.run([sys.executable, __file__, "--encode-only", "--sizes", sizes], env=env, check=True)
     print(load())
 
 
