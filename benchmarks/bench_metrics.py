@@ -13,6 +13,9 @@ HTTP client. Ridgeline replays a generated trace at real pace (one batch per sec
 * scrapes of a new snapshot (one a second, each the first after its batch: what one Prometheus
   scraping every 15 s sees), p50/p99, and their ratio to node_exporter's p50 (issue 22's goals:
   <= 0.5x at 8 GPUs, <= 1x at 64, <= 4x at 1,024);
+* serve's CPU time per new-snapshot scrape (from /proc's schedstat, from the request to the
+  response; every thread's but the sampler's), the steadier measure on a shared machine: the
+  latency adds the wait for a core;
 * `/healthz` p50/p99 at 1,024 entities (one every 10 ms) while another client scrapes /metrics
   back to back (goal: p99 <= 50 ms; the DaemonSet's probe timeout is 3 s);
 * the in-process cost of encoding a new snapshot, and the part of it deriving the snapshot's
@@ -26,6 +29,7 @@ The load average is printed beside the figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import http.client
 import os
@@ -163,8 +167,12 @@ def encode_cost(n: int, rounds: int = 200) -> tuple[tuple[float, float], tuple[f
     return percentiles(times), percentiles(estimates)
 
 
-def print_encode_costs() -> None:
-    for n in SIZES:
+SIZES = (8, 64, 1024)
+"""Entities served (--sizes picks some)."""
+
+
+def print_encode_costs(sizes: tuple[int, ...] = SIZES) -> None:
+    for n in sizes:
         (p50, p99), (est50, _) = encode_cost(n, rounds=200 if n <= 64 else 20)
         print(
             f"encode new snapshot, {n:>4} entities (in-process): p50 {p50:.3f} ms, p99 {p99:.3f} ms"
@@ -207,28 +215,61 @@ def samples_total(body: bytes) -> bytes | None:
     return None if found is None else found.group(1)
 
 
-def new_snapshot_rounds(port: int, node_port: int | None, count: int) -> list[tuple[float, float | None]]:
+def thread_cpu(pid: int) -> dict[str, int]:
+    """Each thread of `pid` (by its id) and the CPU time it has had so far: schedstat's first
+    field, ns on a CPU."""
+    found: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            found[task.name] = int((task / "schedstat").read_text().split()[0])
+    return found
+
+
+def sampler_thread(pid: int, seconds: float = 3.0) -> str:
+    """The thread of `serve` that takes the most CPU while nothing scrapes it: the sampler,
+    which reads and folds a batch a second whether or not anyone scrapes."""
+    before = thread_cpu(pid)
+    time.sleep(seconds)
+    after = thread_cpu(pid)
+    return max(after, key=lambda tid: after[tid] - before.get(tid, 0))
+
+
+def cpu_seconds(pid: int, leave_out: str) -> float:
+    """CPU time serve's threads but `leave_out` (the sampler) have had so far."""
+    return sum(ns for tid, ns in thread_cpu(pid).items() if tid != leave_out) / 1e9
+
+
+Round = tuple[float, float | None, float]
+"""One new-snapshot round: (ridgeline seconds, node_exporter seconds, serve's CPU seconds)."""
+
+
+def new_snapshot_rounds(port: int, node_port: int | None, count: int, pid: int) -> list[Round]:
     """`count` rounds, a little over the batch period apart, of one Ridgeline scrape that found a
     snapshot no scrape had read (its ridgeline_samples_total moved) and one node_exporter scrape
-    in the same round, the order alternating: (ridgeline seconds, node_exporter seconds)."""
+    in the same round, the order alternating; with the CPU time `serve` (process `pid`) took
+    from the request to the response, its sampler thread left out: it folds each batch at the
+    batch's own time, which a round's scrape meets or not as the two periods drift."""
+    sampler = sampler_thread(pid)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     node = http.client.HTTPConnection("127.0.0.1", node_port, timeout=30) if node_port else None
-    rounds: list[tuple[float, float | None]] = []
+    rounds: list[Round] = []
     seen = None
     deadline = time.monotonic() + count * 4 + 30
     while len(rounds) < count and time.monotonic() < deadline:
         time.sleep(1.05)
         node_first = len(rounds) % 2 == 1
         node_time = timed(node) if node is not None and node_first else None
+        cpu = cpu_seconds(pid, sampler)
         start = time.perf_counter()
         conn.request("GET", "/metrics")
         body = conn.getresponse().read()
         elapsed = time.perf_counter() - start
+        cpu = cpu_seconds(pid, sampler) - cpu
         if node is not None and not node_first:
             node_time = timed(node)
         total = samples_total(body)
         if seen is not None and total != seen:
-            rounds.append((elapsed, node_time))
+            rounds.append((elapsed, node_time, cpu))
         seen = total
     conn.close()
     if node is not None:
@@ -283,7 +324,6 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-SIZES = (8, 64, 1024)
 NEW_GOALS = {8: 0.5, 64: 1.0, 1024: 4.0}
 HEALTHZ_ENTITIES = 1024
 HEALTHZ_GOAL_MS = 50.0
@@ -304,9 +344,15 @@ def main() -> None:
         default="replay",
         help="what feeds serve (live: live_standin.py)",
     )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=SIZES,
+        help="entity counts to serve, comma-separated (default 8,64,1024)",
+    )
     args = parser.parse_args()
     if args.encode_only:
-        print_encode_costs()
+        print_encode_costs(args.sizes)
         return
     src = args.src.resolve() if args.src is not None else None
     print(f"serving from {src or BENCHMARKS.parent}, fed by {args.feed}; {load()}")
@@ -324,8 +370,9 @@ def main() -> None:
     else:
         print(f"{NODE_EXPORTER} not found: no node_exporter baseline")
 
-    new: dict[int, tuple[float, float, float | None, float | None]] = {}
-    """size: (p50, p99, node_exporter's p50 in the same rounds, median of the rounds' ratios)."""
+    new: dict[int, tuple[float, float, float | None, float | None, float]] = {}
+    """size: (p50, p99, node_exporter's p50 in the same rounds, median of the rounds' ratios,
+    median of serve's CPU milliseconds per round)."""
     healthz: tuple[float, float, int, int, float, float] | None = None
     try:
         if node_port is not None:
@@ -334,7 +381,7 @@ def main() -> None:
             times, size = scrape_latencies(node_port, "/metrics", args.requests)
             results["node_exporter"] = (*percentiles(times), size)
         with tempfile.TemporaryDirectory() as tmp:
-            for n in SIZES:
+            for n in args.sizes:
                 trace = Path(tmp) / f"trace-{n}.jsonl"
                 if args.feed == "replay":
                     write_trace(trace, n, 120)
@@ -346,14 +393,15 @@ def main() -> None:
                     requests = args.requests if n <= 64 else max(20, args.requests // 10)
                     times, size = scrape_latencies(port, "/metrics", requests)
                     results[f"ridgeline {n} entities"] = (*percentiles(times), size)
-                    rounds = new_snapshot_rounds(port, node_port, args.new)
-                    ours = percentiles([r for r, _ in rounds])
-                    theirs = [t for _, t in rounds if t is not None]
-                    ratios = [r / t for r, t in rounds if t]
+                    rounds = new_snapshot_rounds(port, node_port, args.new, serve.pid)
+                    ours = percentiles([r for r, _, _ in rounds])
+                    theirs = [t for _, t, _ in rounds if t is not None]
+                    ratios = [r / t for r, t, _ in rounds if t]
                     new[n] = (
                         *ours,
                         percentiles(theirs)[0] if theirs else None,
                         statistics.median(ratios) if ratios else None,
+                        statistics.median(cpu for _, _, cpu in rounds) * 1000,
                     )
                     if n == HEALTHZ_ENTITIES:
                         alone, _ = healthz_under_scrapes(port, args.healthz_seconds / 4, scraping=False)
@@ -368,8 +416,9 @@ def main() -> None:
     print(f"{'exporter':<24} {'p50 ms':>8} {'p99 ms':>8} {'bytes':>9}   (back-to-back scrapes)")
     for name, (p50, p99, size) in results.items():
         print(f"{name:<24} {p50:8.3f} {p99:8.3f} {size:9d}")
-    for n, (p50, p99, node_p50, ratio) in new.items():
+    for n, (p50, p99, node_p50, ratio, cpu) in new.items():
         line = f"new snapshot, {n:>4} entities: p50 {p50:8.3f} ms, p99 {p99:8.3f} ms"
+        line += f" (serve's CPU but the sampler's: p50 {cpu:.1f} ms)"
         if node_p50 is not None and ratio is not None:
             verdict = "meets" if ratio <= NEW_GOALS[n] else "misses"
             line += (
@@ -385,11 +434,11 @@ def main() -> None:
             f"{count} probes): p50 {p50:.2f} ms, p99 {p99:.2f} ms ({verdict} goal <= {HEALTHZ_GOAL_MS:g} ms);"
             f" without scrapes: p50 {alone_p50:.2f} ms, p99 {alone_p99:.2f} ms"
         )
-    if src is None:
-        print_encode_costs()
-    else:  # the in-process figures of the checkout served, not of this one
-        env = dict(os.environ, PYTHONPATH=str(src))
-        subprocess.run([sys.executable, __file__, "--encode-only"], env=env, check=True)
+    # the in-process figures of the checkout served, in a fresh process either way: this one's
+    # heap (the traces written, the clients) would slow its collector's passes, not the other's
+    env = dict(os.environ, PYTHONPATH=str(src)) if src is not None else None
+    sizes = ",".join(map(str, args.sizes))
+    subprocess.run([sys.executable, __file__, "--encode-only", "--sizes", sizes], env=env, check=True)
     print(load())
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
+from itertools import chain, compress
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Literal, NamedTuple, cast, overload
 
@@ -206,8 +206,18 @@ _Present = tuple[list[Mapping[str, str]], list["Estimate"]]
 
 
 def _present(labelled: Sequence[Labelled]) -> _Present:
-    with_estimate = [(labels, estimate) for _, labels, estimate in labelled if estimate is not None]
-    return [labels for labels, _ in with_estimate], [estimate for _, estimate in with_estimate]
+    """Each column by a C-level map (four collectors read it per snapshot), the GPUs without an
+    Estimate left out only where there are any."""
+    labels = list(map(_LABELS_OF, labelled))
+    estimates = list(map(_ESTIMATE_OF, labelled))
+    if None in estimates:
+        keep = [estimate is not None for estimate in estimates]
+        labels, estimates = list(compress(labels, keep)), list(compress(estimates, keep))
+    return labels, cast("list[Estimate]", estimates)
+
+
+_LABELS_OF: Callable[[Labelled], Mapping[str, str]] = itemgetter(1)
+_ESTIMATE_OF: Callable[[Labelled], Estimate | None] = itemgetter(2)
 
 
 def _gauge(spec: FamilySpec, present: _Present, value_of: Callable[[Estimate], float | None]) -> Family:
@@ -398,18 +408,21 @@ def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
     2.4 ms at 1,024 entities, the most of any collector). A rare regime's counter is born with
     the first interval a GPU spends in it, which Prometheus' increase() extrapolates back to its
     zero (docs/model.md, "Counters from the first reading"); those few follow the common ones."""
-    totals = [(labels, gpu.totals) for gpu, labels, _ in labelled]
+    totals = [(labels, gpu.inference.totals) for gpu, labels, _ in labelled]
     counted = [(labels, t.regime_seconds) for labels, t in totals if t.regime_seconds is not None]
+    by_gpu = [seconds for _, seconds in counted]
+    each = [labels for labels, _ in counted]
     seconds_rows = ColumnRows(  # a series per common regime, in REGIMES' order
         REGIME_SECONDS.exposed,
-        chain.from_iterable(repeat(labels, len(_COMMON_REGIMES)) for labels, _ in counted),
+        chain.from_iterable(zip(*[each] * len(_COMMON_REGIMES), strict=True)),  # each one's, repeated
         _COMMON_EXTRAS * len(counted),
-        chain.from_iterable(map(_COMMON_VALUES, [seconds for _, seconds in counted])),
+        chain.from_iterable(map(_COMMON_VALUES, by_gpu)),
     )
-    for labels, seconds in counted:
-        for name in RARE_REGIMES:
-            if seconds[name] > 0.0:
-                seconds_rows.add(labels, _REGIME_EXTRA[name], seconds[name])
+    for (labels, seconds), rare in zip(counted, map(_RARE_VALUES, by_gpu), strict=True):
+        if rare != _RARE_ZEROS:  # most GPUs: neither regime ever
+            for name in RARE_REGIMES:
+                if seconds[name] > 0.0:
+                    seconds_rows.add(labels, _REGIME_EXTRA[name], seconds[name])
     yield REGIME_SECONDS.family(seconds_rows)
     flops = [(labels, t.flop_total) for labels, t in totals if t.flop_total is not None]
     yield FLOP.family(_column(FLOP.exposed, flops))
@@ -420,6 +433,8 @@ def _read_totals(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
 _COMMON_EXTRAS: list[Extra] = [_REGIME_EXTRA[name] for name in _COMMON_REGIMES]
 _COMMON_VALUES = itemgetter(*_COMMON_REGIMES)
 """A GPU's common regimes' seconds in REGIMES' order, as one tuple."""
+_RARE_VALUES = itemgetter(*RARE_REGIMES)
+_RARE_ZEROS = (0.0,) * len(RARE_REGIMES)
 
 
 def _column(sample: str, rows: list[tuple[Mapping[str, str], float]]) -> ColumnRows:
@@ -565,12 +580,18 @@ def _read_missing(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[
     And 1 per GPU whose counters are frozen, decided from its own samples: four rule groups read
     four per-GPU families each evaluation to find these, normally none (issue 24.9)."""
     rows, frozen = ColumnRows(FIELDS_MISSING.name), ColumnRows(PROFILING_FROZEN.name)
+    extras: dict[tuple[str, ...], Extra] = {}  # the GPUs of a node mostly lack the same fields
     for gpu, labels, _ in labelled:
         inference = gpu.inference
-        missing = (*inference.missing_fields, *inference.missing_link_fields)
+        missing, links = inference.missing_fields, inference.missing_link_fields
+        if links:
+            missing = (*missing, *links)
         if missing:
-            rows.add(labels, (("fields", FIELD_SEPARATOR.join(missing)),), 1.0)
-        if inference.profiling_frozen:
+            extra = extras.get(missing)
+            if extra is None:
+                extra = extras[missing] = (("fields", FIELD_SEPARATOR.join(missing)),)
+            rows.add(labels, extra, 1.0)
+        if inference.frozen_since is not None and inference.profiling_frozen:
             frozen.add(labels, NO_EXTRA, 1.0)
     yield FIELDS_MISSING.family(rows)
     if frozen:

@@ -183,8 +183,10 @@ label of ridgeline_profiling_fields_missing can take many values over a GPU's li
 class _Held(NamedTuple):
     """One generation of a SeriesCache, swapped in whole."""
 
-    labels: dict[_LabelKey, Mapping[str, str]]
-    """Each GPU's label dict, by what it is made of."""
+    keys: list[_LabelKey]
+    """What each GPU's labels are made of, in the order the snapshot read lists its GPUs."""
+    labels: list[Mapping[str, str]]
+    """Each of those GPUs' label dict, in the same order."""
     by_id: dict[int, Mapping[str, str]]
     """The same dicts by id: held here, so no other object has one of these ids meanwhile."""
     lines: _Lines
@@ -194,7 +196,7 @@ class _Held(NamedTuple):
 
 
 def _empty() -> _Held:
-    return _Held(labels={}, by_id={}, lines={}, columns={})
+    return _Held(keys=[], labels=[], by_id={}, lines={}, columns={})
 
 
 class SeriesCache:
@@ -211,32 +213,43 @@ class SeriesCache:
 
     def labelled(self, snapshot: Snapshot) -> list[Labelled]:
         """collectors.labelled_gpus, with each GPU's label dict from the last snapshot where its
-        labels are unchanged."""
+        labels are unchanged: found at the same place in the list first (a node's GPUs come in
+        the same order batch after batch), so a dict keyed by entity is built only when one
+        moved, came or changed."""
         known = self.held
-        labels_now: dict[_LabelKey, Mapping[str, str]] = {}
-        by_id: dict[int, Mapping[str, str]] = {}
+        last_keys, last_labels = known.keys, known.labels
+        keys: list[_LabelKey] = []
+        dicts: list[Mapping[str, str]] = []
+        moved: list[dict[_LabelKey, Mapping[str, str]]] = []
 
         def labels_of(gpu: GpuState) -> Mapping[str, str]:
             key = (gpu.entity, gpu.card, gpu.attribution, gpu.hpc_job)
-            labels = known.labels.get(key)
-            if labels is None:
-                labels = gpu_labels(gpu)
-            labels_now[key] = by_id[id(labels)] = labels
+            at = len(keys)
+            if at < len(last_keys) and last_keys[at] == key:
+                labels = last_labels[at]
+            else:
+                if not moved:
+                    moved.append(dict(zip(last_keys, last_labels, strict=True)))
+                found = moved[0].get(key)
+                labels = gpu_labels(gpu) if found is None else found
+            keys.append(key)
+            dicts.append(labels)
             return labels
 
         labelled = labelled_gpus(snapshot, labels_of)
+        by_id = dict(zip(map(id, dicts), dicts, strict=True))
         lines, columns = known.lines, known.columns
         if len(lines) > MAX_LINES_PER_GPU * max(1, len(by_id)):
             lines, columns = {}, {}
         elif by_id.keys() != known.by_id.keys():  # departed or relabelled: drop their series
             lines = {key: line for key, line in lines.items() if key[0] in by_id}
             columns = {}
-        self.held = _Held(labels=labels_now, by_id=by_id, lines=lines, columns=columns)
+        self.held = _Held(keys=keys, labels=dicts, by_id=by_id, lines=lines, columns=columns)
         return labelled
 
     def __len__(self) -> int:
         """The GPUs held (those of the latest snapshot read)."""
-        return len(self.held.labels)
+        return len(self.held.keys)
 
     @property
     def series(self) -> int:

@@ -886,16 +886,6 @@ class CounterPosition(NamedTuple):
     any, F and the intensity are lower bounds; with any and F = 0 they are unknown (None)."""
 
 
-def uncounted_pipes(reading: CounterReading, peaks: Mapping[str, float]) -> tuple[Pipe, ...]:
-    """The compute pipes whose FLOPs F leaves out: unreported, or active with no peak here."""
-    found: list[Pipe] = []
-    for pipe, name in _PIPE_FIELDS:
-        activity = getattr(reading, name)
-        if activity is None or (activity > 0.0 and pipe not in peaks):
-            found.append(pipe)
-    return tuple(found)
-
-
 def counted_pipes(
     utilizations: Mapping[Pipe, float], peaks: Mapping[str, float]
 ) -> tuple[float, float] | None:
@@ -934,22 +924,45 @@ def compute_roof(
     return flops / busiest
 
 
-def busiest_counted_activity(reading: CounterReading, peaks: Mapping[str, float]) -> float | None:
-    """a*: the largest activity among the reported pipes that have a peak; None without one."""
-    best: float | None = None
-    for pipe, name in _PIPE_FIELDS:
-        activity = getattr(reading, name)
-        if activity is not None and pipe in peaks and (best is None or activity > best):
-            best = activity
-    return best
+_PIPE_SLOTS: tuple[tuple[Pipe, int, bool], ...] = tuple(
+    (pipe, CounterReading._fields.index(name), pipe == "tensor") for pipe, name in _PIPE_FIELDS
+)
+"""(pipe, its activity's place in a CounterReading, whether its clock ratio is the tensor one)."""
+
+
+def pipe_sums(
+    reading: CounterReading, peaks: Mapping[str, float]
+) -> tuple[tuple[float, float] | None, float | None, tuple[Pipe, ...]]:
+    """(counted_pipes(pipe_utilizations(reading), peaks): F and u*, the same bits; a*, the
+    largest activity among the reported pipes with a peak, None without one; the pipes F leaves
+    out: unreported, or active with no peak here), in one pass over the pipes: counter_position
+    runs once per GPU per snapshot read."""
+    flops = 0.0
+    busiest = -1.0
+    active: float | None = None
+    uncounted: list[Pipe] = []
+    tensor_k, vector_k = reading.clock_ratio, reading.vector_clock_ratio
+    for pipe, at, tensor in _PIPE_SLOTS:
+        activity = reading[at]
+        if activity is None:
+            uncounted.append(pipe)
+            continue
+        peak = peaks.get(pipe)
+        if peak is None:
+            if activity > 0.0:
+                uncounted.append(pipe)
+            continue
+        u = activity * (tensor_k if tensor else vector_k)
+        flops += u * peak
+        if u > busiest:
+            busiest = u
+        if active is None or activity > active:
+            active = activity
+    return None if busiest < 0.0 else (flops, busiest), active, tuple(uncounted)
 
 
 def counter_position(
-    reading: CounterReading,
-    peaks: Mapping[str, float],
-    bandwidth: float,
-    *,
-    utilizations: Mapping[Pipe, float] | None = None,
+    reading: CounterReading, peaks: Mapping[str, float], bandwidth: float
 ) -> CounterPosition:
     """The counter form's numbers (docs/design.md): F = Σ a·k·P, Q = d·B, I = F / Q, and the
     roof at the clock the GPU runs, P_c = F / a*.
@@ -958,17 +971,13 @@ def counter_position(
     / attainable, which works out to max(a*, d). With d ≈ 0 the intensity is undefined: the
     attainable roof is then the flat P_c and efficiency is a*. flop utilization u* = max a·k is
     against the quoted peaks. `peaks` maps "tensor" (required) and any FP pipe with a known peak
-    to FLOP/s; `utilizations`: pipe_utilizations(reading), when the caller has it already.
+    to FLOP/s.
     """
-    if utilizations is None:
-        utilizations = pipe_utilizations(reading)
-    counted = counted_pipes(utilizations, peaks)
+    counted, active, uncounted = pipe_sums(reading, peaks)
     flops, busiest = (None, None) if counted is None else counted
-    active = busiest_counted_activity(reading, peaks)
     roof_c = compute_roof(peaks, flops, active, reading.clock_ratio)
     dram = reading.dram_active
     bytes_ = None if dram is None else dram * bandwidth
-    uncounted = uncounted_pipes(reading, peaks)
     if uncounted and flops is not None and flops <= 0.0:
         # the reported pipes sum to 0 and others could be busy: unknown, not zero (issue 19)
         efficiency = None if dram is None else dram  # max(u*, d) ≥ d: a lower bound

@@ -266,3 +266,20 @@ def test_families_with_the_same_values_in_one_encode_are_written_as_prometheus_c
         expected = generate_openmetrics(registry) if openmetrics else generate_latest(registry)
         assert encode(family_list, openmetrics=openmetrics, cache=cache) == expected
         assert encode(family_list, openmetrics=openmetrics) == expected
+
+
+def test_a_gpu_keeps_its_label_dict_when_the_gpus_come_in_another_order() -> None:
+    """The label dicts are found by place first, then by what they are made of: GPUs listed in
+    another order, or one relabelled at its place, still find their own (or a new one)."""
+    sampler = _sampler()
+    sampler.ingest(_batch(0))
+    cache = SeriesCache()
+    first = {gpu.entity: labels for gpu, labels, _ in cache.labelled(sampler.snapshot)}
+    reordered = sampler.snapshot._replace(gpus=sampler.snapshot.gpus[::-1])
+    again = {gpu.entity: labels for gpu, labels, _ in cache.labelled(reordered)}
+    assert again.keys() == first.keys()
+    assert all(again[entity] is first[entity] for entity in first)
+    relabelled = _relabel(reordered, g1=(POD, None))
+    after = {gpu.entity: labels for gpu, labels, _ in cache.labelled(relabelled)}
+    assert after[GPUS[1]] is not first[GPUS[1]] and after[GPUS[1]]["pod"] == POD.pod
+    assert all(after[entity] is first[entity] for entity in first if entity != GPUS[1])

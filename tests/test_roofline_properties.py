@@ -123,3 +123,31 @@ def test_a_card_dumped_to_yaml_loads_back_equal(
     text = yaml.safe_dump({"cards": [spec.model_dump(mode="json")]}, allow_unicode=True)
     (card,) = parse_catalog_text(text, "roundtrip.yaml")
     assert card == Card.from_spec(spec) and card.spec == spec
+
+
+optional_ratios = st.none() | st.sampled_from([0.0, 1.0]) | ratios
+clock_ratios = st.floats(min_value=1e-9, max_value=1.0)
+
+
+@given(
+    st.tuples(*[optional_ratios] * 8),
+    clock_ratios,
+    clock_ratios,
+    st.dictionaries(st.sampled_from(roofline.FP_PIPES), peaks),
+)
+def test_one_pass_over_the_pipes_is_the_definitions(
+    ratio_values: tuple[float | None, ...], k: float, vector_k: float, fp_peaks: dict[str, float]
+) -> None:
+    """pipe_sums: F and u* the bits of counted_pipes over pipe_utilizations (what the counters
+    integrate), a* the busiest counted activity, the uncounted pipes unreported or busy with no
+    peak (issue 19)."""
+    reading = roofline.CounterReading(*ratio_values, clock_ratio=k, vector_clock_ratio=vector_k)
+    pipe_peaks = {"tensor": 1e15, **fp_peaks}
+    counted, active, uncounted = roofline.pipe_sums(reading, pipe_peaks)
+    assert counted == roofline.counted_pipes(roofline.pipe_utilizations(reading), pipe_peaks)
+    activities = {pipe: getattr(reading, f"{pipe}_active") for pipe in roofline.PIPES}
+    with_peak = [a for pipe, a in activities.items() if a is not None and pipe in pipe_peaks]
+    assert active == (max(with_peak) if with_peak else None)
+    assert uncounted == tuple(
+        pipe for pipe, a in activities.items() if a is None or (a > 0.0 and pipe not in pipe_peaks)
+    )
