@@ -17,6 +17,7 @@ import pytest
 
 from exporter import fields
 from exporter.catalog import load_catalog
+from exporter.http_client import HTTPClientConfig
 from exporter.inference import InferenceConfig, Totals
 from exporter.sample import Sample
 from exporter.sampler import Sampler
@@ -286,6 +287,23 @@ def test_an_upstream_that_closed_the_kept_connection_is_read_on_a_new_one(upstre
     for _ in range(3):
         assert _without_stamps(source.read()) == _without_stamps(first)
     assert upstream.gets == 4 and upstream.connections == 4
+
+
+def test_the_same_request_is_sent_until_the_credentials_change(upstream: _Upstream, tmp_path: Path) -> None:
+    """While the token file and the validators stay the same, each GET is the one Request (the
+    kept connection sends the bytes it built for it); the file is still read every GET, so a
+    rotated token makes a new Request with the new header at once."""
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    source = _open(upstream, client=HTTPClientConfig(bearer_token_file=token))
+    source.read()
+    request = source._page_request(source._page)
+    assert source._page_request(source._page) is request and request.authorization == "Bearer first"
+    token.write_text("second\n")
+    rotated = source._page_request(source._page)
+    assert rotated is not request and rotated.authorization == "Bearer second"
+    source.read()
+    assert upstream.gets == 2
 
 
 # -- the upstream's cadence ---------------------------------------------------------------------

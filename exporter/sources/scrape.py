@@ -178,8 +178,9 @@ class PageReader:
 
     # feeding
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes | memoryview) -> None:
         if self._discarding:
+            chunk = bytes(chunk)
             newline = chunk.find(b"\n")
             if newline < 0:
                 return
@@ -936,6 +937,8 @@ class ScrapeSource:
         self._client = client if client.prefix else replace(client, prefix=CLIENT_PREFIX)
         self._hints = options.mig_profiles
         self._request: Request | None = None
+        self._sent: tuple[tuple[str | None, tuple[tuple[str, str], ...]], Request] | None = None
+        """The last GET's credentials and conditional headers, and the Request made of them."""
         self._skipped_total = 0
         self._skip_logged_at: float | None = None
         self._page: _Page | None = None
@@ -984,6 +987,7 @@ class ScrapeSource:
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
+        self._sent = None
         self._request = Request(
             scheme=parts.scheme,
             host=parts.hostname,
@@ -1052,15 +1056,20 @@ class ScrapeSource:
         """The GET with its credentials read afresh (a rotated secret applies) and, when the last
         page came with validators, the conditional headers that let the upstream answer 304."""
         assert self._request is not None
-        request = self._request
         try:
             authorization = self._client.authorization()
         except ClientConfigError as exc:
             raise SourceError("bad_credentials", str(exc)) from None
+        conditional = page.validators.conditional_headers() if page is not None and page.validators else ()
+        key = (authorization, conditional)
+        if self._sent is not None and self._sent[0] == key:
+            return self._sent[1]  # the same Request: the connection sends the bytes it built for it
+        request = self._request
         if authorization is not None:
             request = replace(request, authorization=authorization)
-        if page is not None and page.validators is not None:
-            request = replace(request, headers=request.headers + page.validators.conditional_headers())
+        if conditional:
+            request = replace(request, headers=request.headers + conditional)
+        self._sent = (key, request)
         return request
 
     def _fetch(
@@ -1094,34 +1103,40 @@ class ScrapeSource:
     def _download(
         self, request: Request, deadline: Deadline, validators: Validators, now: float, known: bytes | None
     ) -> tuple[list[bytes] | None, PageReader | None, bool]:
-        """The body's chunks while they fit MAX_REMEMBERED_BYTES (kept to compare with the next
-        page); past that, no chunks and a reader that parsed them as they streamed. And whether
-        the body is `known` (the last page's bytes) again: each chunk is compared as it arrives,
-        while it is still in the cache, and an unchanged body is never joined."""
+        """The body's pieces while they fit MAX_REMEMBERED_BYTES (kept to compare with the next
+        page); past that, no pieces and a reader that parsed them as they streamed. And whether
+        the body is `known` (the last page's bytes) again: each piece (a view into the
+        connection's buffer) is compared in place as it arrives, and while it matches it is not
+        copied (its bytes are `known`'s): an unchanged body is never copied or joined."""
         chunks: list[bytes] | None = []
         size = 0
         reader: PageReader | None = None
         same = known is not None
-        offset = 0
-        for chunk in get(request, deadline, validators, self._kept):
+        for piece in get(request, deadline, validators, self._kept):
             if same:
                 assert known is not None
-                same = known.startswith(chunk, offset)  # a memcmp in place, no slice
-                offset += len(chunk)
-            if chunks is not None:
-                chunks.append(chunk)
-                size += len(chunk)
-                if size <= MAX_REMEMBERED_BYTES:
+                if known.startswith(piece, size):  # a memcmp in place, no slice
+                    size += len(piece)
                     continue
+                same = False
+                chunks = [known[:size]] if size else []  # what matched, as its own bytes
+            size += len(piece)
+            if chunks is not None and size <= MAX_REMEMBERED_BYTES:
+                chunks.append(bytes(piece))  # a copy: the view's buffer is reused by the next read
+                continue
+            if chunks is not None:
                 reader = PageReader(now, self._hints)  # too big to keep: parsed as it streams
                 for held in chunks:
                     reader.feed(held)
                 chunks = None
-            else:
-                assert reader is not None
-                reader.feed(chunk)
+            assert reader is not None
+            reader.feed(piece)  # parsed from the view, not copied first
             deadline.remaining()  # parsing counts against the deadline too
-        return chunks, reader, same and known is not None and offset == len(known)
+        if same and known is not None and size == len(known):
+            return None, None, True
+        if same and known is not None:
+            chunks = [known[:size]] if size else []  # a prefix of the last page: a short page
+        return chunks, reader, False
 
     def _no_samples(self, reader: PageReader) -> SourceError:
         """Why a page gave no sample: not the text format, every series skipped, or no DCGM series."""
