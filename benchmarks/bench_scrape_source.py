@@ -275,6 +275,11 @@ def main() -> None:
                         f"{name} {statistics.median(values):.2f} % ({min(values):.2f}-{max(values):.2f})"
                     )
                 ne = f"node_exporter {statistics.median(nodes):.2f} %" if nodes else "no node_exporter"
+                now = statistics.median(figures["now"])
+                if "before" in figures:
+                    parts.append(f"now/before {now / statistics.median(figures['before']):.2f}")
+                if nodes and statistics.median(nodes) > 0:
+                    parts.append(f"now/node_exporter {now / statistics.median(nodes):.1f}x")
                 print(
                     f"  {label:<18} page {size / 1024:.0f} KiB: {'; '.join(parts)}; {ne}; "
                     f"goal <= {goal} %; load {min(loads):.1f}-{max(loads):.1f}",
