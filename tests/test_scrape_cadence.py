@@ -22,7 +22,7 @@ import pytest
 from exporter.cli import build_parser
 from exporter.sources import source_options
 from exporter.sources.base import SourceError
-from exporter.sources.scrape import MAX_SKIP_SECONDS, ScrapeSettings, ScrapeSource, _Gatherer
+from exporter.sources.scrape import MAX_SKIP_SECONDS, ScrapeSettings, ScrapeSource, _Cadence, _Gatherer
 
 PAGE = (Path(__file__).parent / "data" / "dcgm-exporter" / "legacy-h100-pods.txt").read_bytes()
 EPSILON = 1e-6
@@ -264,3 +264,21 @@ def test_the_reading_thread_sleeps_until_the_next_get_is_due() -> None:
 
     assert gathered(lambda: 0.0, 3, 5.0) >= 3
     assert gathered(lambda: time.monotonic() + 3600.0, 1, 0.5) == 0
+
+
+def test_the_next_due_time_reads_whole_while_a_read_forgets_the_cadence() -> None:
+    """The source's thread asks due_at without the read lock while the sampler's read may be
+    forgetting the cadence: due_at reads one snapshot (last change, period), so a forget caught
+    halfway (the changes cleared, the period not yet) gives the learned time, not an error."""
+    clock = _Clock()
+    cadence = _Cadence(1.0, clock)
+    cadence.saw(changed=False)
+    for second in range(1, 11):  # a GET a second, a change every 5 s
+        clock.now += 1.0
+        cadence.saw(changed=second % 5 == 0)
+    learned = cadence.due_at()
+    assert learned == pytest.approx(clock.now + 5.0 - 2.0)
+    cadence._changes = []  # where a forget() on the other thread has got to
+    assert cadence.due_at() == learned
+    cadence.forget()
+    assert cadence.due_at() == 0.0

@@ -804,6 +804,9 @@ class _Cadence:
         self._fetched_at: float | None = None
         self.period: float | None = None
         """The upstream's cadence as seen (seconds), once two changes were."""
+        self._learned: tuple[float, float] | None = None
+        """(last change, period) in one attribute: the source's thread reads it for due_at
+        without the lock while a read may be forgetting the cadence."""
 
     def saw(self, *, changed: bool) -> None:
         """A GET answered: the page changed since the last one, or not."""
@@ -819,18 +822,21 @@ class _Cadence:
         del self._changes[: -(CADENCE_GAPS + 1)]
         if len(self._changes) >= 2:
             self.period = min(b - a for a, b in zip(self._changes, self._changes[1:], strict=False))
+            self._learned = (now, self.period)
 
     def forget(self) -> None:
         """GET every read until the cadence is learned again from two new changes."""
-        self._changes.clear()
+        self._learned = None
+        self._changes = []
         self.period = None
 
     def due_at(self) -> float:
         """The clock's time from which a read GETs the page (0.0: every read does)."""
-        period, fetched_at = self.period, self._fetched_at
-        if period is None or fetched_at is None or period < 2 * self._margin:
+        learned, fetched_at = self._learned, self._fetched_at
+        if learned is None or fetched_at is None or learned[1] < 2 * self._margin:
             return 0.0
-        return min(self._changes[-1] + period - self._margin, fetched_at + MAX_SKIP_SECONDS)
+        last_change, period = learned
+        return min(last_change + period - self._margin, fetched_at + MAX_SKIP_SECONDS)
 
     def may_skip(self) -> bool:
         """Whether this read may serve the last page without a GET: the next change cannot be
