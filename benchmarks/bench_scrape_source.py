@@ -1,7 +1,7 @@
 """CPU of `ridgeline serve --source scrape` reading a loopback dcgm-exporter-shaped page at 10 Hz.
 
 Run: .venv/bin/python benchmarks/bench_scrape_source.py [--seconds 30] [--rounds 3]
-     [--collect 1] [--base DIR]
+     [--collect 1] [--base DIR] [--settle 5]
 
 A page server (this file with --serve, its own process, so its CPU is not counted) answers
 /metrics the way dcgm-exporter does: text format 0.0.4, dcgm-exporter's label set on every
@@ -166,7 +166,12 @@ def window(pids: dict[str, tuple[int, int]], seconds: float) -> dict[str, float]
 
 
 def run_serve(
-    root: Path, url: str, seconds: float, node: tuple[int, int] | None, standin: int | None = None
+    root: Path,
+    url: str,
+    seconds: float,
+    node: tuple[int, int] | None,
+    standin: int | None = None,
+    settle: float = SETTLE_SECONDS,
 ) -> dict[str, float]:
     """One window of `ridgeline serve --source scrape --interval 0.1` from the checkout `root`;
     with `standin`, of `serve --source standin` (benchmarks/live_standin.py) for that many
@@ -196,7 +201,7 @@ def run_serve(
     )  # fmt: skip
     try:
         wait_http(port, "/metrics")
-        time.sleep(SETTLE_SECONDS)
+        time.sleep(settle)
         pids = {"ridgeline": (process.pid, port)}
         if node is not None:
             pids["node_exporter"] = node
@@ -214,6 +219,12 @@ def main() -> None:
     parser.add_argument("--collect", type=float, default=1.0, help="seconds between page changes")
     parser.add_argument("--base", type=Path, help="a checkout of the code to compare against")
     parser.add_argument("--entities", type=int, nargs="*", default=[8, 56])
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=SETTLE_SECONDS,
+        help="seconds from start to the window: over two collects lets the source learn the cadence",
+    )
     parser.add_argument(
         "--standin", action="store_true", help="also run live_standin.py's text-free feed each round"
     )
@@ -259,7 +270,7 @@ def main() -> None:
                     figures["stand-in, no scrape"] = []
                 for _ in range(args.rounds):
                     for name, root in checkouts:
-                        cpu = run_serve(root, url, args.seconds, node)
+                        cpu = run_serve(root, url, args.seconds, node, settle=args.settle)
                         figures[name].append(cpu["ridgeline"])
                         if "node_exporter" in cpu:
                             nodes.append(cpu["node_exporter"])
@@ -275,6 +286,11 @@ def main() -> None:
                         f"{name} {statistics.median(values):.2f} % ({min(values):.2f}-{max(values):.2f})"
                     )
                 ne = f"node_exporter {statistics.median(nodes):.2f} %" if nodes else "no node_exporter"
+                now = statistics.median(figures["now"])
+                if "before" in figures:
+                    parts.append(f"now/before {now / statistics.median(figures['before']):.2f}")
+                if nodes and statistics.median(nodes) > 0:
+                    parts.append(f"now/node_exporter {now / statistics.median(nodes):.1f}x")
                 print(
                     f"  {label:<18} page {size / 1024:.0f} KiB: {'; '.join(parts)}; {ne}; "
                     f"goal <= {goal} %; load {min(loads):.1f}-{max(loads):.1f}",

@@ -55,7 +55,7 @@ def _answering(*answers: bytes) -> Iterator[tuple[Request, list[bytes]]]:
 
 
 def _get(request: Request, kept: KeptConnection | None = None, validators: Validators | None = None) -> bytes:
-    return b"".join(get(request, Deadline(5.0), validators, kept))
+    return b"".join(bytes(piece) for piece in get(request, Deadline(5.0), validators, kept))
 
 
 def _chunked(body: bytes, size: int) -> bytes:
@@ -170,3 +170,97 @@ def test_a_header_block_of_exactly_the_limit_is_read() -> None:
     answer = b"HTTP/1.1 200 OK\r\n" + b"X-Many: 1\r\n" * (MAX_HEADERS - 1) + b"Content-Length: 2\r\n\r\nok"
     with _answering(answer) as (request, _):
         assert _get(request) == b"ok"
+
+
+# -- a kept connection's GET: one buffer, one request's bytes, no timeout set per call ----------
+
+
+def test_a_kept_connection_receives_each_answer_into_the_same_buffer() -> None:
+    """An unchanged page on a kept connection costs no allocation the body's size: each GET's
+    piece is a view into the one receive buffer the connection keeps."""
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
+    with _answering(answer, answer) as (request, _):
+        kept = KeptConnection()
+        first = list(get(request, Deadline(5.0), None, kept))
+        assert len(first) == 1 and isinstance(first[0], memoryview) and first[0] == BODY
+        buffer = first[0].obj
+        second = list(get(request, Deadline(5.0), None, kept))
+        assert isinstance(second[0], memoryview) and second[0].obj is buffer and second[0] == BODY
+        kept.close()
+
+
+def test_the_request_bytes_are_built_once_per_request() -> None:
+    """The same Request sends the bytes built for it the first time; another one (rotated
+    credentials, conditional headers) has its own."""
+    kept = KeptConnection()
+    request = Request(scheme="http", host="127.0.0.1", port=9400, target="/metrics")
+    sent = kept.request_bytes(request, True)
+    assert kept.request_bytes(request, True) is sent
+    rotated = Request(**{**{f: getattr(request, f) for f in ("scheme", "host", "port", "target")}},
+                      authorization="Bearer new")  # fmt: skip
+    assert b"Authorization: Bearer new\r\n" in kept.request_bytes(rotated, True)
+    assert b"Authorization" not in kept.request_bytes(request, True)
+    assert b"Connection: close" in kept.request_bytes(request, False)
+
+
+def test_a_kept_socket_is_non_blocking_and_a_slow_answer_still_ends_by_the_deadline() -> None:
+    """The timeout is set once (non-blocking) when connecting, not before every send and recv;
+    the deadline still bounds the whole GET: an answer that stops coming times out."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(answer)
+            conn.recv(65536)
+            conn.sendall(answer[:-10])  # then silence, the connection open
+            conn.recv(1)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    request = Request(scheme="http", host="127.0.0.1", port=listener.getsockname()[1], target="/metrics")
+    kept = KeptConnection()
+    try:
+        assert _get(request, kept) == BODY
+        sock = kept.take(request)
+        assert sock is not None and sock.gettimeout() == 0.0
+        kept.keep(request, sock)
+        with pytest.raises(TimeoutError):
+            _get_by(request, kept, Deadline(0.3))
+    finally:
+        kept.close()
+        listener.close()
+        thread.join(5)
+
+
+def _get_by(request: Request, kept: KeptConnection, deadline: Deadline) -> bytes:
+    return b"".join(bytes(piece) for piece in get(request, deadline, None, kept))
+
+
+@pytest.mark.parametrize("chunk", [7000, 300 * 1024])
+def test_a_body_bigger_than_the_buffer_reads_whole_twice_on_one_connection(chunk: int) -> None:
+    """A 600 KiB body, chunked in small or large pieces, read past the first buffer's end (the
+    buffer grows, pending bytes move to its front): each GET's pieces, copied, are the body."""
+    body = b"".join(b'DCGM_FI_DEV_GPU_UTIL{gpu="%d"} %d\n' % (n % 8, n) for n in range(20000))
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(body, chunk)
+    with _answering(answer, answer) as (request, _):
+        kept = KeptConnection()
+        assert _get(request, kept) == body
+        assert _get(request, kept) == body
+        kept.close()
+
+
+def test_a_header_line_across_the_buffers_end_is_read_whole() -> None:
+    """Header lines that straddle the receive buffer's end (it grows mid-line) read as sent."""
+    first, second = b"a" * 40000, b"b" * 40000
+    answer = b"HTTP/1.1 200 OK\r\nX-One: %s\r\nX-Two: %s\r\nETag: %s\r\nContent-Length: 2\r\n\r\nok" % (
+        first,
+        second,
+        b'"v"',
+    )
+    with _answering(answer) as (request, _):
+        validators = Validators()
+        assert _get(request, validators=validators) == b"ok"
+    assert validators.etag == '"v"'

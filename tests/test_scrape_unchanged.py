@@ -17,6 +17,7 @@ import pytest
 
 from exporter import fields
 from exporter.catalog import load_catalog
+from exporter.http_client import HTTPClientConfig
 from exporter.inference import InferenceConfig, Totals
 from exporter.sample import Sample
 from exporter.sampler import Sampler
@@ -288,6 +289,23 @@ def test_an_upstream_that_closed_the_kept_connection_is_read_on_a_new_one(upstre
     assert upstream.gets == 4 and upstream.connections == 4
 
 
+def test_the_same_request_is_sent_until_the_credentials_change(upstream: _Upstream, tmp_path: Path) -> None:
+    """While the token file and the validators stay the same, each GET is the one Request (the
+    kept connection sends the bytes it built for it); the file is still read every GET, so a
+    rotated token makes a new Request with the new header at once."""
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    source = _open(upstream, client=HTTPClientConfig(bearer_token_file=token))
+    source.read()
+    request = source._page_request(source._page)
+    assert source._page_request(source._page) is request and request.authorization == "Bearer first"
+    token.write_text("second\n")
+    rotated = source._page_request(source._page)
+    assert rotated is not request and rotated.authorization == "Bearer second"
+    source.read()
+    assert upstream.gets == 2
+
+
 # -- the upstream's cadence ---------------------------------------------------------------------
 
 
@@ -316,7 +334,7 @@ def _reads(cadence: _Cadence, clock: _Clock, *, period: float, interval: float, 
 
 def test_following_the_upstream_gets_the_page_about_when_it_changes() -> None:
     clock = _Clock()
-    cadence = _Cadence(True, 1.0, clock)
+    cadence = _Cadence(1.0, clock)
     _reads(cadence, clock, period=30.0, interval=1.0, seconds=95.0)  # learns the cadence
     assert cadence.period is not None and 29.0 <= cadence.period <= 31.0
     gets = _reads(cadence, clock, period=30.0, interval=1.0, seconds=300.0)
@@ -326,7 +344,7 @@ def test_following_the_upstream_gets_the_page_about_when_it_changes() -> None:
 
 def test_following_the_upstream_sees_every_change_within_a_few_reads() -> None:
     clock = _Clock()
-    cadence = _Cadence(True, 1.0, clock)
+    cadence = _Cadence(1.0, clock)
     start = clock.now
     seen_at: list[float] = []
     last = -1
@@ -341,21 +359,15 @@ def test_following_the_upstream_sees_every_change_within_a_few_reads() -> None:
     assert len(seen_at) >= 12 and max(seen_at) <= 1.0  # each change seen at the next read
 
 
-def test_without_following_every_read_gets_the_page() -> None:
-    clock = _Clock()
-    cadence = _Cadence(False, 1.0, clock)
-    assert _reads(cadence, clock, period=30.0, interval=1.0, seconds=100.0) == 100
-
-
 def test_an_upstream_that_changes_every_read_or_two_is_read_every_time() -> None:
     clock = _Clock()
-    cadence = _Cadence(True, 1.0, clock)
+    cadence = _Cadence(1.0, clock)
     assert _reads(cadence, clock, period=2.0, interval=1.0, seconds=100.0) == 100
 
 
 def test_no_get_is_skipped_for_longer_than_the_cap() -> None:
     clock = _Clock()
-    cadence = _Cadence(True, 1.0, clock)
+    cadence = _Cadence(1.0, clock)
     _reads(cadence, clock, period=60.0, interval=1.0, seconds=200.0)
     last_get = clock.now
     longest = 0.0
@@ -369,19 +381,19 @@ def test_no_get_is_skipped_for_longer_than_the_cap() -> None:
 
 
 def test_the_source_skips_the_get_while_the_page_is_not_due(upstream: _Upstream) -> None:
-    source = _open(upstream, follow_upstream=True)
+    source = _open(upstream)
     clock = _Clock()
-    source._cadence = _Cadence(True, 1.0, clock)
+    source._cadence = _Cadence(1.0, clock)
     body = upstream.body
-    for version in range(3):  # three changes, 30 s apart
-        upstream.body = body.replace(b"} 0.", f"}} 0.{version}".encode())
+    for second in range(62):  # a read a second, the page changing every 30 s
+        upstream.body = body.replace(b"} 0.", f"}} 0.{second // 30}".encode())
         source.read()
-        clock.now += 30.0
+        clock.now += 1.0
     gets = upstream.gets
-    clock.now -= 25.0  # 5 s after the last change: the next is 25 s away
+    clock.now += 3.0  # 5 s after the last change (at 60 s): the next is 25 s away
     skipped = source.read()
     assert upstream.gets == gets and skipped
-    clock.now += 24.5  # due: read
+    clock.now += 23.0  # due: read
     source.read()
     assert upstream.gets == gets + 1
 
@@ -396,12 +408,14 @@ def test_interval_given_tells_a_given_interval_from_the_default() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "variable", "follows"),
-    [([], None, True), (["--interval", "1"], None, False), ([], "1", False)],
+    ("argv", "variable", "interval"),
+    [([], None, 1.0), (["--interval", "0.1"], None, 0.1), ([], "0.5", 0.5)],
 )
-def test_serve_follows_the_upstream_unless_an_interval_is_given(
-    argv: list[str], variable: str | None, follows: bool, monkeypatch: pytest.MonkeyPatch
+def test_serve_follows_the_upstream_at_the_interval_given_or_not(
+    argv: list[str], variable: str | None, interval: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One mechanism for every interval: the source learns the upstream's cadence and GETs at
+    the read interval around each due change, whether --interval was given or not."""
     from exporter.cli import build_parser
     from exporter.sources import source_options
 
@@ -411,10 +425,10 @@ def test_serve_follows_the_upstream_unless_an_interval_is_given(
         ["serve", "--source", "scrape", "--scrape-url", "http://127.0.0.1:9400/metrics", *argv]
     )
     options = source_options("scrape", values)
-    assert options.interval_seconds == 1.0
+    assert options.interval_seconds == interval
     settings = options.settings["scrape"]
-    assert isinstance(settings, ScrapeSettings) and settings.follow_upstream is follows
-    assert ScrapeSource(options, settings)._cadence.follow is follows
+    assert isinstance(settings, ScrapeSettings)
+    assert ScrapeSource(options, settings)._cadence.interval == interval
 
 
 def test_a_label_set_seen_before_is_read_without_a_decode(counting: type[_Counting]) -> None:

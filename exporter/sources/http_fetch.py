@@ -3,19 +3,23 @@
 A socket timeout bounds each read, not the answer: an upstream that drips one byte every two
 seconds never trips a 5 s timeout. Here every blocking call gets the time *left* as its timeout
 (CPython bounds one recv, sendall or TLS handshake by its timeout as a whole), so the GET as a
-whole ends by the deadline. Standard library only: socket, ssl, and a small reader of the answer
-(`_Answer`: status line, headers, chunked, Content-Length and read-to-close bodies) over a
-buffered socket wrapper that applies the deadline. The body is handed out chunk by chunk so the
-caller can parse it as it streams.
-A caller that reads one upstream over and over keeps its connection open (KeptConnection).
+whole ends by the deadline. Standard library only: socket, ssl, select, and a small reader of
+the answer (`_Answer`: status line, headers, chunked, Content-Length and read-to-close bodies)
+over a receive buffer that applies the deadline (once connected the socket is non-blocking, and
+each wait is a poll for the time left). The body is handed out piece by piece so the caller can
+parse it as it streams.
+A caller that reads one upstream over and over keeps its connection open (KeptConnection), and
+with it one receive buffer and the request's bytes: a GET of an unchanged page then allocates
+nothing the page's size, builds no request and sets no socket timeout (_Receiver).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import http.client
-import io
 import ipaddress
+import math
+import select
 import socket
 import ssl
 import threading
@@ -93,31 +97,111 @@ class Validators:
         return tuple(headers)
 
 
-class _DeadlineReader(io.RawIOBase):
-    """The socket as a raw stream whose every read gets the time left as its timeout."""
+class _Receiver:
+    """A connection's answer as it arrives, received into one buffer a KeptConnection keeps across
+    GETs (recv_into: no allocation the body's size a GET, no page faults to fill it afresh).
 
-    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
-        self._sock = sock
-        self._deadline = deadline
+    The socket is non-blocking (set once, when connected): a recv that would block waits in
+    poll() for the time the deadline leaves, so the GET as a whole ends by it without a timeout
+    set on the socket before every call. The status and header lines are handed out as bytes;
+    body pieces as views into the buffer, valid until the next read (the caller copies what it
+    keeps).
+    """
 
-    def readable(self) -> bool:
-        return True
+    def __init__(self) -> None:
+        self._buffer = bytearray(CHUNK_BYTES)
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        self._end = 0
+        self._sock: socket.socket | None = None
+        self._deadline: Deadline | None = None
+        self._poll = select.poll()
+        self._polled: socket.socket | None = None
 
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        self._sock.settimeout(self._deadline.remaining())
-        return self._sock.recv_into(buffer)
+    def attach(self, sock: socket.socket, deadline: Deadline) -> _Receiver:
+        """Read this GET's answer off `sock` (whatever was left of an earlier one is dropped)."""
+        if sock is not self._polled:
+            if self._polled is not None and self._polled.fileno() >= 0:
+                self._poll.unregister(self._polled)
+            self._poll = select.poll()
+            self._poll.register(sock, select.POLLIN)
+            self._polled = sock
+        self._sock, self._deadline = sock, deadline
+        self._start = self._end = 0
+        return self
 
+    def _wait(self) -> None:
+        """Until the socket is readable; TimeoutError once the deadline passed."""
+        deadline = self._deadline
+        assert deadline is not None
+        while not self._poll.poll(math.ceil(deadline.remaining() * 1000)):
+            pass
 
-class _DeadlineSocket:
-    """The socket as a buffered stream (makefile), with the deadline applied."""
+    def _room(self, wanted: int) -> None:
+        """Free space after the pending bytes for `wanted` of them in all: they are moved to the
+        front (over pieces already handed out) or into a bigger buffer."""
+        pending = self._end - self._start
+        if self._start + wanted <= len(self._buffer):
+            return
+        if wanted > len(self._buffer):
+            size = -(-(wanted + wanted // 8) // CHUNK_BYTES) * CHUNK_BYTES
+            buffer = bytearray(size)  # a new one: views handed out keep the old one alive
+            buffer[:pending] = self._view[self._start : self._end]
+            self._buffer, self._view = buffer, memoryview(buffer)
+        elif pending:
+            self._buffer[:pending] = bytes(self._view[self._start : self._end])
+        self._start, self._end = 0, pending
 
-    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
-        self._sock = sock
-        self._deadline = deadline
+    def _recv(self) -> int:
+        """One recv into the free space (made when there is none); 0 when the upstream closed."""
+        if self._end == len(self._buffer):
+            self._room(self._end - self._start + CHUNK_BYTES)
+        sock = self._sock
+        assert sock is not None
+        while True:
+            try:
+                got = sock.recv_into(self._view[self._end :])
+            except (BlockingIOError, ssl.SSLWantReadError):
+                self._wait()
+                continue
+            except ssl.SSLWantWriteError:  # TLS wants to send first (a key update)
+                assert self._deadline is not None
+                _writable(sock, self._deadline)
+                continue
+            self._end += got
+            return got
 
-    def makefile(self, mode: str) -> io.BufferedReader:
-        assert mode == "rb"
-        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline), CHUNK_BYTES)
+    def _take(self, count: int) -> memoryview:
+        piece = self._view[self._start : self._start + count]
+        self._start += count
+        return piece
+
+    def readline(self, limit: int) -> bytes:
+        """One line with its newline, at most `limit` bytes; what is left at the close."""
+        scanned = 0  # bytes after the start already searched (a recv may move them)
+        while True:
+            newline = self._buffer.find(b"\n", self._start + scanned, self._end)
+            if 0 <= newline < self._start + limit:
+                return bytes(self._take(newline + 1 - self._start))
+            if self._end - self._start >= limit:
+                return bytes(self._take(limit))
+            scanned = self._end - self._start
+            if not self._recv():
+                return bytes(self._take(self._end - self._start))
+
+    def read(self, amount: int) -> memoryview:
+        """`amount` bytes as one piece; fewer only when the upstream closed first."""
+        self._room(amount)
+        while self._end - self._start < amount and self._recv():
+            pass
+        return self._take(min(amount, self._end - self._start))
+
+    def read1(self, amount: int) -> memoryview:
+        """What has arrived, up to `amount` bytes (one recv when nothing has); empty at the close."""
+        if self._end == self._start:
+            self._start = self._end = 0
+            self._recv()
+        return self._take(min(amount, self._end - self._start))
 
 
 class _Answer:
@@ -130,7 +214,7 @@ class _Answer:
     Content-Length, else read until the upstream closes (and the connection is not kept).
     """
 
-    def __init__(self, fp: io.BufferedReader) -> None:
+    def __init__(self, fp: _Receiver) -> None:
         self._fp = fp
         while True:
             version, status, reason = self._status_line()
@@ -200,9 +284,10 @@ class _Answer:
             headers[last] = f"{headers[last]}, {value}" if last in headers else value
         raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
 
-    def read(self, amount: int = CHUNK_BYTES) -> bytes:
-        """Up to `amount` bytes of the body; b"" at its end. A chunked body cut short raises
-        IncompleteRead; one short of its Content-Length ends early, `length` left above 0."""
+    def read(self, amount: int = CHUNK_BYTES) -> memoryview | bytes:
+        """Up to `amount` bytes of the body (a view, valid until the next read); empty at its end.
+        A chunked body cut short raises IncompleteRead; one short of its Content-Length ends
+        early, `length` left above 0."""
         if self._done:
             return b""
         if self.chunked:
@@ -211,12 +296,15 @@ class _Answer:
             data = self._fp.read1(amount)
             self._done = not data
             return data
-        data = self._fp.read(min(amount, self.length)) if self.length > 0 else b""
+        if self.length <= 0:
+            self._done = True
+            return b""
+        data = self._fp.read(min(amount, self.length))
         self.length -= len(data)
         self._done = not data
         return data
 
-    def _read_chunked(self, amount: int) -> bytes:
+    def _read_chunked(self, amount: int) -> memoryview | bytes:
         if self._chunk_left == 0:
             size_line = self._line("chunk size")
             size_text = size_line.split(b";", 1)[0].strip()
@@ -233,12 +321,15 @@ class _Answer:
                 return b""
             self._chunk_left = size
         want = min(amount, self._chunk_left)
-        data = self._fp.read(want)
-        self._chunk_left -= len(data)
+        ends = want == self._chunk_left  # the chunk's CRLF is read with it: one piece, one view
+        data = self._fp.read(want + 2 if ends else want)
+        self._chunk_left -= min(len(data), want)
         if len(data) < want:
-            raise http.client.IncompleteRead(data, self._chunk_left)
-        if self._chunk_left == 0 and self._fp.read(2) not in (b"\r\n",):
-            raise http.client.IncompleteRead(data)
+            raise http.client.IncompleteRead(bytes(data), self._chunk_left)
+        if ends:
+            if data[want:].tobytes() != b"\r\n":
+                raise http.client.IncompleteRead(bytes(data[:want]))
+            data = data[:want]
         return data
 
     def drain(self) -> None:
@@ -294,7 +385,8 @@ def _connect(request: Request, deadline: Deadline) -> socket.socket:
             errors.append(exc.strerror or str(exc))
             continue
         if request.scheme == "https":
-            return _start_tls(sock, request, deadline)
+            sock = _start_tls(sock, request, deadline)
+        sock.settimeout(0.0)  # non-blocking from here: each wait is a poll for the time left
         return sock
     raise FetchError("connection", f"cannot connect: {'; '.join(errors) or 'no address'}")
 
@@ -322,6 +414,19 @@ class KeptConnection:
     def __init__(self) -> None:
         self._sock: socket.socket | None = None
         self._key: tuple[str, str, int] | None = None
+        self.receiver = _Receiver()
+        """The answers' buffer, kept across GETs and connections."""
+        self._sent_for: tuple[Request, bool] | None = None
+        self._sent = b""
+
+    def request_bytes(self, request: Request, keep_alive: bool) -> bytes:
+        """The GET's bytes, built again only for another request (the caller keeps its Request
+        while the URL, the credentials and the conditional headers stay the same)."""
+        sent_for = self._sent_for
+        if sent_for is None or sent_for[0] is not request or sent_for[1] is not keep_alive:
+            self._sent = _request_bytes(request, keep_alive=keep_alive)
+            self._sent_for = (request, keep_alive)
+        return self._sent
 
     def take(self, request: Request) -> socket.socket | None:
         sock, self._sock = self._sock, None
@@ -355,10 +460,31 @@ def _request_bytes(request: Request, *, keep_alive: bool = False) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _begin(sock: socket.socket, request: Request, deadline: Deadline, keep_alive: bool) -> _Answer:
-    sock.settimeout(deadline.remaining())
-    sock.sendall(_request_bytes(request, keep_alive=keep_alive))
-    return _Answer(_DeadlineSocket(sock, deadline).makefile("rb"))
+def _writable(sock: socket.socket, deadline: Deadline) -> None:
+    """Until `sock` takes more bytes; TimeoutError once the deadline passed."""
+    while not select.select([], [sock], [], deadline.remaining())[1]:
+        pass
+
+
+def _send(sock: socket.socket, data: bytes, deadline: Deadline) -> None:
+    """All of `data` on the non-blocking socket, by the deadline."""
+    view = memoryview(data)
+    sent = 0
+    while sent < len(data):
+        try:
+            sent += sock.send(view[sent:])
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            _writable(sock, deadline)
+
+
+def _begin(
+    sock: socket.socket, request: Request, deadline: Deadline, keep_alive: bool, kept: KeptConnection | None
+) -> _Answer:
+    if kept is None:
+        _send(sock, _request_bytes(request, keep_alive=keep_alive), deadline)
+        return _Answer(_Receiver().attach(sock, deadline))
+    _send(sock, kept.request_bytes(request, keep_alive), deadline)
+    return _Answer(kept.receiver.attach(sock, deadline))
 
 
 def _open_and_begin(
@@ -369,7 +495,7 @@ def _open_and_begin(
     sock = kept.take(request) if kept is not None else None
     if sock is not None:
         try:
-            return sock, _begin(sock, request, deadline, True)
+            return sock, _begin(sock, request, deadline, True, kept)
         except TimeoutError:
             sock.close()
             raise
@@ -382,7 +508,7 @@ def _open_and_begin(
     except OSError as exc:
         raise FetchError("connection", f"cannot connect: {exc.strerror or exc}") from None
     try:
-        return sock, _begin(sock, request, deadline, kept is not None)
+        return sock, _begin(sock, request, deadline, kept is not None, kept)
     except BaseException:
         sock.close()
         raise
@@ -393,8 +519,10 @@ def get(
     deadline: Deadline,
     validators: Validators | None = None,
     kept: KeptConnection | None = None,
-) -> Iterator[bytes]:
-    """The body of a 200 answer, chunk by chunk, all by the deadline.
+) -> Iterator[memoryview | bytes]:
+    """The body of a 200 answer, piece by piece, all by the deadline. Each piece is a view into
+    the connection's receive buffer, valid until the next piece is asked for: a caller that
+    keeps one copies it (bytes(piece)); one that compares it with the last page need not.
 
     Raises TimeoutError when the deadline passes (at any step), FetchError otherwise (reasons
     `connection`, `http_status`, `parse_error`). A generator: the socket is closed when it is
@@ -459,7 +587,7 @@ def _check_answer(response: _Answer) -> None:
         raise FetchError("parse_error", f"answered with Content-Encoding {encoding}, not plain text")
 
 
-def _body(response: _Answer) -> Iterator[bytes]:
+def _body(response: _Answer) -> Iterator[memoryview | bytes]:
     """The body chunk by chunk; one cut short of its Content-Length is a `connection` error."""
     while True:
         try:

@@ -68,8 +68,7 @@ class DefaultSeconds(float):
 
 
 def interval_given(values: Any) -> bool:
-    """Whether --interval (or its RIDGELINE_* variable) was given: --source scrape then reads
-    the upstream at that interval; without it, at the upstream's own cadence (docs/sources.md)."""
+    """Whether --interval (or its RIDGELINE_* variable) was given, rather than its default."""
     return not isinstance(getattr(values, "interval", None), DefaultSeconds)
 
 
@@ -79,8 +78,8 @@ INTERVAL = OptionSpec(
     type=positive_seconds,
     default=DefaultSeconds(1.0),
     metavar="S",
-    help="seconds between samples of a live source (default 1; --source scrape then GETs at the"
-    " upstream's own cadence, given: every read); dmon/CSV sample spacing",
+    help="seconds between samples of a live source (default 1; --source scrape GETs at this"
+    " interval only around the upstream's next due change); dmon/CSV sample spacing",
 )
 MIG_PROFILE = OptionSpec(
     flag="--mig-profile",

@@ -34,7 +34,6 @@ from exporter.sources.base import (
     hinted_profile,
 )
 from exporter.sources.http_fetch import Deadline, FetchError, KeptConnection, Request, Validators, get
-from exporter.sources.options import interval_given
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +177,9 @@ class PageReader:
 
     # feeding
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes | memoryview) -> None:
         if self._discarding:
+            chunk = bytes(chunk)
             newline = chunk.find(b"\n")
             if newline < 0:
                 return
@@ -779,47 +779,69 @@ class _Page:
 class _Cadence:
     """When the upstream's page is next due, from the times its bytes were seen to change.
 
-    Off (every read GETs) unless the source follows the upstream. On, a read skips its GET
-    unless the next change is due within two intervals (the cadence is the shortest recent
-    change-to-change gap, a multiple of it after the last change seen: an idle page that skipped
-    a change is still read when the next is due), nor when MAX_SKIP_SECONDS passed since the last
-    GET, nor before two changes were seen, nor when the cadence is under four intervals.
+    dcgm-exporter collects on a timer (`-c`) and serves the same bytes in between, so a GET
+    between two collects cannot see a change. Once two changes were seen, each by a GET within
+    two intervals of the one before, the cadence is the shortest of the recent change-to-change
+    gaps, and a read skips its GET from a change seen until two intervals before the next is
+    due; from then on every read GETs until a change is seen (`due_at`: a stall, a longer
+    cadence or a failing upstream is read every interval, as before). Reads still happen at the
+    interval: a skipped one serves the last page. A GET is never skipped for longer than
+    MAX_SKIP_SECONDS, nor when the cadence is under four intervals (too little to save).
+
+    A change seen by a GET after a longer blind spell came earlier than due, or while no GET
+    looked (dcgm-exporter restarted with a shorter `-c`): when it appeared is not known, so the
+    cadence is forgotten and every read GETs until it is learned again from two new changes.
+    So a change is seen within one interval of appearing while the cadence holds, and once late
+    when it moves, by at most that blind spell: min(cadence - 2 intervals, MAX_SKIP_SECONDS).
     """
 
-    def __init__(self, follow: bool, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.follow = follow
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = interval
-        """The source's read interval (--interval)."""
-        self._interval = interval
+        """The source's read interval (--interval); the GETs' interval around a due change."""
+        self._margin = 2 * interval
         self._clock = clock
         self._changes: list[float] = []
         self._fetched_at: float | None = None
         self.period: float | None = None
         """The upstream's cadence as seen (seconds), once two changes were."""
+        self._learned: tuple[float, float] | None = None
+        """(last change, period) in one attribute: the source's thread reads it for due_at
+        without the lock while a read may be forgetting the cadence."""
 
     def saw(self, *, changed: bool) -> None:
         """A GET answered: the page changed since the last one, or not."""
-        now = self._fetched_at = self._clock()
+        now = self._clock()
+        blind = None if self._fetched_at is None else now - self._fetched_at
+        self._fetched_at = now
         if not changed:
+            return
+        if blind is None or blind > self._margin:
+            self.forget()  # when it changed is not known to within the margin: no reference
             return
         self._changes.append(now)
         del self._changes[: -(CADENCE_GAPS + 1)]
         if len(self._changes) >= 2:
             self.period = min(b - a for a, b in zip(self._changes, self._changes[1:], strict=False))
+            self._learned = (now, self.period)
+
+    def forget(self) -> None:
+        """GET every read until the cadence is learned again from two new changes."""
+        self._learned = None
+        self._changes = []
+        self.period = None
+
+    def due_at(self) -> float:
+        """The clock's time from which a read GETs the page (0.0: every read does)."""
+        learned, fetched_at = self._learned, self._fetched_at
+        if learned is None or fetched_at is None or learned[1] < 2 * self._margin:
+            return 0.0
+        last_change, period = learned
+        return min(last_change + period - self._margin, fetched_at + MAX_SKIP_SECONDS)
 
     def may_skip(self) -> bool:
-        """Whether this read may serve the last page without a GET: the next change is not due
-        within two intervals either way (changes are seen a read late, at most)."""
-        period, fetched_at = self.period, self._fetched_at
-        if not self.follow or period is None or fetched_at is None:
-            return False
-        now = self._clock()
-        margin = 2 * self._interval
-        if period < 2 * margin or now - fetched_at >= MAX_SKIP_SECONDS:
-            return False
-        since = now - self._changes[-1]
-        phase = since % period
-        return since < period - margin if since < period else margin <= phase <= period - margin
+        """Whether this read may serve the last page without a GET: the next change cannot be
+        there yet (it is not due within two intervals, and changes are seen a read late at most)."""
+        return self._clock() < self.due_at()
 
 
 class _Gatherer:
@@ -827,7 +849,8 @@ class _Gatherer:
     than the sampler folds (--interval under GATHER_BELOW_SECONDS).
 
     The sampler reads a batching source about once a second; this thread reads the page every
-    interval in between and keeps only the pages that changed. A read of an unchanged page gives
+    interval in between (but sleeps through the reads the upstream's cadence skips) and keeps
+    only the pages that changed. A read of an unchanged page gives
     the sampler nothing new (dcgm-exporter's interval averages stand until its next collect), so
     it is not kept: folding it would have been a duplicate (inference.step: no interval). What
     the sampler is handed (`take`) is therefore what it would have folded read by read, less
@@ -837,10 +860,17 @@ class _Gatherer:
     """
 
     def __init__(
-        self, read: Callable[[], tuple[list[Sample], bool]], interval: float, closing: Callable[[], None]
+        self,
+        read: Callable[[], tuple[list[Sample], bool]],
+        interval: float,
+        closing: Callable[[], None],
+        due: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._read = read
         self._interval = interval
+        self._due = due
+        """When the source next GETs (_Cadence.due_at): a read before it would serve the last
+        page, which this thread does not keep, so it sleeps until then."""
         self._closing = closing
         self._lock = threading.Lock()
         self._pending: list[list[Sample]] = []
@@ -869,7 +899,7 @@ class _Gatherer:
     def _run(self) -> None:
         try:
             while not self._stopping:
-                delay = self._read_at + self._interval - time.monotonic()
+                delay = max(self._read_at + self._interval, self._due()) - time.monotonic()
                 if delay > 0:
                     self._wake.acquire(timeout=delay)
                     continue  # the sampler may have read meanwhile: due again from its read
@@ -919,7 +949,8 @@ class _Gatherer:
 
 
 class ScrapeSource:
-    """Reads dcgm-exporter's `/metrics` once per sampling interval (paced by the sampler)."""
+    """Reads dcgm-exporter's `/metrics` once per sampling interval (paced by the sampler), and
+    GETs it when the upstream's cadence says a new page may be there (_Cadence)."""
 
     name = "scrape"
     paced = False
@@ -936,11 +967,13 @@ class ScrapeSource:
         self._client = client if client.prefix else replace(client, prefix=CLIENT_PREFIX)
         self._hints = options.mig_profiles
         self._request: Request | None = None
+        self._sent: tuple[tuple[str | None, tuple[tuple[str, str], ...]], Request] | None = None
+        """The last GET's credentials and conditional headers, and the Request made of them."""
         self._skipped_total = 0
         self._skip_logged_at: float | None = None
         self._page: _Page | None = None
         self._kept = KeptConnection()
-        self._cadence = _Cadence(settings.follow_upstream, options.interval_seconds)
+        self._cadence = _Cadence(options.interval_seconds)
         self.display_name = redact_url(self._url)
         """The URL as it may be shown (logs, errors, /readyz): password replaced by xxxxx."""
 
@@ -984,6 +1017,7 @@ class ScrapeSource:
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
+        self._sent = None
         self._request = Request(
             scheme=parts.scheme,
             host=parts.hostname,
@@ -1010,7 +1044,7 @@ class ScrapeSource:
         samples = self.read()
         interval = self._cadence.interval
         if interval < GATHER_BELOW_SECONDS:
-            self._gatherer = _Gatherer(self._read_page, interval, self._kept.close)
+            self._gatherer = _Gatherer(self._read_page, interval, self._kept.close, self._cadence.due_at)
             self._gatherer.start()
         return [samples]
 
@@ -1052,15 +1086,20 @@ class ScrapeSource:
         """The GET with its credentials read afresh (a rotated secret applies) and, when the last
         page came with validators, the conditional headers that let the upstream answer 304."""
         assert self._request is not None
-        request = self._request
         try:
             authorization = self._client.authorization()
         except ClientConfigError as exc:
             raise SourceError("bad_credentials", str(exc)) from None
+        conditional = page.validators.conditional_headers() if page is not None and page.validators else ()
+        key = (authorization, conditional)
+        if self._sent is not None and self._sent[0] == key:
+            return self._sent[1]  # the same Request: the connection sends the bytes it built for it
+        request = self._request
         if authorization is not None:
             request = replace(request, authorization=authorization)
-        if page is not None and page.validators is not None:
-            request = replace(request, headers=request.headers + page.validators.conditional_headers())
+        if conditional:
+            request = replace(request, headers=request.headers + conditional)
+        self._sent = (key, request)
         return request
 
     def _fetch(
@@ -1094,34 +1133,40 @@ class ScrapeSource:
     def _download(
         self, request: Request, deadline: Deadline, validators: Validators, now: float, known: bytes | None
     ) -> tuple[list[bytes] | None, PageReader | None, bool]:
-        """The body's chunks while they fit MAX_REMEMBERED_BYTES (kept to compare with the next
-        page); past that, no chunks and a reader that parsed them as they streamed. And whether
-        the body is `known` (the last page's bytes) again: each chunk is compared as it arrives,
-        while it is still in the cache, and an unchanged body is never joined."""
+        """The body's pieces while they fit MAX_REMEMBERED_BYTES (kept to compare with the next
+        page); past that, no pieces and a reader that parsed them as they streamed. And whether
+        the body is `known` (the last page's bytes) again: each piece (a view into the
+        connection's buffer) is compared in place as it arrives, and while it matches it is not
+        copied (its bytes are `known`'s): an unchanged body is never copied or joined."""
         chunks: list[bytes] | None = []
         size = 0
         reader: PageReader | None = None
         same = known is not None
-        offset = 0
-        for chunk in get(request, deadline, validators, self._kept):
+        for piece in get(request, deadline, validators, self._kept):
             if same:
                 assert known is not None
-                same = known.startswith(chunk, offset)  # a memcmp in place, no slice
-                offset += len(chunk)
-            if chunks is not None:
-                chunks.append(chunk)
-                size += len(chunk)
-                if size <= MAX_REMEMBERED_BYTES:
+                if known.startswith(piece, size):  # a memcmp in place, no slice
+                    size += len(piece)
                     continue
+                same = False
+                chunks = [known[:size]] if size else []  # what matched, as its own bytes
+            size += len(piece)
+            if chunks is not None and size <= MAX_REMEMBERED_BYTES:
+                chunks.append(bytes(piece))  # a copy: the view's buffer is reused by the next read
+                continue
+            if chunks is not None:
                 reader = PageReader(now, self._hints)  # too big to keep: parsed as it streams
                 for held in chunks:
                     reader.feed(held)
                 chunks = None
-            else:
-                assert reader is not None
-                reader.feed(chunk)
+            assert reader is not None
+            reader.feed(piece)  # parsed from the view, not copied first
             deadline.remaining()  # parsing counts against the deadline too
-        return chunks, reader, same and known is not None and offset == len(known)
+        if same and known is not None and size == len(known):
+            return None, None, True
+        if same and known is not None:
+            chunks = [known[:size]] if size else []  # a prefix of the last page: a short page
+        return chunks, reader, False
 
     def _no_samples(self, reader: PageReader) -> SourceError:
         """Why a page gave no sample: not the text format, every series skipped, or no DCGM series."""
@@ -1206,15 +1251,11 @@ class ScrapeSettings:
     """One deadline for the whole scrape: name lookup, connect, TLS, headers and body."""
     client: HTTPClientConfig = field(default_factory=HTTPClientConfig)
     """Basic auth, bearer token and TLS towards the upstream (the `--scrape.*` flags)."""
-    follow_upstream: bool = False
-    """True when no --interval was given: a read GETs the page only when the upstream's cadence
-    says a new one may be there (_Cadence); False: every read GETs."""
 
 
 def options_from(values: Any, chosen: bool) -> ScrapeSettings:
     """The URL, the deadline and, when this source is chosen, its HTTP client configuration
-    (checked, its files read once) and whether it follows the upstream's cadence (no
-    --interval given)."""
+    (checked, its files read once)."""
     if not chosen:
         return ScrapeSettings(url=values.scrape_url or "", timeout_seconds=values.scrape_timeout)
     if not values.scrape_url:
@@ -1223,9 +1264,4 @@ def options_from(values: Any, chosen: bool) -> ScrapeSettings:
     if values.scrape_auth_file:
         client = replace(client, basic_auth_file=Path(values.scrape_auth_file))
         client.check()
-    return ScrapeSettings(
-        url=values.scrape_url,
-        timeout_seconds=values.scrape_timeout,
-        client=client,
-        follow_upstream=not interval_given(values),
-    )
+    return ScrapeSettings(url=values.scrape_url, timeout_seconds=values.scrape_timeout, client=client)
