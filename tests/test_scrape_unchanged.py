@@ -6,7 +6,6 @@ on 127.0.0.1 whose page the test changes."""
 
 from __future__ import annotations
 
-import argparse
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +21,6 @@ from exporter.inference import InferenceConfig, Totals
 from exporter.sample import Sample
 from exporter.sampler import Sampler
 from exporter.sources.base import SourceOptions
-from exporter.sources.options import INTERVAL, interval_given
 from exporter.sources.scrape import (
     MAX_REMEMBERED_BYTES,
     MAX_SKIP_SECONDS,
@@ -396,15 +394,6 @@ def test_the_source_skips_the_get_while_the_page_is_not_due(upstream: _Upstream)
     clock.now += 23.0  # due: read
     source.read()
     assert upstream.gets == gets + 1
-
-
-def test_interval_given_tells_a_given_interval_from_the_default() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument(INTERVAL.flag, **INTERVAL.argparse_kwargs())
-    default = parser.parse_args([])
-    assert not interval_given(default) and default.interval == 1.0
-    assert interval_given(parser.parse_args(["--interval", "1"]))
-    assert interval_given(parser.parse_args(["--interval", "0.1"]))
 
 
 @pytest.mark.parametrize(

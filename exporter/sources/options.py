@@ -62,21 +62,11 @@ def mig_profiles(text: str) -> tuple[MigProfileHint, ...]:
     return tuple(hints)
 
 
-class DefaultSeconds(float):
-    """A flag's default seconds, told apart from the same value given (`interval_given`): a
-    float everywhere else, so every reader of `--interval` reads 1.0 as before."""
-
-
-def interval_given(values: Any) -> bool:
-    """Whether --interval (or its RIDGELINE_* variable) was given, rather than its default."""
-    return not isinstance(getattr(values, "interval", None), DefaultSeconds)
-
-
 INTERVAL = OptionSpec(
     flag="--interval",
     dest="interval",
     type=positive_seconds,
-    default=DefaultSeconds(1.0),
+    default=1.0,
     metavar="S",
     help="seconds between samples of a live source (default 1; --source scrape GETs at this"
     " interval only around the upstream's next due change); dmon/CSV sample spacing",
