@@ -240,6 +240,36 @@ def running_stack(tmp: Path) -> Iterator[Stack]:
             sock.close()
 
 
+@contextmanager
+def backfilled_prometheus(
+    tmp: Path, history: Path, *, scrape_interval: str, evaluation_interval: str, timeout: float = 120
+) -> Iterator[Stack]:
+    """A Prometheus that serves an OpenMetrics history (backfilled by promtool into tmp/tsdb),
+    with no targets and no rules of its own; its URL is the stack's prometheus_url."""
+    promtool = shutil.which("promtool")
+    assert PROMETHEUS is not None and promtool is not None
+    tsdb = tmp / "tsdb"
+    done = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(history), str(tsdb)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    config = tmp / "prometheus.yml"
+    config.write_text(
+        f"global: {{scrape_interval: {scrape_interval}, evaluation_interval: {evaluation_interval}}}\n"
+    )
+    with running_stack(tmp) as stack:
+        stack.prometheus_url = stack.start_listening(
+            "prometheus",
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
+             "--web.listen-address=127.0.0.1:0", "--storage.tsdb.retention.time=30d", "--log.level=error"],
+        )  # fmt: skip
+        stack.wait_ready(f"{stack.prometheus_url}/-/ready", "prometheus")
+        yield stack
+
+
 def recording_levels(rule_files: list[Path]) -> list[list[dict[str, Any]]]:
     """The recording rules by dependency depth: level 0 reads only raw series, level k reads k-1.
 

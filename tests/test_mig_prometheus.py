@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, Stack, running_stack
+from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, Stack, backfilled_prometheus
 from test_mig_parents import SECONDS, node_batch
 
 from exporter.catalog import load_catalog
@@ -88,24 +88,9 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack
     history = tmp / "history.om"
     with history.open("w") as out:
         write_history(out, start, end)
-    tsdb = tmp / "tsdb"
-    done = subprocess.run(
-        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(history), str(tsdb)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    with running_stack(tmp) as stack:
-        config = tmp / "prometheus.yml"
-        config.write_text("global: {scrape_interval: 15s, evaluation_interval: 1m}\n")
-        process = stack.start(
-            "prometheus",
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
-             "--web.listen-address=127.0.0.1:0", "--storage.tsdb.retention.time=30d", "--log.level=error"],
-        )  # fmt: skip
-        stack.prometheus_url = f"http://127.0.0.1:{stack.port_of(process, 'prometheus')}"
-        stack.wait_ready(f"{stack.prometheus_url}/-/ready", "prometheus")
+    with backfilled_prometheus(
+        tmp, history, scrape_interval="15s", evaluation_interval="1m", timeout=300
+    ) as stack:
         yield stack, start, end
 
 

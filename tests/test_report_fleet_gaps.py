@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
-from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, running_stack
+from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, backfilled_prometheus
 
 pytestmark = REQUIRES_PROMETHEUS
 
@@ -103,24 +103,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         for level in ("namespace_pod", "instance", "cluster"):
             _write_level(level, start - 1800, start + 3600 + 600, start, out)
         out.write("# EOF\n")
-    tsdb = tmp / "tsdb"
-    done = subprocess.run(
-        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(data), str(tsdb)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    config = tmp / "prometheus.yml"
-    config.write_text(f"global: {{scrape_interval: 15s, evaluation_interval: {EVALUATION}s}}\n")
-    with running_stack(tmp) as stack:
-        url = stack.start_listening(
-            "prometheus",
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
-             "--web.listen-address=127.0.0.1:0", "--storage.tsdb.retention.time=30d", "--log.level=error"],
-        )  # fmt: skip
-        stack.wait_ready(f"{url}/-/ready", "prometheus")
-        yield {"url": url, "start": start, "tmp": tmp}
+    with backfilled_prometheus(
+        tmp, data, scrape_interval="15s", evaluation_interval=f"{EVALUATION}s"
+    ) as stack:
+        yield {"url": stack.prometheus_url, "start": start, "tmp": tmp}
 
 
 def _report(server: dict[str, Any], lo: float, hi: float, step: str, *args: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
-from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, running_stack
+from prometheus_stack import PROMETHEUS, REQUIRES_PROMETHEUS, backfilled_prometheus
 
 from exporter.roofline import REGIMES
 
@@ -154,24 +154,10 @@ def lagged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         _write_raw(gpus, out)
         _write_recorded(gpus, start - 1800, start + 3600 + 600, out)
         out.write("# EOF\n")
-    tsdb = tmp / "tsdb"
-    done = subprocess.run(
-        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(data), str(tsdb)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    config = tmp / "prometheus.yml"
-    config.write_text(f"global: {{scrape_interval: {SCRAPE}s, evaluation_interval: {EVALUATION}s}}\n")
-    with running_stack(tmp) as stack:
-        url = stack.start_listening(
-            "prometheus",
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
-             "--web.listen-address=127.0.0.1:0", "--storage.tsdb.retention.time=30d", "--log.level=error"],
-        )  # fmt: skip
-        stack.wait_ready(f"{url}/-/ready", "prometheus")
-        yield {"url": url, "start": start, "gpus": gpus, "tmp": tmp}
+    with backfilled_prometheus(
+        tmp, data, scrape_interval=f"{SCRAPE}s", evaluation_interval=f"{EVALUATION}s"
+    ) as stack:
+        yield {"url": stack.prometheus_url, "start": start, "gpus": gpus, "tmp": tmp}
 
 
 def _report(lagged: dict[str, Any], *args: str) -> dict[str, Any]:
