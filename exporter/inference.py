@@ -31,7 +31,6 @@ from exporter.roofline import (
     RegimeAt,
     Roof,
     Thresholds,
-    achieved_flops,
     counter_call,
     counter_position,
     counter_regime,
@@ -39,7 +38,7 @@ from exporter.roofline import (
     fp64_tensor_faster,
     link_load,
     pipe_peaks,
-    pipe_utilizations,
+    pipe_sums,
 )
 from exporter.sample import Entity, Sample
 
@@ -912,7 +911,8 @@ class EntityFold:
         nothing to say it; the FLOP and byte counters are born at 0 with their first rate."""
         if roof is None:
             return None, None
-        flop_per_second = achieved_flops(pipe_utilizations(raw), peaks)
+        counted = pipe_sums(raw, peaks)[0]  # the F an Estimate reads (counter_position), one pass
+        flop_per_second = None if counted is None else counted[0]
         dram = raw.dram_active
         bytes_per_second = None if dram is None else dram * roof.bandwidth_bytes_per_second
         if flop_per_second is not None and self.flops is None:

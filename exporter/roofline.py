@@ -485,21 +485,6 @@ def has_activity(reading: object) -> bool:
 _PIPE_FIELDS: tuple[tuple[Pipe, str], ...] = tuple((pipe, f"{pipe}_active") for pipe in PIPES)
 
 
-def pipe_utilizations(reading: CounterReading) -> dict[Pipe, float]:
-    """Each reported compute pipe's activity times its clock ratio: u = a · k.
-
-    DCGM's pipe activities are fractions of cycles, so FLOP/s scale with the clock actually run
-    (DCGM profiling metrics documentation: the FLOP/s formulas multiply by the SM clock); the
-    tensor pipe's k is against its peak's clock, the CUDA-core pipes' against theirs.
-    """
-    found: dict[Pipe, float] = {}
-    for pipe, name in _PIPE_FIELDS:
-        activity = getattr(reading, name)
-        if activity is not None:
-            found[pipe] = activity * (reading.clock_ratio if pipe == "tensor" else reading.vector_clock_ratio)
-    return found
-
-
 GR_STUCK_SM_FACTOR = 2.0
 """SM_ACTIVE, a tensor or an FP pipe at this many times the GR idle floor contradicts an idle
 GR_ENGINE_ACTIVE: each is a part of the engine's own activity and cannot exceed it."""
@@ -886,29 +871,6 @@ class CounterPosition(NamedTuple):
     any, F and the intensity are lower bounds; with any and F = 0 they are unknown (None)."""
 
 
-def counted_pipes(
-    utilizations: Mapping[Pipe, float], peaks: Mapping[str, float]
-) -> tuple[float, float] | None:
-    """(F = Σ u · P, u* = max u) over the reported pipes that have a peak: tensor at the precision
-    in use plus the CUDA-core FP64/FP32/FP16 pipes at their own (vector) peaks. None when no
-    pipe counts."""
-    flops = 0.0
-    busiest = -1.0
-    for pipe, u in utilizations.items():
-        peak = peaks.get(pipe)
-        if peak is not None:
-            flops += u * peak
-            if u > busiest:
-                busiest = u
-    return None if busiest < 0.0 else (flops, busiest)
-
-
-def achieved_flops(utilizations: Mapping[Pipe, float], peaks: Mapping[str, float]) -> float | None:
-    """F = Σ u · P over the pipes that count (`counted_pipes`); None when none does."""
-    counted = counted_pipes(utilizations, peaks)
-    return None if counted is None else counted[0]
-
-
 def compute_roof(
     peaks: Mapping[str, float], flops: float | None, busiest: float | None, tensor_clock: float = 1.0
 ) -> float:
@@ -933,10 +895,16 @@ _PIPE_SLOTS: tuple[tuple[Pipe, int, bool], ...] = tuple(
 def pipe_sums(
     reading: CounterReading, peaks: Mapping[str, float]
 ) -> tuple[tuple[float, float] | None, float | None, tuple[Pipe, ...]]:
-    """(counted_pipes(pipe_utilizations(reading), peaks): F and u*, the same bits; a*, the
-    largest activity among the reported pipes with a peak, None without one; the pipes F leaves
-    out: unreported, or active with no peak here), in one pass over the pipes: counter_position
-    runs once per GPU per snapshot read."""
+    """(F = Σ u · P and u* = max u over the reported pipes that have a peak, None when none does;
+    a*, the largest activity among them, None without one; the pipes F leaves out: unreported, or
+    active with no peak here), in one pass over the pipes (counter_position per GPU per snapshot
+    read, the FLOP counter per sample).
+
+    A pipe's utilization is its activity times its clock ratio, u = a · k: DCGM's pipe activities
+    are fractions of cycles, so FLOP/s scale with the clock actually run (DCGM profiling metrics
+    documentation: the FLOP/s formulas multiply by the SM clock); the tensor pipe's k is against
+    its peak's clock, the CUDA-core FP64/FP32/FP16 pipes' against theirs (vector).
+    """
     flops = 0.0
     busiest = -1.0
     active: float | None = None

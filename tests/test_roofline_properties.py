@@ -129,6 +129,30 @@ optional_ratios = st.none() | st.sampled_from([0.0, 1.0]) | ratios
 clock_ratios = st.floats(min_value=1e-9, max_value=1.0)
 
 
+def _pipe_utilizations(reading: roofline.CounterReading) -> dict[str, float]:
+    """The definition: each reported pipe's u = a · k (tensor at its clock ratio, the rest at
+    the vector one)."""
+    found: dict[str, float] = {}
+    for pipe in roofline.PIPES:
+        activity = getattr(reading, f"{pipe}_active")
+        if activity is not None:
+            found[pipe] = activity * (reading.clock_ratio if pipe == "tensor" else reading.vector_clock_ratio)
+    return found
+
+
+def _counted_pipes(utilizations: dict[str, float], peaks: dict[str, float]) -> tuple[float, float] | None:
+    """The definition: (F = Σ u · P, u* = max u) over the pipes with a peak, None when none."""
+    flops = 0.0
+    busiest = -1.0
+    for pipe, u in utilizations.items():
+        peak = peaks.get(pipe)
+        if peak is not None:
+            flops += u * peak
+            if u > busiest:
+                busiest = u
+    return None if busiest < 0.0 else (flops, busiest)
+
+
 @given(
     st.tuples(*[optional_ratios] * 8),
     clock_ratios,
@@ -138,13 +162,13 @@ clock_ratios = st.floats(min_value=1e-9, max_value=1.0)
 def test_one_pass_over_the_pipes_is_the_definitions(
     ratio_values: tuple[float | None, ...], k: float, vector_k: float, fp_peaks: dict[str, float]
 ) -> None:
-    """pipe_sums: F and u* the bits of counted_pipes over pipe_utilizations (what the counters
-    integrate), a* the busiest counted activity, the uncounted pipes unreported or busy with no
+    """pipe_sums: F and u* the bits of the definitions (u = a · k, F = Σ u · P, u* = max u; what
+    the counters integrate), a* the busiest counted activity, the uncounted pipes unreported or busy with no
     peak (issue 19)."""
     reading = roofline.CounterReading(*ratio_values, clock_ratio=k, vector_clock_ratio=vector_k)
     pipe_peaks = {"tensor": 1e15, **fp_peaks}
     counted, active, uncounted = roofline.pipe_sums(reading, pipe_peaks)
-    assert counted == roofline.counted_pipes(roofline.pipe_utilizations(reading), pipe_peaks)
+    assert counted == _counted_pipes(_pipe_utilizations(reading), pipe_peaks)
     activities = {pipe: getattr(reading, f"{pipe}_active") for pipe in roofline.PIPES}
     with_peak = [a for pipe, a in activities.items() if a is not None and pipe in pipe_peaks]
     assert active == (max(with_peak) if with_peak else None)
