@@ -802,8 +802,6 @@ class _Cadence:
         self._clock = clock
         self._changes: list[float] = []
         self._fetched_at: float | None = None
-        self.period: float | None = None
-        """The upstream's cadence as seen (seconds), once two changes were."""
         self._learned: tuple[float, float] | None = None
         """(last change, period) in one attribute: the source's thread reads it for due_at
         without the lock while a read may be forgetting the cadence."""
@@ -821,14 +819,19 @@ class _Cadence:
         self._changes.append(now)
         del self._changes[: -(CADENCE_GAPS + 1)]
         if len(self._changes) >= 2:
-            self.period = min(b - a for a, b in zip(self._changes, self._changes[1:], strict=False))
-            self._learned = (now, self.period)
+            period = min(b - a for a, b in zip(self._changes, self._changes[1:], strict=False))
+            self._learned = (now, period)
 
     def forget(self) -> None:
         """GET every read until the cadence is learned again from two new changes."""
         self._learned = None
         self._changes = []
-        self.period = None
+
+    @property
+    def period(self) -> float | None:
+        """The upstream's cadence as seen (seconds), once two changes were."""
+        learned = self._learned
+        return None if learned is None else learned[1]
 
     def due_at(self) -> float:
         """The clock's time from which a read GETs the page (0.0: every read does)."""
