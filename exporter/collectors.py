@@ -3,8 +3,8 @@
 node_exporter's shape: a name, a default, the families it writes and a `collect` over one
 snapshot; `serve`'s `--collector.NAME` flags are derived from COLLECTORS (docs/design.md §4; what
 reads each: docs/rules-and-dashboards.md, "Series budget"). At run time no Ridgeline module but
-roofline is imported (state and inference for mypy only), so parsing `serve`'s flags imports
-neither prometheus_client nor the catalog.
+roofline, readings and sample is imported (state and inference for mypy only), so parsing
+`serve`'s flags imports neither prometheus_client nor the catalog.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, cast, overload
 
 from exporter import readings
 from exporter.roofline import REGIMES
+from exporter.sample import HPC_JOB_SEPARATOR, single_hpc_job
 
 if TYPE_CHECKING:
     from exporter.inference import Estimate
     from exporter.roofline import Roof
-    from exporter.state import GpuState, Snapshot
-
-HPC_JOB_SEPARATOR = ","
-"""How GpuState.hpc_job lists several jobs (exporter/sample.py, join_hpc_jobs)."""
+    from exporter.state import GpuState, Snapshot, WorkloadKey
 
 GPU_LABELS: tuple[str, ...] = (
     "gpu", "uuid", "model", "card", "gpu_instance", "namespace", "pod", "container", "hpc_job",
@@ -187,8 +185,9 @@ def gpu_labels(gpu: GpuState) -> dict[str, str]:
         labels["namespace"] = gpu.attribution.namespace
         labels["pod"] = gpu.attribution.pod
         labels["container"] = gpu.attribution.container
-    if gpu.hpc_job is not None and HPC_JOB_SEPARATOR not in gpu.hpc_job:
-        labels["hpc_job"] = gpu.hpc_job
+    job = single_hpc_job(gpu.hpc_job)
+    if job is not None:
+        labels["hpc_job"] = job
     return dict(sorted(labels.items()))  # sorted once, as the encoders write them
 
 
@@ -353,6 +352,10 @@ _REGIME_EXTRA: dict[str, Extra] = {name: (("regime", name),) for name in REGIMES
 """Each regime's extra label, built once: a series' cached text is found by it."""
 
 
+def _regime_extra(regime: str) -> Extra:
+    return _REGIME_EXTRA.get(regime) or (("regime", regime),)
+
+
 def _read_regime(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
     """The current regime, one series per GPU: a state set wrote five zeros beside it, and every
     rule and panel selects `== 1` (docs/rules-and-dashboards.md, "Series budget"). The share of
@@ -362,7 +365,7 @@ def _read_regime(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
     for gpu, labels, estimate in labelled:
         if estimate is not None:
             regime = estimate.regime
-            regime_rows.add(labels, _REGIME_EXTRA.get(regime) or (("regime", regime),), 1.0)
+            regime_rows.add(labels, _regime_extra(regime), 1.0)
             if gpu.entity.gpu_instance is not None:
                 share_rows.add(labels, NO_EXTRA, gpu.gpu_share)
     yield REGIME.family(regime_rows)
@@ -633,12 +636,13 @@ def _read_clocks(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
     yield _gauge(CLOCK_RATIO, _present(labelled), attrgetter("clock_ratio"))
     yield CLOCK_EVENT.family(
         [
-            Row(CLOCK_EVENT.name, labels, (("cause", cause.lower().replace(" ", "_")),), 1.0)
+            Row(CLOCK_EVENT.name, labels, (("cause", _cause_label(cause)),), 1.0)
             for _, labels, estimate in labelled
             if estimate is not None
             for cause in estimate.clock_causes
         ]
     )
+    yield WORKLOAD_CLOCK_EVENTS.family(_workload_clock_rows(labelled))
     yield CLOCK_LOST.family(
         [
             Row(CLOCK_LOST.exposed, labels, (("cause", cause),), value)
@@ -646,6 +650,150 @@ def _read_clocks(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[F
             if gpu.totals.clock_lost_seconds is not None
             for cause, value in gpu.totals.clock_lost_seconds.items()
         ]
+    )
+
+
+def _cause_label(cause: str) -> str:
+    return cause.lower().replace(" ", "_")
+
+
+WORKLOAD_CLOCK_EVENTS = FamilySpec(
+    "ridgeline_workload_clock_events",
+    "gauge",
+    "GPUs of the workload (card, pod, HPC job) on this node whose clock `cause` holds down in "
+    "their latest sample: ridgeline_clock_event_active summed, what the clock-event rules read.",
+    ("card", "namespace", "pod", "hpc_job", "cause"),
+)
+
+
+def _workload_clock_rows(labelled: Sequence[Labelled]) -> list[Row]:
+    counts: dict[tuple[WorkloadKey, str], int] = {}
+    for gpu, _, estimate in labelled:
+        if estimate is not None:
+            for cause in estimate.clock_causes:
+                at = (gpu.workload, _cause_label(cause))
+                counts[at] = counts.get(at, 0) + 1
+    return [
+        Row(WORKLOAD_CLOCK_EVENTS.name, workload_labels(key), (("cause", cause),), float(count))
+        for (key, cause), count in sorted(counts.items(), key=lambda kv: (kv[0][0].order, kv[0][1]))
+    ]
+
+
+# -- workload ------------------------------------------------------------------------------
+
+WORKLOAD_LABELS: tuple[str, ...] = ("card", "namespace", "pod", "hpc_job")
+"""A workload's labels (workload_labels): card always, the others where they apply."""
+
+WORKLOAD_REGIME_SECONDS = FamilySpec(
+    "ridgeline_workload_regime_seconds",
+    "counter",
+    "GPU-seconds the workload's GPUs (a card's GPUs one pod or HPC job holds on this node, or "
+    "nobody) spent in each raw regime while they were its own: ridgeline_regime_seconds_total "
+    "summed without the GPU moving its past; unknown and interconnect_bound once not 0. Kept "
+    "10 minutes after its last GPU leaves.",
+    (*WORKLOAD_LABELS, "regime"),
+)
+WORKLOAD_FLOP = FamilySpec(
+    "ridgeline_workload_flop",
+    "counter",
+    "Estimated FLOPs the workload's GPUs executed while they were its own "
+    "(ridgeline_flop_total summed the same way); born with its first GPU that has one.",
+    WORKLOAD_LABELS,
+)
+WORKLOAD_DRAM_BYTES = FamilySpec(
+    "ridgeline_workload_dram_bytes",
+    "counter",
+    "Estimated DRAM bytes the workload's GPUs moved while they were its own "
+    "(ridgeline_dram_bytes_total summed the same way).",
+    WORKLOAD_LABELS,
+)
+WORKLOAD_GPUS = FamilySpec(
+    "ridgeline_workload_gpus",
+    "gauge",
+    "The workload's GPUs whose debounced regime is `regime`: a whole GPU 1, a MIG instance its "
+    "share of the GPU (its compute slices over those of the GPU's instances), so a partitioned card "
+    "counts once.",
+    (*WORKLOAD_LABELS, "regime"),
+)
+WORKLOAD_PEAK_FLOP = FamilySpec(
+    "ridgeline_workload_peak_flop_per_second",
+    "gauge",
+    "The summed dense peak of the workload's GPUs at the precision each is on, FLOP per second "
+    "(a MIG instance its slice); absent while none has a roof.",
+    WORKLOAD_LABELS,
+)
+WORKLOAD_PEAK_BANDWIDTH = FamilySpec(
+    "ridgeline_workload_peak_bandwidth_bytes_per_second",
+    "gauge",
+    "The summed peak memory bandwidth of the workload's GPUs that have a roof, bytes per second.",
+    WORKLOAD_LABELS,
+)
+
+
+WORKLOAD_FAMILIES = (
+    WORKLOAD_REGIME_SECONDS, WORKLOAD_FLOP, WORKLOAD_DRAM_BYTES, WORKLOAD_GPUS, WORKLOAD_PEAK_FLOP,
+    WORKLOAD_PEAK_BANDWIDTH,
+)  # fmt: skip
+
+
+def workload_labels(key: WorkloadKey) -> dict[str, str]:
+    """card; + namespace and pod when a pod holds the GPUs; + hpc_job when one job does."""
+    labels = {"card": key.card}
+    if key.namespace is not None:
+        labels["namespace"] = key.namespace
+    if key.pod is not None:
+        labels["pod"] = key.pod
+    if key.hpc_job is not None:
+        labels["hpc_job"] = key.hpc_job
+    return dict(sorted(labels.items()))
+
+
+def _read_workloads(snapshot: Snapshot, labelled: Sequence[Labelled]) -> Iterator[Family]:
+    """The counters the ledger carries across snapshots (Snapshot.workloads), and the current
+    GPU counts and peaks summed from this snapshot's GPUs."""
+    seconds_rows, flop_rows, dram_rows = [], [], []
+    for record in snapshot.workloads:
+        labels = workload_labels(record.key)
+        for regime, value in record.regime_seconds.items():
+            if regime in _COMMON_REGIMES or value > 0.0:
+                extra = _REGIME_EXTRA[regime]
+                seconds_rows.append(Row(WORKLOAD_REGIME_SECONDS.exposed, labels, extra, value))
+        if record.flop_total is not None:
+            flop_rows.append(Row(WORKLOAD_FLOP.exposed, labels, NO_EXTRA, record.flop_total))
+        if record.dram_bytes_total is not None:
+            dram_rows.append(Row(WORKLOAD_DRAM_BYTES.exposed, labels, NO_EXTRA, record.dram_bytes_total))
+    yield WORKLOAD_REGIME_SECONDS.family(seconds_rows)
+    yield WORKLOAD_FLOP.family(flop_rows)
+    yield WORKLOAD_DRAM_BYTES.family(dram_rows)
+    yield from _workload_now(labelled)
+
+
+def _workload_now(labelled: Sequence[Labelled]) -> Iterator[Family]:
+    gpus: dict[tuple[WorkloadKey, str], float] = {}
+    peaks: dict[WorkloadKey, list[float]] = {}
+    for gpu, _, estimate in labelled:
+        if estimate is None:
+            continue
+        key = gpu.workload
+        at = (key, estimate.regime)
+        gpus[at] = gpus.get(at, 0.0) + gpu.gpu_share
+        roof = estimate.roof
+        if roof is not None and estimate.precision is not None:
+            summed = peaks.setdefault(key, [0.0, 0.0])
+            summed[0] += roof.peak_flop_per_second
+            summed[1] += roof.bandwidth_bytes_per_second
+    yield WORKLOAD_GPUS.family(
+        [
+            Row(WORKLOAD_GPUS.name, workload_labels(key), _regime_extra(regime), count)
+            for (key, regime), count in sorted(gpus.items(), key=lambda kv: (kv[0][0].order, kv[0][1]))
+        ]
+    )
+    ordered = sorted(peaks.items(), key=lambda kv: kv[0].order)
+    yield WORKLOAD_PEAK_FLOP.family(
+        [Row(WORKLOAD_PEAK_FLOP.name, workload_labels(key), NO_EXTRA, flop) for key, (flop, _) in ordered]
+    )
+    yield WORKLOAD_PEAK_BANDWIDTH.family(
+        [Row(WORKLOAD_PEAK_BANDWIDTH.name, workload_labels(key), NO_EXTRA, bw) for key, (_, bw) in ordered]
     )
 
 
@@ -826,9 +974,18 @@ COLLECTORS: tuple[Collector, ...] = (
         "the SM clock against the clock the peak is quoted at, the cause holding it down (power "
         "cap, thermal, HW slowdown, sync boost, application clocks) while one does, and the "
         "GPU-seconds a reduced clock cost (six series, only on GPUs it ever did)",
-        (CLOCK_RATIO, CLOCK_EVENT, CLOCK_LOST),
+        (CLOCK_RATIO, CLOCK_EVENT, CLOCK_LOST, WORKLOAD_CLOCK_EVENTS),
         12,
         _read_clocks,
+    ),
+    Collector(
+        "workload",
+        "per workload on the node (a card's GPUs one pod or HPC job holds, or nobody): the time in "
+        "each regime, FLOPs and DRAM bytes carried across GPUs that change pods, the GPUs in each "
+        "regime and their summed peaks: what the recording rules read instead of every GPU's",
+        WORKLOAD_FAMILIES,
+        0,
+        _read_workloads,
     ),
     Collector(
         "links",
@@ -860,7 +1017,9 @@ WRITE_ORDER: tuple[FamilySpec, ...] = (
     DRAM_ACTIVE, TENSOR_ACTIVE, FLOP_UTILIZATION, INTENSITY, EFFICIENCY, GR_ENGINE_ACTIVE,
     GPU_UTILIZATION, CLOCK_RATIO, GPU_INFO, PEAK_FLOP, PEAK_BANDWIDTH, RIDGE, HPC_JOB_INFO, REGIME,
     GPU_SHARE, REGIME_SECONDS, FLOP, DRAM_BYTES, GR_ENGINE_CONTRADICTED, FIELDS_MISSING,
-    PROFILING_FROZEN, CLOCK_EVENT, CLOCK_LOST, LINK_BYTES, LINK_UTILIZATION, SOURCE_UP, LAST_SAMPLE,
+    PROFILING_FROZEN, CLOCK_EVENT, CLOCK_LOST, WORKLOAD_REGIME_SECONDS, WORKLOAD_FLOP,
+    WORKLOAD_DRAM_BYTES, WORKLOAD_GPUS, WORKLOAD_PEAK_FLOP, WORKLOAD_PEAK_BANDWIDTH,
+    WORKLOAD_CLOCK_EVENTS, LINK_BYTES, LINK_UTILIZATION, SOURCE_UP, LAST_SAMPLE,
     LAST_ADVANCE, SAMPLES, SAMPLE_ERRORS, BUILD_INFO, SCRAPE_SUCCESS, SCRAPE_DURATION,
 )  # fmt: skip
 """The order /metrics writes the families in: the order of every release so far (the per-GPU

@@ -27,7 +27,6 @@ from prometheus_client.utils import floatToGoString
 from exporter.collectors import (
     COLLECTORS,
     DEFAULT_COLLECTORS,
-    HPC_JOB_SEPARATOR,
     SCRAPE_DURATION,
     SCRAPE_SUCCESS,
     SOURCE_HEALTH,
@@ -41,6 +40,7 @@ from exporter.collectors import (
     labelled_gpus,
 )
 from exporter.collectors import Collector as SnapshotReader
+from exporter.sample import HPC_JOB_SEPARATOR
 from exporter.state import GpuState, Snapshot
 
 __all__ = [

@@ -80,12 +80,22 @@ other schedulers use letters and dots. Never a comma (the separator of join_hpc_
 a quote or a control character: a value outside it is no job id and is left out where read."""
 
 
+HPC_JOB_SEPARATOR = ","
+"""How a GPU's several HPC jobs are listed in one value (join_hpc_jobs)."""
+
+
+def single_hpc_job(jobs: str | None) -> str | None:
+    """The one job a GPU's value names, or None when it names none or several: a GPU shared by
+    jobs carries no hpc_job label (each job is told by ridgeline_hpc_job_info instead)."""
+    return None if jobs is None or HPC_JOB_SEPARATOR in jobs else jobs
+
+
 def join_hpc_jobs(jobs: list[str]) -> str | None:
     """One hpc_job label value for every job on a GPU: ids joined by commas, numeric ids in
     numeric order ("9,10,array_1"), so the value does not depend on who wrote them first."""
     if not jobs:
         return None
-    return ",".join(sorted(dict.fromkeys(jobs), key=_job_order))
+    return HPC_JOB_SEPARATOR.join(sorted(dict.fromkeys(jobs), key=_job_order))
 
 
 def _job_order(job: str) -> tuple[int, int, str]:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from exporter.inference import EntityInference, Estimate, Totals
-from exporter.sample import Attribution, Entity
+from exporter.sample import Attribution, Entity, single_hpc_job
 from exporter.verdict import LiveVerdict
 
 
@@ -86,6 +86,43 @@ class GpuState(NamedTuple):
     def last_sample_timestamp(self) -> float:
         return self.inference.timestamp
 
+    @property
+    def workload(self) -> WorkloadKey:
+        """What its time and work are summed under on this node (the card, the pod, the job)."""
+        held = self.attribution
+        return WorkloadKey(
+            card=self.card or "unknown",
+            namespace=None if held is None else held.namespace,
+            pod=None if held is None else held.pod,
+            hpc_job=single_hpc_job(self.hpc_job),
+        )
+
+
+class WorkloadKey(NamedTuple):
+    """A workload on one node: the GPUs of one card that one pod (or Slurm job, or nobody) holds.
+    The labels of the per-workload families (docs/design.md §4)."""
+
+    card: str
+    namespace: str | None = None
+    pod: str | None = None
+    hpc_job: str | None = None
+
+    @property
+    def order(self) -> tuple[str, str, str, str]:
+        """Where it sorts: an absent label first, as an empty one would."""
+        return (self.card, self.namespace or "", self.pod or "", self.hpc_job or "")
+
+
+class WorkloadTotals(NamedTuple):
+    """A workload's counters: what its GPUs gained while they were its own, so they only grow
+    while the workload exists (exporter/sampling/workloads.py)."""
+
+    key: WorkloadKey
+    regime_seconds: Mapping[str, float]
+    flop_total: float | None = None
+    """None until one of its GPUs has a FLOP counter (a known roof and a compute pipe)."""
+    dram_bytes_total: float | None = None
+
 
 class SourceHealth(NamedTuple):
     """How the source is doing; `ridgeline_source_up` and `/readyz` are read from here."""
@@ -125,6 +162,8 @@ class Snapshot(NamedTuple):
     version: str = ""
     stalled_seconds: float = 60.0
     """No sample timestamp advanced for this long (wall clock): the data stopped moving, 503."""
+    workloads: tuple[WorkloadTotals, ...] = ()
+    """Each workload's counters on this node, in key order; one held by no GPU stays a while."""
 
     @property
     def last_sample_timestamp(self) -> float | None:

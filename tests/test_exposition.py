@@ -382,7 +382,7 @@ def test_switched_off_collectors_leave_their_families_out_and_process_metrics_fo
         ([], {}, set()),
         (["--no-collector.engine", "--no-collector.roofline"], {}, {"engine", "roofline"}),
         (["--collector.disable-defaults", "--collector.totals", "--collector.card"], {},
-         {"activity", "roofline", "engine", "regime", "missing", "clocks", "process"}),
+         {"activity", "roofline", "engine", "regime", "missing", "clocks", "workload", "process"}),
         ([], {"RIDGELINE_COLLECTOR_ACTIVITY": "false"}, {"activity"}),
         (["--collector.links"], {}, set()),
         (["--collector.activity"], {"RIDGELINE_COLLECTOR_ACTIVITY": "0"}, set()),  # the flag wins

@@ -2,7 +2,7 @@
 (one reference store) and tells the observers (the live view's trails, the report's replay).
 
 Building is on the sampler's hot path, so it reuses what did not change: the GPU order (the
-tracker's) and the error counts (ErrorCounts' view).
+tracker's), the error counts (ErrorCounts' view) and the workloads' records (WorkloadLedger's).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from exporter.inference import InferenceConfig
 from exporter.sample_checks import STALLED_SECONDS
 from exporter.sampling.supervisor import SourceSupervisor
 from exporter.sampling.tracker import EntityTracker
+from exporter.sampling.workloads import WorkloadLedger
 from exporter.sources.base import SourceOptions
 from exporter.state import Derived, GpuState, Snapshot, SourceHealth
 
@@ -47,6 +48,7 @@ class Publisher:
         self.published_at = -math.inf
         """time.monotonic() of the newest publish (none yet: the first batch is published)."""
         self.snapshot: Snapshot = Snapshot(generation=0, source=SourceHealth(name=""))
+        self.workloads = WorkloadLedger()
 
     def build(self, supervisor: SourceSupervisor, tracker: EntityTracker) -> Snapshot:
         """The snapshot of the current state (numbered with the current generation)."""
@@ -81,6 +83,7 @@ class Publisher:
             freshness_seconds=self._freshness,
             stalled_seconds=max(STALLED_SECONDS, self._freshness),
             version=__version__,
+            workloads=self.workloads.update(gpus),
         )
 
     def start(self, supervisor: SourceSupervisor, tracker: EntityTracker) -> None:
