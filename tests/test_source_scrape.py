@@ -700,7 +700,8 @@ above the RSS after a warm-up scrape of argv[1]."""
 
 def test_a_large_page_costs_no_more_memory_than_a_small_one(server: _Exporter, exporter_url: str) -> None:
     """Peak RSS of a real process reading a 24 MiB page, above its RSS after a small page: holding
-    the page (as bytes, then as text) would add 48 MiB or more; streaming adds a few chunks."""
+    the page (as bytes, then as text) would add 48 MiB or more, one copy 24 MiB; streaming adds a
+    few chunks and the allocator's arenas (7.6-8.3 MiB on this machine, so the bound is 16 MiB)."""
     server.pages["padded"] = padded_page(24)
     try:
         result = subprocess.run(
@@ -713,7 +714,7 @@ def test_a_large_page_costs_no_more_memory_than_a_small_one(server: _Exporter, e
         del server.pages["padded"]
     assert result.returncode == 0, result.stderr
     extra_kib = int(result.stdout.strip())
-    assert extra_kib < 8 * 1024, f"reading a 24 MiB page raised peak RSS by {extra_kib} KiB"
+    assert extra_kib < 16 * 1024, f"reading a 24 MiB page raised peak RSS by {extra_kib} KiB"
 
 
 def test_tls_settings_for_an_http_scrape_url_fail_at_open(exporter_url: str, tmp_path: Path) -> None:

@@ -100,6 +100,16 @@ def test_unheld_workloads_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sorted(_idle(records)) == ["p2", "p3", "p4", "p5"]  # three unheld, the newest
 
 
+def test_workloads_let_go_at_once_are_ordered_even_when_one_has_no_pod() -> None:
+    """Two workloads unheld since the same update, one without a pod: their keys hold None beside
+    a name, which Python cannot compare, so the ledger orders them by their `order`."""
+    clock = Clock()
+    ledger = WorkloadLedger(clock)
+    ledger.update([_gpu(0, None, 1.0), _gpu(1, "a", 1.0)])
+    clock.now = 1.0
+    assert set(_idle(ledger.update([_gpu(0, "b", 2.0), _gpu(1, "b", 2.0)]))) == {"", "a", "b"}
+
+
 def test_a_gpu_that_departs_and_returns_is_not_counted_twice() -> None:
     clock = Clock()
     ledger = WorkloadLedger(clock)

@@ -130,7 +130,10 @@ class WorkloadLedger:
         """Drops the workloads no GPU held for WORKLOAD_RETENTION_SECONDS, then the longest
         unheld beyond MAX_IDLE_WORKLOADS; True if any went."""
         accounts = self._accounts
-        unheld = sorted((a.held_at, k) for k, a in accounts.items() if a.held_at < now)
+        unheld = sorted(
+            ((a.held_at, k) for k, a in accounts.items() if a.held_at < now),
+            key=lambda pair: (pair[0], pair[1].order),  # keys hold None: compared by `order`
+        )
         gone = [k for held, k in unheld if now - held > WORKLOAD_RETENTION_SECONDS]
         kept = [k for held, k in unheld if now - held <= WORKLOAD_RETENTION_SECONDS]
         gone += kept[: max(0, len(kept) - MAX_IDLE_WORKLOADS)]
