@@ -82,6 +82,7 @@ from exporter.catalog import load_catalog
 from exporter.exposition import build_families
 from exporter.inference import EntityInference, InferenceConfig, step
 from exporter.sample import Attribution, Entity, Sample
+from exporter.sampling.workloads import WorkloadLedger
 from exporter.state import GpuState, Snapshot, SourceHealth
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -329,7 +330,13 @@ def node_series(
             )
         )
     source = SourceHealth(name="dcgm", up=True, samples_total=1, last_sample_wall_time=born)
-    snapshot = Snapshot(generation=1, source=source, gpus=tuple(gpus), version=__version__)
+    snapshot = Snapshot(
+        generation=1,
+        source=source,
+        gpus=tuple(gpus),
+        version=__version__,
+        workloads=WorkloadLedger().update(gpus),  # the per-workload families the rules read
+    )
     out = []
     for number, family in enumerate(build_families(snapshot)):
         samples = []

@@ -183,7 +183,7 @@ def backfill(fleet: fleet_history.Fleet, tsdb: Path, work: Path, raw_hours: floa
                     scrape_seconds=fleet.scrape_seconds,
                     gpus=tuple(what),  # type: ignore[arg-type]
                 )
-                figures["samples"] += fleet_history.write_raw(sub, out, raw_start, fleet.end, state_set=False)
+                figures["samples"] += fleet_history.write_raw(sub, out, raw_start, fleet.end, workloads=False)
             out.write("# EOF\n")
         figures["generate_s"] += time.monotonic() - started
         figures["text_bytes"] += part.stat().st_size

@@ -356,6 +356,90 @@ _FAMILIES = (
     ("ridgeline_flop", "counter"),
     ("ridgeline_dram_bytes", "counter"),
 )
+_WORKLOAD_FAMILIES = (
+    ("ridgeline_workload_regime_seconds", "counter"),
+    ("ridgeline_workload_flop", "counter"),
+    ("ridgeline_workload_dram_bytes", "counter"),
+    ("ridgeline_workload_gpus", "gauge"),
+    ("ridgeline_workload_peak_flop_per_second", "gauge"),
+    ("ridgeline_workload_peak_bandwidth_bytes_per_second", "gauge"),
+)
+WORKLOAD_RETENTION_SECONDS = 600.0
+"""As exporter/sampling/workloads.py keeps a workload no GPU holds."""
+
+
+def workload_labels(fleet: Fleet, gpu: Gpu, segment: Segment) -> dict[str, str]:
+    """The labels Prometheus stores on the per-workload series of the workload holding the GPU
+    during the segment: its node's target labels, the card, and the pod or HPC job."""
+    labels = {
+        "card": gpu.card,
+        "cluster": fleet.cluster,
+        "instance": f"{gpu.node}:10295",
+        "job": "ridgeline",
+        "node": gpu.node,
+    }
+    if segment.pod is not None and segment.namespace is not None:
+        labels.update(namespace=segment.namespace, pod=segment.pod)
+    if segment.hpc_job is not None:
+        labels["hpc_job"] = segment.hpc_job
+    return labels
+
+
+def _workloads(fleet: Fleet) -> dict[str, list[tuple[Gpu, Segment]]]:
+    """Each workload's (label text) GPU segments, in the fleet's order."""
+    out: dict[str, list[tuple[Gpu, Segment]]] = {}
+    for gpu in fleet.gpus:
+        for segment in gpu.segments:
+            out.setdefault(_label_text(workload_labels(fleet, gpu, segment)), []).append((gpu, segment))
+    return out
+
+
+def _workload_rows(
+    fleet: Fleet, text: str, parts: list[tuple[Gpu, Segment]], start: float, end: float, family: str
+) -> Iterator[tuple[str, float, float]]:
+    """(series text, timestamp, value) of one workload's series of one family for scrapes in
+    [start, end], as the daemon's ledger writes them: its counters are what its GPUs gained while
+    they were its own (from the daemon's last restart), kept WORKLOAD_RETENTION_SECONDS after its
+    last GPU left; its gauges are its GPUs now, absent while it has none."""
+    nodes = {gpu.node for gpu, _ in parts}
+    outages = [o for o in fleet.outages if o.nodes & nodes]
+    born = min(s.start for _, s in parts)
+    left = max(s.end for _, s in parts)
+    until = fleet.end if left >= fleet.end else left + WORKLOAD_RETENTION_SECONDS
+    times = [
+        t
+        for t in _scrape_times(fleet, max(start, born), min(end, until), include_end=left >= fleet.end)
+        if not any(o.start < t < o.end for o in outages)
+    ]
+    for t in times:
+        since = max([o.end for o in outages if o.restart and o.end <= t], default=fleet.start)
+        held = [(gpu, s) for gpu, s in parts if s.start <= t < s.end or (t == s.end == fleet.end)]
+        if since > fleet.start and not any(s.end > since for _, s in parts):
+            continue  # its GPUs had left before the daemon restarted: a new ledger never saw it
+        if family == "ridgeline_workload_gpus":
+            counts: dict[str, int] = {}
+            for _, s in held:
+                counts[s.regime] = counts.get(s.regime, 0) + 1
+            for regime, count in counts.items():
+                yield f'{family}{{{text},regime="{regime}"}}', t, float(count)
+            continue
+        if family.startswith("ridgeline_workload_peak"):
+            if held:
+                peak = family == "ridgeline_workload_peak_flop_per_second"
+                yield f"{family}{{{text}}}", t, sum(g.peak if peak else g.bandwidth for g, _ in held)
+            continue
+        seconds = dict.fromkeys(REGIMES, 0.0)
+        flop = dram = 0.0
+        for gpu, s in parts:
+            length = max(0.0, min(t, s.end) - max(since, s.start))
+            seconds[s.regime] += length
+            flop += s.tk * gpu.peak * length
+            dram += s.dram * gpu.bandwidth * length
+        if family == "ridgeline_workload_regime_seconds":
+            for regime in REGIMES:
+                yield f'{family}_total{{{text},regime="{regime}"}}', t, seconds[regime]
+        else:
+            yield f"{family}_total{{{text}}}", t, flop if family == "ridgeline_workload_flop" else dram
 
 
 def write_raw(
@@ -364,13 +448,13 @@ def write_raw(
     start: float | None = None,
     end: float | None = None,
     *,
-    state_set: bool = True,
+    workloads: bool = True,
     milliseconds: bool = False,
 ) -> int:
     """The raw series between start and end as OpenMetrics (without the # EOF); returns samples.
-    state_set adds ridgeline_regime (what the recording rules count GPUs with; the report itself
-    reads only the counters). milliseconds: integer ms timestamps, as the Prometheus text format
-    (VictoriaMetrics' /api/v1/import/prometheus) writes them; OpenMetrics has seconds.
+    workloads adds the per-workload families (what the recording rules read; the report itself
+    reads only the per-GPU counters). milliseconds: integer ms timestamps, as the Prometheus text
+    format (VictoriaMetrics' /api/v1/import/prometheus) writes them; OpenMetrics has seconds.
 
     One family at a time (the OpenMetrics parser wants a family's lines together), so the GPUs
     are walked once per family.
@@ -378,13 +462,24 @@ def write_raw(
     lo = fleet.start if start is None else start
     hi = fleet.end if end is None else end
     written = 0
-    for family, kind in _FAMILIES if state_set else _FAMILIES[:3]:
+
+    def write(rows: Iterable[tuple[str, float, float]]) -> None:
+        nonlocal written
+        for series, t, value in rows:
+            stamp = f"{round(t * 1000)}" if milliseconds else f"{t:.3f}"
+            out.write(f"{series} {value!r} {stamp}\n")
+            written += 1
+
+    for family, kind in _FAMILIES:
         out.write(f"# TYPE {family} {kind}\n")
         for gpu in fleet.gpus:
-            for series, t, value in _raw_rows(fleet, gpu, lo, hi, family):
-                stamp = f"{round(t * 1000)}" if milliseconds else f"{t:.3f}"
-                out.write(f"{series} {value!r} {stamp}\n")
-                written += 1
+            write(_raw_rows(fleet, gpu, lo, hi, family))
+    if workloads:
+        groups = _workloads(fleet)
+        for family, kind in _WORKLOAD_FAMILIES:
+            out.write(f"# TYPE {family} {kind}\n")
+            for text, parts in groups.items():
+                write(_workload_rows(fleet, text, parts, lo, hi, family))
     return written
 
 

@@ -126,10 +126,11 @@ def _rule_exprs(group_prefix: str) -> list[str]:
 
 
 def test_the_rules_count_8_gpus_and_8_gpu_seconds_per_second(backfilled: tuple[Stack, float, float]) -> None:
-    """The instance_workload count and time rules, evaluated on the exporter's own label sets."""
+    """The node's count rule and the per-workload time rules, evaluated on the exporter's own
+    label sets (its per-workload families, which leave the MIG parents out)."""
     stack, _start, end = backfilled
-    counts = _rule_exprs("ridgeline-gpu-now-")
-    times = _rule_exprs("ridgeline-gpu-time-")
+    counts = _rule_exprs("ridgeline-node-now")
+    times = _rule_exprs("ridgeline-workload-time-")
     assert counts and times
     gpus = [v for expr in counts for v in _values(stack, f"sum({expr})", end)]
     assert sum(gpus) == pytest.approx(GPUS)

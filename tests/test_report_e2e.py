@@ -184,7 +184,7 @@ def _start_victoriametrics(stack: Stack, tmp: Path, fleet: fleet_history.Fleet, 
     stack.wait_ready(f"{url}/health", "VictoriaMetrics")
     data = tmp / "victoriametrics.prom"
     with data.open("w") as out:
-        fleet_history.write_raw(fleet, out, state_set=False, milliseconds=True)
+        fleet_history.write_raw(fleet, out, workloads=False, milliseconds=True)
         fleet_history.write_recorded(fleet, out, half, fleet.end, milliseconds=True)
     body = b"".join(line for line in data.open("rb") if not line.startswith(b"#"))
     request = urllib.request.Request(f"{url}/api/v1/import/prometheus", data=body, method="POST")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from exporter.collectors import COLLECTORS
+from exporter.collectors import COLLECTORS, WORKLOAD_FAMILIES
 from exporter.roofline import REGIMES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,18 +220,24 @@ def _names_read(expr: str) -> set[str]:
 
 
 def _level(name: str) -> str:
-    return name.split(":", 1)[0] if ":" in name else "raw"
+    if ":" in name:
+        return name.split(":", 1)[0]
+    return "workload" if name.startswith(WORKLOAD_PREFIX) else "raw"
 
 
-# Which level each level may read (docs/rules-and-dashboards.md, "Recording rules"): only
-# instance_workload reads per-GPU series; the node and workload levels sum it; the cluster level sums
-# the node level (and the workload levels for GPUs held by a workload). Each level may read itself
-# (a ratio of two of its own sums).
+WORKLOAD_PREFIX = "ridgeline_workload_"
+"""The exporter's per-workload families (collector `workload`, and the clock events)."""
+
+# Which level each level may read (docs/rules-and-dashboards.md, "Recording rules"): no level reads
+# per-GPU series; instance_workload rates the exporter's per-workload counters; the node and
+# workload levels sum it, or the exporter's per-workload gauges; the cluster level sums the node
+# level (and the workload levels for GPUs held by a workload). Each level may read itself (a ratio
+# of two of its own sums).
 READS = {
-    "instance_workload": {"raw", "instance_workload"},
-    "instance": {"instance_workload", "instance"},
-    "namespace_pod": {"instance_workload", "namespace_pod"},
-    "hpc_job": {"instance_workload", "hpc_job"},
+    "instance_workload": {"workload", "instance_workload"},
+    "instance": {"workload", "instance_workload", "instance"},
+    "namespace_pod": {"workload", "instance_workload", "namespace_pod"},
+    "hpc_job": {"workload", "instance_workload", "hpc_job"},
     "cluster": {"instance", "namespace_pod", "hpc_job", "cluster"},
 }
 CARD_CONSTANTS = {"ridgeline_card_ridge_flop_per_byte", "ridgeline_card_peak_flop_per_second",
@@ -240,8 +246,14 @@ CARD_CONSTANTS = {"ridgeline_card_ridge_flop_per_byte", "ridgeline_card_peak_flo
 PER_MIG_INSTANCE = {"ridgeline_gpu_share_ratio"}
 """On MIG instances only (a whole GPU is 1): a few series per partitioned card, not one per GPU."""
 PER_GPU_FAMILIES = {
-    name for spec in COLLECTORS if spec.name not in {"card", "process"} for name in spec.names
+    name
+    for spec in COLLECTORS
+    if spec.name not in {"card", "process"}
+    for name in spec.names
+    if not name.startswith(WORKLOAD_PREFIX)
 } - PER_MIG_INSTANCE | {"ridgeline_gpu_info"}
+WORKLOAD_COUNTERS = {spec.exposed for spec in WORKLOAD_FAMILIES if spec.type == "counter"}
+"""Rated by instance_workload only, each once per evaluation like a per-GPU family was."""
 
 
 def test_names_read_finds_what_an_expression_reads() -> None:
@@ -259,15 +271,16 @@ def test_each_recording_level_reads_only_the_level_below() -> None:
 
 
 def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
-    """A rule that reads a per-GPU family scans every GPU of the fleet: each family has one reader,
-    or one per regime (each matching one `regime`, all of them together: the family read once in
-    parts, each part in a group of its own), and only instance_workload rules and the per-node
-    health alerts read per-GPU series at all."""
+    """A rule that reads a per-GPU family scans every GPU of the fleet: only the per-node health
+    alerts read one, and no recording rule. A workload counter is a few series per node, but the
+    rule that rates it still scans every workload of the fleet: each has one reader, or one per
+    regime (each matching one `regime`, all of them together: the family read once in parts, each
+    part in a group of its own)."""
     readers: dict[str, list[dict[str, Any]]] = {}
     for rule in _rules("record") + _rules("alert"):
-        for used in _names_read(rule["expr"]) & PER_GPU_FAMILIES:
+        for used in _names_read(rule["expr"]) & (PER_GPU_FAMILIES | WORKLOAD_COUNTERS):
             readers.setdefault(used, []).append(rule)
-    assert readers, "no rule reads a per-GPU family?"
+    assert set(readers) >= WORKLOAD_COUNTERS, "a workload counter no rule reads?"
     for family, rules in readers.items():
         if len(rules) == 1:
             continue
@@ -282,14 +295,13 @@ def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
     for path in RULE_FILES:
         for group in yaml.safe_load(path.read_text())["groups"]:
             for rule in group["rules"]:
-                for used in _names_read(rule["expr"]) & PER_GPU_FAMILIES:
+                for used in _names_read(rule["expr"]) & (PER_GPU_FAMILIES | WORKLOAD_COUNTERS):
                     groups_reading.setdefault(group["name"], set()).add(used)
     crowded = {g: f for g, f in groups_reading.items() if len(f) > 1}
-    assert not crowded, f"groups reading more than one per-GPU family: {crowded}"
+    assert not crowded, f"groups reading more than one per-GPU or workload counter family: {crowded}"
     for rule in _rules("record"):
-        if _level(rule["record"]) != "instance_workload":
-            raw = _names_read(rule["expr"]) & PER_GPU_FAMILIES
-            assert not raw, f"{rule['record']} reads per-GPU series {raw}"
+        raw = _names_read(rule["expr"]) & PER_GPU_FAMILIES
+        assert not raw, f"{rule['record']} reads per-GPU series {raw}"
 
 
 def test_performance_findings_read_only_the_workload_levels() -> None:

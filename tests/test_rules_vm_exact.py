@@ -4,8 +4,9 @@ VictoriaMetrics with vmalert evaluating rules/ (docs/rules-and-dashboards.md, "V
 A two-GPU node: GPU 1 is in pod `ends` for the first 40 s and then in none (that pod's series
 end); GPU 0 is in pod `returns` for 40 s, in none for 11 minutes, then in `returns` again (its
 label set comes back with the counters it carried meanwhile). The daemon's own pipeline (replay
-source, sampler, /metrics encoder) plays the trace in process, and its counters, stamped a second
-apart as a 1 s scrape stores them, are backfilled into both backends; the rules of rules/ that
+source, sampler, /metrics encoder) plays the trace in process, and its counters (per GPU, and the
+per-workload sums the rules rate), stamped a second apart as a 1 s scrape stores them, are
+backfilled into both backends; the rules of rules/ that
 record the rate are evaluated every second over that history, by `promtool tsdb
 create-blocks-from rules` for Prometheus and by `vmalert -replay` for VictoriaMetrics. The
 history ends a minute before the test starts, so the gap costs no wall-clock time.
@@ -70,6 +71,8 @@ SECOND_STRETCH = 60
 SECONDS = FIRST_STRETCH + GAP + SECOND_STRETCH + 90
 RECORDED = "instance_workload:ridgeline_regime_seconds:rate5m"
 RAW = "ridgeline_regime_seconds_total"
+READ = "ridgeline_workload_regime_seconds_total"
+"""What the rules rate: the daemon's per-workload sums of RAW (exporter/sampling/workloads.py)."""
 TARGET = {"instance": "127.0.0.1:10295", "job": "ridgeline", "cluster": "exact", "node": "exact"}
 """The labels Prometheus and VictoriaMetrics add to a scraped series (the target's address and
 job, and the static labels the live scrape configuration gave the node)."""
@@ -92,8 +95,8 @@ def _trace(path: Path, start: float) -> Path:
 
 
 def _scrapes(trace: Path) -> dict[str, list[tuple[float, str]]]:
-    """The daemon's RAW series after each batch of the trace, by series (labels as a scrape
-    stores them): [(the batch's timestamp, the value as /metrics wrote it)]."""
+    """The daemon's RAW and READ series after each batch of the trace, by series (labels as a
+    scrape stores them): [(the batch's timestamp, the value as /metrics wrote it)]."""
     options = replay_options(path=str(trace), speed=None)
     source = create_source("replay", options)
     source.open()
@@ -111,7 +114,7 @@ def _scrapes(trace: Path) -> dict[str, list[tuple[float, str]]]:
             at = max(sample.timestamp for sample in batch)
             body, _ = endpoint.render(None)
             for line in body.decode().splitlines():
-                if line.startswith(RAW + "{"):
+                if line.startswith((RAW + "{", READ + "{")):
                     name_labels, value = line.rsplit(" ", 1)
                     series.setdefault(f"{name_labels[:-1]},{added}}}", []).append((at, value))
     finally:
@@ -125,7 +128,7 @@ def _run(command: list[str]) -> None:
 
 
 def _rule_file(path: Path) -> Path:
-    """The groups of rules/ that record RECORDED, as shipped (they read raw counters only)."""
+    """The groups of rules/ that record RECORDED, as shipped (they read READ only)."""
     groups = yaml.safe_load(RECORDING_RULES.read_text())["groups"]
     chosen = [g for g in groups if any(rule.get("record") == RECORDED for rule in g["rules"])]
     assert chosen, f"no group of {RECORDING_RULES.name} records {RECORDED}"
@@ -153,9 +156,11 @@ def _prometheus(stack: Stack, series: dict[str, list[tuple[float, str]]], rules:
     assert PROMTOOL is not None
     raw = stack.tmp / "raw.om"
     with raw.open("w") as out:
-        out.write(f"# TYPE {RAW.removesuffix('_total')} counter\n")
-        for labels, points in series.items():
-            out.writelines(f"{labels} {value} {at:.3f}\n" for at, value in points)
+        for family in (RAW, READ):  # a family's lines together, as OpenMetrics wants them
+            out.write(f"# TYPE {family.removesuffix('_total')} counter\n")
+            for labels, points in series.items():
+                if labels.startswith(family + "{"):
+                    out.writelines(f"{labels} {value} {at:.3f}\n" for at, value in points)
         out.write("# EOF\n")
     tsdb = stack.tmp / "prometheus-tsdb"
     _run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(raw), str(tsdb)])
