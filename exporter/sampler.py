@@ -89,12 +89,16 @@ class Sampler:
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
         wall_clock: Callable[[], float] = time.time,
         observers: Sequence[Callable[[Snapshot], None]] = (),
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         """source: an already opened source (serve opens it once up front so that a user's
         mistake fails at start-up); opener reopens after errors (default: open_source).
         enrichers: what fills in a sample's pod and job (serve builds the list: build_enrichers).
         observers: called on this thread with each snapshot once published (the live view's
-        trails, exporter/view/trails.py); they must be cheap, and one that raises is logged."""
+        trails, exporter/view/trails.py); they must be cheap, and one that raises is logged.
+        on_failure: called on this thread if it dies of an error no source or reading explains
+        (a bug): serve stops, so that its supervisor restarts it instead of a daemon that answers
+        its probes with a snapshot that no longer moves."""
         if opener is None:
             from exporter.sources import open_source
 
@@ -105,6 +109,9 @@ class Sampler:
         self._wake = threading.Event()
         """Set by a reader's ask (`current`) and by stop(): the thread's waits end on it."""
         self._thread: threading.Thread | None = None
+        self._on_failure = on_failure
+        self.failure: BaseException | None = None
+        """What ended the thread, if it was not a stop."""
         self._dirty = False
         """Batches were folded in since the last publish (the thread defers at --speed max)."""
         self._supervisor = SourceSupervisor(
@@ -181,6 +188,15 @@ class Sampler:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # a bug: said once, whole, and handed to whoever stops the daemon
+            self.failure = exc
+            log.exception("the sampler stopped on an unexpected error; nothing more is read or published")
+            if self._on_failure is not None:
+                self._on_failure(exc)
+
+    def _loop(self) -> None:
         supervisor = self._supervisor
         while not self._stop.is_set():
             if supervisor.finished:

@@ -112,6 +112,43 @@ def test_sigterm_shuts_down_cleanly() -> None:
         assert process.wait(timeout=20) == 0
 
 
+BROKEN_LEDGER = """
+import sys
+from exporter.cli import main
+from exporter.sampling import workloads
+
+working = workloads.WorkloadLedger.update
+
+def broken(self, gpus):
+    gpus = list(gpus)
+    if gpus:  # the start-up snapshot (no GPUs yet) is built before the thread runs
+        raise RuntimeError("injected: the ledger broke")
+    return working(self, gpus)
+
+workloads.WorkloadLedger.update = broken
+sys.exit(main(sys.argv[1:]))
+"""
+"""`python -m exporter` with one bug put in: the sampler thread raises on its first publish."""
+
+
+def test_a_sampler_that_dies_stops_serve_with_exit_1_and_the_traceback() -> None:
+    """A bug in the sampler thread ends the daemon (a supervisor restarts it) rather than leaving
+    it up with a snapshot that no longer moves and a /healthz that says ok."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", BROKEN_LEDGER, "serve", "--replay", "demo", "--loop",
+         "--web.listen-address", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    try:
+        assert process.wait(timeout=60) == 1
+    finally:
+        process.kill()
+    output = output_of(process)
+    assert "the sampler stopped on an unexpected error" in output, output
+    assert "RuntimeError: injected: the ledger broke" in output, output
+    assert "exiting 1: the sampler failed (injected: the ledger broke)" in output, output
+
+
 def test_record_then_serve_the_recording(tmp_path: Path) -> None:
     out = tmp_path / "rec.jsonl"
     result = run_cli("record", "--replay", "demo", "--speed", "max", "--out", str(out))

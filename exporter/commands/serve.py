@@ -187,6 +187,12 @@ def run(args: argparse.Namespace) -> int:
 
     enrichers, attribution_threads = _start_enrichers(args)
     trails = Trails()  # the live page's trails: fed as snapshots are published, not per scrape
+    servers: list[Any] = []  # the HTTP server, once built: a sampler that dies stops it
+
+    def stop_serving(_error: BaseException) -> None:
+        for server in servers:
+            server.should_exit = True
+
     sampler = Sampler(
         name,
         options,
@@ -195,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         source=source,
         enrichers=enrichers,
         observers=(trails.observe,),
+        on_failure=stop_serving,
     )
     try:
         # a reader's request wakes the sampler to fold what came since (it never waits for it)
@@ -228,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
                 hold_refusals=lambda: len(guard.open) < guard.cap * 3 // 4,
             )
             watcher.start()
+        servers.append(build_server(app, guard, access_log=bool(args.access_log)))
         sampler.start()
         log.info(
             "serving on %s:%d (source %s, interval %g s)%s%s",
@@ -245,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
         desk = SignalDesk(watcher.request_reload if watcher is not None else None)
         desk.install()  # SIGHUP reloads the web config; the other fatal-by-default ones are logged
         try:
-            started = serve(build_server(app, guard, access_log=bool(args.access_log)), listener, guard)
+            started = serve(servers[0], listener, guard)
         finally:
             desk.restore()
             signal.signal(signal.SIGTERM, previous)
@@ -258,6 +266,11 @@ def run(args: argparse.Namespace) -> int:
         sampler.stop(timeout=args.shutdown_timeout)
         for thread in attribution_threads:
             thread.stop()
+    if sampler.failure is not None:
+        log.error(
+            "exiting 1: the sampler failed (%s), so that the supervisor restarts serve", sampler.failure
+        )
+        return 1
     return 0
 
 
