@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from exporter.sampling.workloads import WORKLOAD_RETENTION_SECONDS
+
 REGIMES = ("idle", "memory_bound", "compute_bound", "latency_bound")
 CARDS = {
     # key: (NVML name, bf16 dense peak FLOP/s, bandwidth bytes/s) as exporter/data/cards.yaml has them
@@ -364,25 +366,13 @@ _WORKLOAD_FAMILIES = (
     ("ridgeline_workload_peak_flop_per_second", "gauge"),
     ("ridgeline_workload_peak_bandwidth_bytes_per_second", "gauge"),
 )
-WORKLOAD_RETENTION_SECONDS = 600.0
-"""As exporter/sampling/workloads.py keeps a workload no GPU holds."""
+_PER_GPU_LABELS = frozenset({"gpu", "model", "uuid", "container"})
 
 
 def workload_labels(fleet: Fleet, gpu: Gpu, segment: Segment) -> dict[str, str]:
     """The labels Prometheus stores on the per-workload series of the workload holding the GPU
-    during the segment: its node's target labels, the card, and the pod or HPC job."""
-    labels = {
-        "card": gpu.card,
-        "cluster": fleet.cluster,
-        "instance": f"{gpu.node}:10295",
-        "job": "ridgeline",
-        "node": gpu.node,
-    }
-    if segment.pod is not None and segment.namespace is not None:
-        labels.update(namespace=segment.namespace, pod=segment.pod)
-    if segment.hpc_job is not None:
-        labels["hpc_job"] = segment.hpc_job
-    return labels
+    during the segment: the GPU's series labels without those of the GPU itself."""
+    return {k: v for k, v in series_labels(fleet, gpu, segment).items() if k not in _PER_GPU_LABELS}
 
 
 def _workloads(fleet: Fleet) -> dict[str, list[tuple[Gpu, Segment]]]:

@@ -102,7 +102,7 @@ def test_unheld_workloads_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_workloads_let_go_at_once_are_ordered_even_when_one_has_no_pod() -> None:
     """Two workloads unheld since the same update, one without a pod: their keys hold None beside
-    a name, which Python cannot compare, so the ledger orders them by their `order`."""
+    a name, which Python cannot compare, so the ledger orders them by when they were held alone."""
     clock = Clock()
     ledger = WorkloadLedger(clock)
     ledger.update([_gpu(0, None, 1.0), _gpu(1, "a", 1.0)])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from exporter.inference import Totals
 from exporter.sampling.tracker import DEPARTED_RETENTION_SECONDS, MAX_DEPARTED, EntityKey
@@ -130,10 +130,8 @@ class WorkloadLedger:
         """Drops the workloads no GPU held for WORKLOAD_RETENTION_SECONDS, then the longest
         unheld beyond MAX_IDLE_WORKLOADS; True if any went."""
         accounts = self._accounts
-        unheld = sorted(
-            ((a.held_at, k) for k, a in accounts.items() if a.held_at < now),
-            key=lambda pair: (pair[0], pair[1].order),  # keys hold None: compared by `order`
-        )
+        # by time alone: keys hold None beside names, which do not compare (ties keep dict order)
+        unheld = sorted(((a.held_at, k) for k, a in accounts.items() if a.held_at < now), key=itemgetter(0))
         gone = [k for held, k in unheld if now - held > WORKLOAD_RETENTION_SECONDS]
         kept = [k for held, k in unheld if now - held <= WORKLOAD_RETENTION_SECONDS]
         gone += kept[: max(0, len(kept) - MAX_IDLE_WORKLOADS)]
