@@ -191,9 +191,12 @@ def _federated_at(fleet: Fleet, at: float) -> str | None:
     }
     if not seen >= expected:
         return f"the clusters have not recorded every federated series yet: {sorted(expected - seen)[:4]}"
+    # on the FLOP level: a workload's FLOP counter is born with its GPUs' first judged interval,
+    # after its GPU count, so its rate is among the last of its series to be recorded
     held = {
-        label: {dict(k).get(label) for k in union if dict(k)["__name__"].startswith(level)} - {None}
-        for label, level in (("node", "instance:"), ("pod", "namespace_pod:"), ("hpc_job", "hpc_job:"))
+        label: {dict(k).get(label) for k in union if dict(k)["__name__"] == f"{level}:ridgeline_flop:rate5m"}
+        - {None}
+        for label, level in (("node", "instance"), ("pod", "namespace_pod"), ("hpc_job", "hpc_job"))
     }
     if held != {"node": NODES, "pod": PODS, "hpc_job": set(HPC_JOBS.values())}:
         return f"the clusters have not recorded every node, pod and job yet: {held}"
