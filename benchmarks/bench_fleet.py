@@ -899,6 +899,47 @@ class QueryTime:
 
 
 @dataclass
+class RuleAlone:
+    """One rule's expression run as an instant query on its own, nothing else evaluating beside it
+    but the other groups: what the expression costs, against what its group's evaluation took."""
+
+    variant: str
+    group: str
+    rule: str
+    ms: float
+    """Median wall time of the query (HTTP included) over 3 runs."""
+    preparation_ms: float
+    """Prometheus' queryPreparationTime: the series lookup (the index, the matchers' postings)."""
+    inner_ms: float
+    """Prometheus' innerEvalTime: reading the samples and computing."""
+    samples: int
+    series: int
+
+
+def rules_alone(prometheus: Prometheus, variant: str, rule_files: list[Path]) -> Iterator[RuleAlone]:
+    """Every rule of `rule_files` as an instant query now (stats=all): whether a slow group is slow
+    for its own expression, or for the CPU it waited for while the other groups ran (the rounds'
+    evaluationTime is wall time, and groups of one interval start at offsets hashed from their names)."""
+    for path in rule_files:
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                params = {"query": rule["expr"], "time": f"{time.time():.3f}", "stats": "all"}
+                ms, data = _timed(prometheus, "/api/v1/query", params)
+                stats = data.get("stats", {})
+                timings = stats.get("timings", {})
+                yield RuleAlone(
+                    variant=variant,
+                    group=group["name"],
+                    rule=rule.get("record") or rule.get("alert", "?"),
+                    ms=ms,
+                    preparation_ms=1000 * float(timings.get("queryPreparationTime", 0.0)),
+                    inner_ms=1000 * float(timings.get("innerEvalTime", 0.0)),
+                    samples=int(stats.get("samples", {}).get("totalQueryableSamples", 0)),
+                    series=len(data["result"]) if isinstance(data["result"], list) else 1,
+                )
+
+
+@dataclass
 class Measured:
     nodes: int
     gpus: int
@@ -910,6 +951,7 @@ class Measured:
     rounds: list[Round]
     alerts: dict[str, int]
     queries: list[QueryTime] = field(default_factory=list)
+    alone: list[RuleAlone] = field(default_factory=list)
     rule_errors: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -1010,6 +1052,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
             variants = {args.baseline_rev: baseline_rules(args.baseline_rev, work), **variants}
         rounds = alternate_rounds(prometheus, variants, args.rounds, args.cycles)
         alerts = alert_counts(prometheus)
+        alone = [a for variant, files in variants.items() for a in rules_alone(prometheus, variant, files)]
         own = prometheus.self_metrics()
         end = time.time()
         queries = [
@@ -1049,6 +1092,7 @@ def measure(nodes: int, args: argparse.Namespace) -> Measured:
             rounds=rounds,
             alerts=alerts,
             queries=queries,
+            alone=alone,
             rule_errors=errors,
             phases=phases,
         )
@@ -1158,6 +1202,26 @@ def report_groups(rounds: list[Round]) -> None:
         print(f"{name[:70]:70} {ms:8.1f}")
 
 
+def report_alone(alone: list[RuleAlone], rounds: list[Round]) -> None:
+    """Per group and variant: its evaluation in the rounds beside its rules' queries run alone."""
+    print(
+        f"\n{'rule group (rules run alone as instant queries)':48} {'variant':>12} {'in rounds':>9} "
+        f"{'alone':>7} {'prep':>7} {'inner':>7} {'samples':>10} {'series':>7}"
+    )
+    groups: dict[tuple[str, str], list[RuleAlone]] = {}
+    for a in alone:
+        groups.setdefault((a.group, a.variant), []).append(a)
+    figures = {v: group_figures(rounds, v) for v in {v for _, v in groups}}
+    for (group, variant), rules in sorted(groups.items()):
+        evaluated = next((g.median_ms for n, g in figures[variant].items() if n.endswith(f": {group}")), None)
+        print(
+            f"{group[:48]:48} {variant[:12]:>12} "
+            f"{'-' if evaluated is None else f'{evaluated:.1f}':>9} {sum(r.ms for r in rules):7.1f} "
+            f"{sum(r.preparation_ms for r in rules):7.1f} {sum(r.inner_ms for r in rules):7.1f} "
+            f"{sum(r.samples for r in rules):10,} {sum(r.series for r in rules):7,}"
+        )
+
+
 def report(m: Measured) -> None:
     h = m.history
     print(
@@ -1174,6 +1238,7 @@ def report(m: Measured) -> None:
         + ", ".join(f"{k} {v:.1f}" for k, v in m.phases.items())
     )
     report_groups(m.rounds)
+    report_alone(m.alone, m.rounds)
     total = sum(m.alerts.values())
     print(f"\nalerts pending or firing: {total}")
     for name, count in m.alerts.items():
@@ -1237,6 +1302,7 @@ def main(argv: list[str] | None = None) -> int:
                         r.__dict__
                         | {
                             "queries": [q.__dict__ for q in r.queries],
+                            "alone": [a.__dict__ for a in r.alone],
                             "rounds": [x.__dict__ for x in r.rounds],
                         }
                         for r in results

@@ -88,8 +88,13 @@ class GpuState(NamedTuple):
 
     @property
     def workload(self) -> WorkloadKey:
-        """What its time and work are summed under on this node (the card, the pod, the job)."""
+        """What its time and work are summed under on this node (the card, the pod, the job). A pod
+        is one only with its namespace and name both known (a replay line may give one alone): so
+        `namespace!=""` selects the pods' workloads, a matcher much cheaper for Prometheus than
+        `pod!=""` (rules/ridgeline-recording.rules.yml)."""
         held = self.attribution
+        if held is not None and not (held.namespace and held.pod):
+            held = None
         return WorkloadKey(
             card=self.card or "unknown",
             namespace=None if held is None else held.namespace,

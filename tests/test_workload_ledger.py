@@ -64,6 +64,15 @@ def test_a_gpu_that_changes_pods_adds_only_what_it_gained_in_each() -> None:
     ]
 
 
+def test_a_pod_without_its_namespace_or_name_is_nobody_s_workload() -> None:
+    """The rules select the pods' workloads by `namespace!=""`: no workload has one without the other."""
+    half = [_gpu(0, "a", 1.0), _gpu(1, "b", 1.0), _gpu(2, "c", 1.0)]
+    half[0] = half[0]._replace(attribution=Attribution("", "a", "main"))
+    half[1] = half[1]._replace(attribution=Attribution("team", "", "main"))
+    keys = {gpu.workload for gpu in half}
+    assert keys == {WorkloadKey(card="h100-sxm"), WorkloadKey(card="h100-sxm", namespace="team", pod="c")}
+
+
 def test_a_counter_that_goes_back_adds_its_new_value() -> None:
     ledger = WorkloadLedger(Clock())
     ledger.update([_gpu(0, "a", 100.0, flop=5e12)])
