@@ -335,8 +335,8 @@ def loaded_rules(stack: Stack) -> list[dict[str, Any]]:
 
 
 def alert_key(labels: Mapping[str, str]) -> tuple[str, str | None]:
-    """(alertname, where): the node for a per-target alert, namespace/pod or the Slurm job for a
-    per-workload one, the namespace for a per-namespace one (the info findings)."""
+    """(alertname, where): the node for a per-target alert, the namespace or the Slurm job for a
+    per-workload one (namespace/pod for an alert that names a pod)."""
     if labels.get("pod"):
         where: str | None = f"{labels.get('namespace')}/{labels['pod']}"
     elif labels.get("namespace"):

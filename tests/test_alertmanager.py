@@ -194,9 +194,9 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Routed]:
 
 
 # (alertname, where) each receiver must be notified of (prometheus_stack.alert_key): the
-# input-starved node's two latency-bound GPUs are one pod, so one ticket.
+# input-starved node's two latency-bound GPUs are one namespace's, so one ticket.
 PAGED = {("RidgelineExporterDown", "unreachable")}
-TICKETED = {("RidgelineWorkloadLatencyBound", "vision/resnet-train-0")}
+TICKETED = {("RidgelineWorkloadLatencyBound", "vision")}
 SILENT = {("RidgelineWorkloadMemoryBound", "llm")}  # one per namespace: both decode pods
 
 
@@ -239,8 +239,8 @@ def test_notifications_carry_the_rendered_annotations(routed: Routed) -> None:
         assert set(annotations) == {"summary", "description", "runbook_url"}, name
         for key, value in annotations.items():
             assert value.strip() and "{{" not in value and "<no value>" not in value, f"{name} {key}: {value}"
-        # a per-target alert names its target, a per-workload one its pod
-        where = labels["pod"] if name.startswith("RidgelineWorkload") else labels["instance"]
+        # a per-target alert names its target, a per-workload one its namespace
+        where = labels["namespace"] if name.startswith("RidgelineWorkload") else labels["instance"]
         assert where in annotations["summary"], annotations["summary"]
         assert annotations["runbook_url"].endswith(f"#{name.lower()}")
         assert "Lever:" in annotations["description"]
@@ -249,38 +249,35 @@ def test_notifications_carry_the_rendered_annotations(routed: Routed) -> None:
         for a in routed.webhooks.alerts("/ticket")
         if a["labels"]["alertname"] == "RidgelineWorkloadLatencyBound"
     )
-    # The alert's own value, rendered: both GPUs of the pod are latency-bound.
-    assert latency["annotations"]["summary"].startswith("2 GPU(s) of pod vision/resnet-train-0"), latency
+    # The alert's own value, rendered: both GPUs of the namespace's pod are latency-bound.
+    assert latency["annotations"]["summary"].startswith("2 GPU(s) of namespace vision "), latency
     assert "(2 now)" in latency["annotations"]["description"], latency
 
 
-def test_workload_findings_of_one_namespace_share_a_ticket(routed: Routed) -> None:
-    """The example groups performance findings by (alertname, cluster, namespace): one notification
-    lists a team's pods; another namespace gets its own."""
+def test_workload_findings_ticket_per_namespace_and_slurm_jobs_share_one(routed: Routed) -> None:
+    """The example groups performance findings by (alertname, cluster, namespace): each team's
+    namespace gets its own ticket, the Slurm jobs (no namespace) one between them."""
     ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 600))
     finding = {"alertname": "RidgelineWorkloadLatencyBound", "severity": "warning", "cluster": "grp"}
     routed.post_alerts(
         [
-            {"labels": {**finding, "namespace": "team-x", "pod": "a-0"}, "endsAt": ends},
-            {"labels": {**finding, "namespace": "team-x", "pod": "b-0"}, "endsAt": ends},
-            {"labels": {**finding, "namespace": "team-y", "pod": "c-0"}, "endsAt": ends},
+            {"labels": {**finding, "namespace": "team-x"}, "endsAt": ends},
+            {"labels": {**finding, "namespace": "team-y"}, "endsAt": ends},
+            {"labels": {**finding, "hpc_job": "101"}, "endsAt": ends},
+            {"labels": {**finding, "hpc_job": "102"}, "endsAt": ends},
         ]
     )
 
     def grouped() -> str | None:
         groups = {
-            body["groupLabels"].get("namespace"): sorted(a["labels"]["pod"] for a in body["alerts"])
+            body["groupLabels"].get("namespace"): sorted(str(_key(a)[1]) for a in body["alerts"])
             for path, body in list(routed.webhooks.received)
             if path == "/ticket" and body["groupLabels"].get("cluster") == "grp"
         }
-        wanted = {"team-x": ["a-0", "b-0"], "team-y": ["c-0"]}
+        wanted = {"team-x": ["team-x"], "team-y": ["team-y"], None: ["101", "102"]}
         return None if groups == wanted else f"notifications so far: {groups}"
 
-    wait_for(grouped, routed.stack, "one ticket per namespace", 30.0)
-    bodies = [
-        b for p, b in routed.webhooks.received if p == "/ticket" and b["groupLabels"].get("cluster") == "grp"
-    ]
-    assert all(set(b["groupLabels"]) == {"alertname", "cluster", "namespace"} for b in bodies), bodies
+    wait_for(grouped, routed.stack, "one ticket per namespace, one for the Slurm jobs", 30.0)
 
 
 def test_an_exporter_down_inhibits_the_other_health_alerts_of_its_target(routed: Routed) -> None:

@@ -51,24 +51,16 @@ PREFERRED = {"cluster": CLUSTER, "node": NODE}
 DESIGNED_REGIMES = {4: "memory_bound", 5: "memory_bound", 6: "latency_bound", 7: "idle"}
 TRAINING_GPUS = (0, 1, 2, 3)
 # GPUs 4-5: memory-bound far from the ridge (flop utilization ~0.1 < 0.5), one decode pod each;
-# GPU 6: busy but neither wall reached; GPU 7: idle while notebook-alice-0 holds it. One alert per pod,
-# the memory-bound finding (info) one per namespace.
-POD_OF = {
-    0: "llm-train/trainer-0",
-    1: "llm-train/trainer-0",
-    2: "llm-train/trainer-0",
-    3: "llm-train/trainer-0",
-    4: "inference/decode-7f9c4b-x2kq8",
-    5: "inference/decode-7f9c4b-m7d2p",
-    6: "data-eng/embed-etl-5d6f8-qz4vn",
-    7: "research/notebook-alice-0",
-}
+# GPU 6: busy but neither wall reached; GPU 7: idle while notebook-alice-0 holds it. One alert per
+# namespace: the pods of GPUs 0-3 (trainer-0), 6 (embed-etl) and 7 are each alone in theirs.
+NAMESPACE_OF = {gpu: "llm-train" for gpu in range(4)} | {4: "inference", 5: "inference"}
+NAMESPACE_OF |= {6: "data-eng", 7: "research"}
 EXPECTED_ALERTS = {
-    ("RidgelineWorkloadMemoryBound", "inference"),
-    ("RidgelineWorkloadLatencyBound", POD_OF[6]),
-    ("RidgelineWorkloadIdleAllocated", POD_OF[7]),
+    ("RidgelineWorkloadMemoryBound", NAMESPACE_OF[4]),
+    ("RidgelineWorkloadLatencyBound", NAMESPACE_OF[6]),
+    ("RidgelineWorkloadIdleAllocated", NAMESPACE_OF[7]),
 }
-TRAINING_POD = POD_OF[0]
+TRAINING_NAMESPACE = NAMESPACE_OF[0]
 HEALTH_ALERTS = {
     "RidgelineSamplesStale",
     "RidgelineSourceDown",
@@ -193,7 +185,7 @@ def test_performance_alerts_match_the_demo_gpus_and_no_health_alert(demo: Demo) 
     The training GPUs alternate 7 s of GEMMs, a 2 s all-reduce and a 3 s optimizer step; the
     daemon's 10 s smoothing averages that to tensor ~0.35-0.55 and DRAM ~0.4, under both walls,
     so their debounced regime is latency-bound for most of the trace and RidgelineWorkloadLatencyBound
-    (latency-bound GPUs in the pod) legitimately matches trainer-0. The test demands exactly what
+    (latency-bound GPUs in the namespace) legitimately matches llm-train. The test demands exactly what
     the rule says: that alert while /classify reports any of its GPUs latency_bound, none while
     none is, and never another alert on it.
     """
@@ -211,7 +203,7 @@ def test_performance_alerts_match_the_demo_gpus_and_no_health_alert(demo: Demo) 
         if any(len(r) > 1 for r in training):
             return f"the training GPUs are changing regime: {training}"
         any_latency = any(r == {"latency_bound"} for r in training)
-        active = ("RidgelineWorkloadLatencyBound", TRAINING_POD) in alerts
+        active = ("RidgelineWorkloadLatencyBound", TRAINING_NAMESPACE) in alerts
         if any_latency != active:
             return f"training regimes {training} but RidgelineWorkloadLatencyBound active: {active}"
         return None
@@ -220,19 +212,17 @@ def test_performance_alerts_match_the_demo_gpus_and_no_health_alert(demo: Demo) 
     alerts = seen["alerts"]
     health = {a for a in alerts if a[0] in HEALTH_ALERTS}
     assert not health, f"health alerts active on a healthy demo: {sorted(health, key=str)}"
-    unexpected = alerts - EXPECTED_ALERTS - {("RidgelineWorkloadLatencyBound", TRAINING_POD)}
+    unexpected = alerts - EXPECTED_ALERTS - {("RidgelineWorkloadLatencyBound", TRAINING_NAMESPACE)}
     assert not unexpected, (
         f"alerts that should stay quiet are active: {sorted(unexpected, key=str)} (regimes {seen['regimes']})"
     )
     # Every alert carries the labels the rules promise to keep: the cluster, and the job label
-    # for per-target alerts; a per-workload alert is one per pod (an info finding one per
-    # namespace), not per GPU.
+    # for per-target alerts; a per-workload alert is one per namespace, not per pod or GPU.
     for alert in demo.stack.api("/api/v1/alerts")["alerts"]:
         labels = alert["labels"]
         assert labels.get("cluster") == CLUSTER, labels
         if labels["alertname"].startswith("RidgelineWorkload"):
-            unit = labels.get("pod") if labels["severity"] != "info" else labels.get("namespace")
-            assert "gpu" not in labels and "instance" not in labels and unit, labels
-            assert labels["severity"] != "info" or "pod" not in labels, labels
+            assert labels.get("namespace"), labels
+            assert not {"gpu", "instance", "pod"} & set(labels), labels
         else:
             assert labels.get("job") == JOB, labels
