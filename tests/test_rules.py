@@ -304,6 +304,25 @@ def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
         assert not raw, f"{rule['record']} reads per-GPU series {raw}"
 
 
+WORKLOAD_ROOFS = {
+    "ridgeline_workload_peak_flop_per_second",
+    "ridgeline_workload_peak_bandwidth_bytes_per_second",
+}
+"""The exporter's per-workload peaks: a gauge per workload, summed by the node, pod and job levels."""
+
+
+def test_no_recording_group_reads_both_roofs() -> None:
+    """Each roof (a peak sum and the utilization that divides by it) is a group of its own at each
+    level: together the pod level's was the slowest group of the rules at 8,000 GPUs, and Prometheus
+    runs groups side by side but a group's rules one after the other."""
+    path = RULES_DIR / "ridgeline-recording.rules.yml"
+    for group in yaml.safe_load(path.read_text())["groups"]:
+        roofs = {used for rule in group["rules"] for used in _names_read(rule["expr"])} & WORKLOAD_ROOFS
+        assert len(roofs) <= 1, f"{group['name']} reads {sorted(roofs)}"
+    readers = {used for rule in _rules("record") for used in _names_read(rule["expr"])}
+    assert readers >= WORKLOAD_ROOFS, "a roof no rule reads?"
+
+
 PER_POD_LABELS = {"pod", "uuid", "gpu", "container"}
 """Labels with about a value per pod or GPU. A matcher that selects on such a label's presence
 (`pod!=""`, `pod=""`, `pod=~".+"`) has Prometheus merge the postings of every one of its values at
