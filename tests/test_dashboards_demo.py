@@ -53,8 +53,12 @@ TRAINING_GPUS = (0, 1, 2, 3)
 # GPUs 4-5: memory-bound far from the ridge (flop utilization ~0.1 < 0.5), one decode pod each;
 # GPU 6: busy but neither wall reached; GPU 7: idle while notebook-alice-0 holds it. One alert per
 # namespace: the pods of GPUs 0-3 (trainer-0), 6 (embed-etl) and 7 are each alone in theirs.
-NAMESPACE_OF = {gpu: "llm-train" for gpu in range(4)} | {4: "inference", 5: "inference"}
-NAMESPACE_OF |= {6: "data-eng", 7: "research"}
+NAMESPACE_OF = {gpu: "llm-train" for gpu in range(4)} | {
+    4: "inference",
+    5: "inference",
+    6: "data-eng",
+    7: "research",
+}
 EXPECTED_ALERTS = {
     ("RidgelineWorkloadMemoryBound", NAMESPACE_OF[4]),
     ("RidgelineWorkloadLatencyBound", NAMESPACE_OF[6]),

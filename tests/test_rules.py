@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,16 @@ PROMTOOL_NEXT = ROOT / ".tools" / "promtool-trixie" / "usr" / "bin" / "promtool"
 PROMTOOL_RELEASES = {"2.42": PROMTOOL, "2.53": str(PROMTOOL_NEXT)}
 
 
-def _rules(kind: str) -> list[dict[str, Any]]:
-    """Every rule of one kind ("alert" or "record") across the rule files."""
-    found: list[dict[str, Any]] = []
+def _groups() -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every rule group across the rule files, with the file it is in."""
     for path in RULE_FILES:
         for group in yaml.safe_load(path.read_text())["groups"]:
-            found.extend(rule for rule in group["rules"] if kind in rule)
-    return found
+            yield path, group
+
+
+def _rules(kind: str) -> list[dict[str, Any]]:
+    """Every rule of one kind ("alert" or "record") across the rule files."""
+    return [rule for _, group in _groups() for rule in group["rules"] if kind in rule]
 
 
 def _promtool(*args: str, cwd: Path = ROOT, promtool: str | None = PROMTOOL) -> None:
@@ -143,9 +147,8 @@ def test_every_runbook_url_points_at_an_existing_section() -> None:
 
 
 def test_rule_groups_leave_the_evaluation_interval_to_prometheus() -> None:
-    for path in RULE_FILES:
-        for group in yaml.safe_load(path.read_text())["groups"]:
-            assert "interval" not in group, f"{path.name}: group {group['name']} sets an interval"
+    for path, group in _groups():
+        assert "interval" not in group, f"{path.name}: group {group['name']} sets an interval"
 
 
 def test_recording_rules_follow_level_metric_operations() -> None:
@@ -292,11 +295,10 @@ def test_every_per_gpu_family_is_read_once_per_evaluation() -> None:
         assert all(len(set(found)) == 1 for found in regimes), f"{family} read whole by several rules"
         assert sorted(found[0] for found in regimes) == sorted(REGIMES), f"{family}: {regimes}"
     groups_reading: dict[str, set[str]] = {}
-    for path in RULE_FILES:
-        for group in yaml.safe_load(path.read_text())["groups"]:
-            for rule in group["rules"]:
-                for used in _names_read(rule["expr"]) & (PER_GPU_FAMILIES | WORKLOAD_COUNTERS):
-                    groups_reading.setdefault(group["name"], set()).add(used)
+    for _, group in _groups():
+        for rule in group["rules"]:
+            for used in _names_read(rule["expr"]) & (PER_GPU_FAMILIES | WORKLOAD_COUNTERS):
+                groups_reading.setdefault(group["name"], set()).add(used)
     crowded = {g: f for g, f in groups_reading.items() if len(f) > 1}
     assert not crowded, f"groups reading more than one per-GPU or workload counter family: {crowded}"
     for rule in _rules("record"):
@@ -315,8 +317,7 @@ def test_no_recording_group_reads_both_roofs() -> None:
     """Each roof (a peak sum and the utilization that divides by it) is a group of its own at each
     level: together the pod level's was the slowest group of the rules at 8,000 GPUs, and Prometheus
     runs groups side by side but a group's rules one after the other."""
-    path = RULES_DIR / "ridgeline-recording.rules.yml"
-    for group in yaml.safe_load(path.read_text())["groups"]:
+    for _, group in _groups():
         roofs = {used for rule in group["rules"] for used in _names_read(rule["expr"])} & WORKLOAD_ROOFS
         assert len(roofs) <= 1, f"{group['name']} reads {sorted(roofs)}"
     readers = {used for rule in _rules("record") for used in _names_read(rule["expr"])}
